@@ -1,0 +1,181 @@
+package eventstore
+
+import (
+	"unicode/utf8"
+)
+
+// Limits bound what one append may carry. The zero value of a field means
+// its default.
+type Limits struct {
+	MaxStreamIDBytes int // default 256
+	MaxTypeBytes     int // default 256
+	MaxTagBytes      int // default 128
+	MaxTags          int // per event, default 16
+	MaxEventBytes    int // data + type + tags + metadata of one event, default 1 MiB
+	MaxAppendBytes   int // all events of one append, default 16 MiB
+	MaxAppendEvents  int // default 10,000
+}
+
+// DefaultLimits are the limits used when a backend is given none.
+var defaultLimits = Limits{
+	MaxStreamIDBytes: 256,
+	MaxTypeBytes:     256,
+	MaxTagBytes:      128,
+	MaxTags:          16,
+	MaxEventBytes:    1 << 20,
+	MaxAppendBytes:   16 << 20,
+	MaxAppendEvents:  10_000,
+}
+
+// WithDefaults fills unset fields with the defaults.
+func (l Limits) WithDefaults() Limits {
+	d := defaultLimits
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxStreamIDBytes, d.MaxStreamIDBytes)
+	set(&l.MaxTypeBytes, d.MaxTypeBytes)
+	set(&l.MaxTagBytes, d.MaxTagBytes)
+	set(&l.MaxTags, d.MaxTags)
+	set(&l.MaxEventBytes, d.MaxEventBytes)
+	set(&l.MaxAppendBytes, d.MaxAppendBytes)
+	set(&l.MaxAppendEvents, d.MaxAppendEvents)
+	return l
+}
+
+// ValidateStreamID checks a stream id: non-empty, valid UTF-8, no control
+// characters (backends use NUL as a key separator), within the length limit.
+func (l Limits) ValidateStreamID(stream string) error {
+	if stream == "" {
+		return limitErr(ErrInvalidStreamID, "empty")
+	}
+	if len(stream) > l.MaxStreamIDBytes {
+		return limitErr(ErrInvalidStreamID, "%d bytes, limit %d", len(stream), l.MaxStreamIDBytes)
+	}
+	return checkText(ErrInvalidStreamID, "stream id", stream)
+}
+
+// ValidateTag checks a tag the same way as a stream id, with its own limit.
+func (l Limits) ValidateTag(tag string) error {
+	if tag == "" {
+		return limitErr(ErrInvalidTag, "empty tag")
+	}
+	if len(tag) > l.MaxTagBytes {
+		return limitErr(ErrInvalidTag, "tag of %d bytes, limit %d", len(tag), l.MaxTagBytes)
+	}
+	return checkText(ErrInvalidTag, "tag", tag)
+}
+
+func checkText(kind error, what, s string) error {
+	if !utf8.ValidString(s) {
+		return limitErr(kind, "%s %q is not valid UTF-8", what, s)
+	}
+	for i, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return limitErr(kind, "%s %q has control character %U at byte %d", what, s, r, i)
+		}
+	}
+	return nil
+}
+
+// ValidateAppend checks everything about an append that does not depend on
+// the store's contents, so that a bad append is refused before anything is
+// written.
+func (l Limits) ValidateAppend(stream string, expect ExpectedVersion, events []NewEvent) error {
+	if err := l.ValidateStreamID(stream); err != nil {
+		return err
+	}
+	if expect < NoStream {
+		return limitErr(ErrInvalidExpectedVersion, "%d", int64(expect))
+	}
+	if len(events) == 0 {
+		return ErrEmptyAppend
+	}
+	if len(events) > l.MaxAppendEvents {
+		return limitErr(ErrAppendTooLarge, "%d events, limit %d", len(events), l.MaxAppendEvents)
+	}
+	total := 0
+	for i := range events {
+		ev := &events[i]
+		if ev.Type == "" {
+			return limitErr(ErrInvalidEvent, "event %d has no type", i)
+		}
+		if len(ev.Type) > l.MaxTypeBytes {
+			return limitErr(ErrInvalidEvent, "event %d type of %d bytes, limit %d", i, len(ev.Type), l.MaxTypeBytes)
+		}
+		if err := checkText(ErrInvalidEvent, "event type", ev.Type); err != nil {
+			return err
+		}
+		if ev.Version < 0 {
+			return limitErr(ErrInvalidEvent, "event %d has negative schema version %d", i, ev.Version)
+		}
+		if len(ev.Tags) > l.MaxTags {
+			return limitErr(ErrInvalidTag, "event %d has %d tags, limit %d", i, len(ev.Tags), l.MaxTags)
+		}
+		size := EventSize(ev)
+		for j, tag := range ev.Tags {
+			if err := l.ValidateTag(tag); err != nil {
+				return err
+			}
+			for _, prev := range ev.Tags[:j] {
+				if prev == tag {
+					return limitErr(ErrInvalidTag, "event %d repeats tag %q", i, tag)
+				}
+			}
+		}
+		if size > l.MaxEventBytes {
+			return limitErr(ErrEventTooLarge, "event %d is %d bytes, limit %d", i, size, l.MaxEventBytes)
+		}
+		total += size
+	}
+	if err := checkDistinctIDs(events); err != nil {
+		return err
+	}
+	if total > l.MaxAppendBytes {
+		return limitErr(ErrAppendTooLarge, "%d bytes, limit %d", total, l.MaxAppendBytes)
+	}
+	return nil
+}
+
+// EventSize is the size an event counts for against the limits.
+func EventSize(ev *NewEvent) int {
+	n := len(ev.Data) + len(ev.Type)
+	for _, t := range ev.Tags {
+		n += len(t)
+	}
+	for k, v := range ev.Meta {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// checkDistinctIDs refuses an append that gives two of its events the same
+// non-zero ID.
+func checkDistinctIDs(events []NewEvent) error {
+	if len(events) <= 32 {
+		for i := range events {
+			if events[i].ID.IsZero() {
+				continue
+			}
+			for j := range events[:i] {
+				if events[j].ID == events[i].ID {
+					return limitErr(ErrDuplicateEventID, "events %d and %d share id %s", j, i, events[i].ID)
+				}
+			}
+		}
+		return nil
+	}
+	seen := make(map[ID]int, len(events))
+	for i := range events {
+		if events[i].ID.IsZero() {
+			continue
+		}
+		if j, ok := seen[events[i].ID]; ok {
+			return limitErr(ErrDuplicateEventID, "events %d and %d share id %s", j, i, events[i].ID)
+		}
+		seen[events[i].ID] = i
+	}
+	return nil
+}

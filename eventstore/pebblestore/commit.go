@@ -1,10 +1,11 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -62,13 +63,52 @@ func (r *appendReq) rec(i int) []byte {
 }
 
 type group struct {
-	batch   *pebble.Batch
-	reqs    []*appendReq
-	lastPos uint64 // 0 if the group wrote nothing
-	streams []string
-	tags    map[string]struct{}
-	ids     map[eventstore.ID]idLoc // client ids written by this group
-	err     error                   // the whole group failed
+	batch    *pebble.Batch
+	reqs     []*appendReq
+	firstPos uint64 // 0 if the group wrote nothing
+	lastPos  uint64
+	streams  []string
+	tags     map[string]struct{}
+	err      error // the whole group failed
+	index    []indexEntry
+	arena    []byte // backing store of index keys
+}
+
+// indexEntry is a stream or tag index key waiting to be added to the
+// group's batch. Event keys go into the batch as they come (positions only
+// grow); index keys are sorted first, because Pebble's memtable inserts a
+// batch in order and an insert next to the previous one skips the search
+// from the top of the skiplist. With many small appends to many streams,
+// unsorted index keys made the memtable insert the costliest step.
+type indexEntry struct {
+	key []byte
+	pos uint64 // value of a stream key; 0 for a tag key, whose value is empty
+}
+
+func (g *group) keyArena(n int) []byte {
+	if cap(g.arena)-len(g.arena) < n {
+		g.arena = make([]byte, 0, max(n, 16<<10))
+	}
+	return g.arena[len(g.arena):len(g.arena)]
+}
+
+func (g *group) addIndex(key []byte, pos uint64) {
+	g.arena = g.arena[:len(g.arena)+len(key)]
+	g.index = append(g.index, indexEntry{key: key, pos: pos})
+}
+
+// flushIndex adds the sorted index keys to the batch.
+func (g *group) flushIndex() {
+	slices.SortFunc(g.index, func(a, b indexEntry) int { return bytes.Compare(a.key, b.key) })
+	var v [8]byte
+	for _, e := range g.index {
+		if e.key[0] == prefixTag {
+			_ = g.batch.Set(e.key, nil, nil)
+			continue
+		}
+		binary.BigEndian.PutUint64(v[:], e.pos)
+		_ = g.batch.Set(e.key, v[:], nil)
+	}
 }
 
 type idLoc struct {
@@ -152,6 +192,7 @@ func (s *Store) sequence() {
 			}
 		}
 		if g.batch != nil && g.err == nil {
+			g.flushIndex()
 			var err error
 			if s.opts.NoSync {
 				err = s.db.Apply(g.batch, pebble.NoSync)
@@ -166,6 +207,7 @@ func (s *Store) sequence() {
 				// become visible.
 			}
 		}
+		s.trimVersions()
 		s.groups <- g
 	}
 }
@@ -177,8 +219,13 @@ func (s *Store) admit(g *group, req *appendReq) {
 		req.err = err
 		return
 	}
+	cur, err := s.version(req.stream)
+	if err != nil {
+		req.err = fmt.Errorf("append to %q: reading stream version: %w", req.stream, err)
+		return
+	}
 	if req.clientIDs {
-		res, dup, err := s.checkIDs(g, req)
+		res, dup, err := s.checkIDs(g, req, cur)
 		if err != nil {
 			req.err = fmt.Errorf("append to %q: %w", req.stream, err)
 			return
@@ -187,11 +234,6 @@ func (s *Store) admit(g *group, req *appendReq) {
 			req.result = res
 			return
 		}
-	}
-	cur, err := s.version(req.stream)
-	if err != nil {
-		req.err = fmt.Errorf("append to %q: reading stream version: %w", req.stream, err)
-		return
 	}
 	if !req.expect.Satisfied(cur) {
 		req.err = &eventstore.ConflictError{Stream: req.stream, Expected: req.expect, Actual: cur}
@@ -202,123 +244,165 @@ func (s *Store) admit(g *group, req *appendReq) {
 	}
 	now := time.Now().UnixNano()
 	st := &s.seq
-	seq := cur
 	firstPos := st.nextPos
-	var posBuf [8]byte
 	for i := range req.events {
-		ev := &req.events[i]
-		seq++
-		pos := st.nextPos
-		st.nextPos++
 		rec := req.rec(i)
+		seq, pos := cur+1+uint64(i), firstPos+uint64(i)
 		patchSeqTime(rec, seq, now)
-		binary.BigEndian.PutUint64(posBuf[:], pos)
 		st.key = eventKey(st.key[:0], pos)
 		_ = g.batch.Set(st.key, rec, nil)
-		st.key = streamKey(st.key[:0], req.stream, seq)
-		_ = g.batch.Set(st.key, posBuf[:], nil)
-		st.key = idKey(st.key[:0], ev.ID)
-		_ = g.batch.Set(st.key, posBuf[:], nil)
-		for _, tag := range ev.Tags {
-			st.key = tagKey(st.key[:0], tag, pos)
-			_ = g.batch.Set(st.key, nil, nil)
+		g.addIndex(streamKey(g.keyArena(len(req.stream)+10), req.stream, seq), pos)
+		for _, tag := range req.events[i].Tags {
+			g.addIndex(tagKey(g.keyArena(len(tag)+10), tag, pos), 0)
 			if g.tags == nil {
 				g.tags = make(map[string]struct{})
 			}
 			g.tags[tag] = struct{}{}
 		}
-		if req.clientIDs {
-			if g.ids == nil {
-				g.ids = make(map[eventstore.ID]idLoc)
-			}
-			g.ids[ev.ID] = idLoc{stream: req.stream, seq: seq, pos: pos}
-		}
+		s.recent.add(req.events[i].ID, pos)
 	}
-	s.setVersion(req.stream, seq)
+	n := uint64(len(req.events))
+	if g.firstPos == 0 {
+		g.firstPos = firstPos
+	}
+	st.nextPos += n
+	s.setVersion(req.stream, cur+n)
 	g.lastPos = st.nextPos - 1
 	g.streams = append(g.streams, req.stream)
 	req.result = eventstore.AppendResult{
 		Stream:        req.stream,
 		FirstSeq:      cur + 1,
-		LastSeq:       seq,
+		LastSeq:       cur + n,
 		FirstPosition: firstPos,
 		LastPosition:  g.lastPos,
 	}
 }
 
-// checkIDs looks up the caller-given event ids. None stored: a new append.
-// All stored, by one earlier append to the same stream, in the same order:
-// a retry, answered with the original result. Anything else is refused.
-func (s *Store) checkIDs(g *group, req *appendReq) (eventstore.AppendResult, bool, error) {
+// checkIDs decides whether an append with caller-given ids is a retry of
+// one already stored. Two places can hold the original:
+//
+//   - the recent-id table, which remembers the last RecentIDs events
+//     written, whatever their stream or expected version;
+//   - the stream itself, right after the expected version: if an append
+//     expecting version E finds the stream past E, its original (if it was
+//     stored) is exactly the events E+1, E+2, … — a point read, however old.
+//
+// An append whose exact expected version is satisfied cannot have been
+// stored before (it would have moved the version past E), so beyond the
+// recent table it needs no lookup at all. That keeps the common path free
+// of random index reads; only Any appends rely on the recent table alone.
+func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.AppendResult, bool, error) {
+	var locs []idLoc // allocated on the first hit: most appends have none
 	found := 0
-	var first, prev idLoc
 	for i := range req.events {
-		id := req.events[i].ID
-		loc, ok, err := s.lookupID(g, id)
+		pos, ok := s.recent.get(req.events[i].ID)
+		if !ok {
+			continue
+		}
+		loc, err := s.locate(g, pos)
 		if err != nil {
 			return eventstore.AppendResult{}, false, err
 		}
-		if !ok {
-			if found > 0 {
-				return eventstore.AppendResult{}, false, fmt.Errorf("%w: event %d id %s is new but earlier ids of the append were stored", eventstore.ErrDuplicateEventID, i, id)
-			}
-			continue
+		if locs == nil {
+			locs = make([]idLoc, len(req.events))
 		}
-		if found != i {
-			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event %d id %s was stored (stream %q seq %d) but earlier ids of the append were not", eventstore.ErrDuplicateEventID, i, id, loc.stream, loc.seq)
-		}
-		if loc.stream != req.stream {
-			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event id %s belongs to stream %q", eventstore.ErrDuplicateEventID, id, loc.stream)
-		}
-		if found > 0 && (loc.seq != prev.seq+1 || loc.pos != prev.pos+1) {
-			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event ids of the append were stored by different appends", eventstore.ErrDuplicateEventID)
-		}
-		if found == 0 {
-			first = loc
-		}
-		prev = loc
+		locs[i] = loc
 		found++
+	}
+	if found == 0 && !req.expect.Satisfied(cur) && req.expect != eventstore.Any {
+		base := uint64(0)
+		if req.expect >= 0 {
+			base = uint64(req.expect)
+		}
+		if cur > base {
+			locs = make([]idLoc, len(req.events))
+			var err error
+			found, err = s.storedAt(req, base+1, locs)
+			if err != nil {
+				return eventstore.AppendResult{}, false, err
+			}
+		}
 	}
 	if found == 0 {
 		return eventstore.AppendResult{}, false, nil
 	}
+	for i, loc := range locs {
+		id := req.events[i].ID
+		switch {
+		case loc.stream == "":
+			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event %d id %s is new but other ids of the append were stored", eventstore.ErrDuplicateEventID, i, id)
+		case loc.stream != req.stream:
+			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event id %s belongs to stream %q", eventstore.ErrDuplicateEventID, id, loc.stream)
+		case i > 0 && (loc.seq != locs[i-1].seq+1 || loc.pos != locs[i-1].pos+1):
+			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event ids of the append were stored by different appends", eventstore.ErrDuplicateEventID)
+		}
+	}
 	return eventstore.AppendResult{
 		Stream:        req.stream,
-		FirstSeq:      first.seq,
-		LastSeq:       prev.seq,
-		FirstPosition: first.pos,
-		LastPosition:  prev.pos,
+		FirstSeq:      locs[0].seq,
+		LastSeq:       locs[len(locs)-1].seq,
+		FirstPosition: locs[0].pos,
+		LastPosition:  locs[len(locs)-1].pos,
 		Duplicate:     true,
 	}, true, nil
 }
 
-func (s *Store) lookupID(g *group, id eventstore.ID) (idLoc, bool, error) {
-	if loc, ok := g.ids[id]; ok {
-		return loc, true, nil
+// locate finds the stream and seq of the event at pos: in the group being
+// built, whose batch is not applied yet, or else in Pebble, whose reads
+// from the sequencer see batches applied but not yet synced.
+func (s *Store) locate(g *group, pos uint64) (idLoc, error) {
+	if g.firstPos != 0 && pos >= g.firstPos {
+		for _, r := range g.reqs {
+			res := r.result
+			if r.err == nil && !res.Duplicate && res.FirstPosition <= pos && pos <= res.LastPosition {
+				return idLoc{stream: r.stream, seq: res.FirstSeq + (pos - res.FirstPosition), pos: pos}, nil
+			}
+		}
 	}
-	st := &s.seq
-	st.key = idKey(st.key[:0], id)
-	v, closer, err := s.db.Get(st.key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return idLoc{}, false, nil
-	}
+	rec, closer, err := s.db.Get(eventKey(nil, pos))
 	if err != nil {
-		return idLoc{}, false, err
-	}
-	pos := be64(v)
-	_ = closer.Close()
-	st.key = eventKey(st.key[:0], pos)
-	rec, closer, err := s.db.Get(st.key)
-	if err != nil {
-		return idLoc{}, false, fmt.Errorf("event %d named by id %s: %w", pos, id, err)
+		return idLoc{}, fmt.Errorf("event %d of the recent-id table: %w", pos, err)
 	}
 	defer closer.Close()
 	var in interner
 	ev, err := decodeEvent(pos, rec, &in)
 	if err != nil {
-		return idLoc{}, false, err
+		return idLoc{}, err
 	}
-	return idLoc{stream: ev.Stream, seq: ev.Seq, pos: pos}, true, nil
+	return idLoc{stream: ev.Stream, seq: ev.Seq, pos: pos}, nil
+}
+
+// storedAt compares the append's ids with the stream's events from seq
+// on, filling locs for those that match; it reads Pebble directly, so it
+// also sees appends applied but not yet synced.
+func (s *Store) storedAt(req *appendReq, seq uint64, locs []idLoc) (int, error) {
+	prefix := streamPrefix(nil, req.stream)
+	iter, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: streamKey(nil, req.stream, seq),
+		UpperBound: prefixEnd(prefix),
+	})
+	if err != nil {
+		return 0, err
+	}
+	var positions []uint64
+	for ok := iter.First(); ok && len(positions) < len(req.events); ok = iter.Next() {
+		positions = append(positions, be64(iter.Value()))
+	}
+	if err := iter.Close(); err != nil {
+		return 0, err
+	}
+	evs, err := s.loadEvents(req.stream, positions)
+	if err != nil {
+		return 0, err
+	}
+	found := 0
+	for i := range evs {
+		if evs[i].ID == req.events[i].ID {
+			locs[i] = idLoc{stream: req.stream, seq: evs[i].Seq, pos: evs[i].Position}
+			found++
+		}
+	}
+	return found, nil
 }
 
 // version returns the stream's version as the sequencer sees it: including
@@ -336,20 +420,28 @@ func (s *Store) version(stream string) (uint64, error) {
 }
 
 func (s *Store) setVersion(stream string, v uint64) {
+	s.seq.versions[stream] = v
+}
+
+// trimVersions bounds the version cache. It runs between groups, after the
+// group's batch is applied: a version dropped in the middle of a group would
+// be read back from the stream index, which does not hold the group's
+// writes yet, and the stream's next append would reuse sequence numbers.
+func (s *Store) trimVersions() {
 	m := s.seq.versions
-	if _, ok := m[stream]; !ok && len(m) >= s.opts.VersionCacheSize {
-		// Drop about half, in Go's random map order: cheap, and a dropped
-		// version is just read back from the stream index.
-		n := len(m) / 2
-		for k := range m {
-			delete(m, k)
-			n--
-			if n == 0 {
-				break
-			}
+	if len(m) <= s.opts.VersionCacheSize {
+		return
+	}
+	// Drop about half, in Go's random map order: cheap, and a dropped
+	// version is just read back from the stream index.
+	n := len(m) / 2
+	for k := range m {
+		delete(m, k)
+		n--
+		if n == 0 {
+			break
 		}
 	}
-	m[stream] = v
 }
 
 // syncLoop is the syncer goroutine.
@@ -374,6 +466,14 @@ func (s *Store) syncLoop() {
 				s.notify.publish(g.streams, g.tags)
 			}
 			_ = g.batch.Close()
+		} else if err := s.failure(); err != nil {
+			// Nothing of its own to sync, but a duplicate answer may rest
+			// on an earlier group's writes whose fsync has just failed.
+			for _, r := range g.reqs {
+				if r.err == nil {
+					r.err = err
+				}
+			}
 		}
 		for _, r := range g.reqs {
 			close(r.done)

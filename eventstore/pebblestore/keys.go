@@ -8,7 +8,6 @@ import "encoding/binary"
 //	e <pos:8>                      -> event record (codec.go)
 //	s <stream> 0x00 <seq:8>        -> pos:8            (stream index)
 //	t <tag> 0x00 <pos:8>           -> empty            (tag index)
-//	i <id:16>                      -> pos:8            (idempotency index)
 //	n <stream>                     -> snapshot record
 //	m format                       -> format version
 //
@@ -19,7 +18,6 @@ const (
 	prefixEvent    = 'e'
 	prefixStream   = 's'
 	prefixTag      = 't'
-	prefixID       = 'i'
 	prefixSnapshot = 'n'
 	prefixMeta     = 'm'
 )
@@ -51,11 +49,6 @@ func tagPrefix(dst []byte, tag string) []byte {
 
 func tagKey(dst []byte, tag string, pos uint64) []byte {
 	return binary.BigEndian.AppendUint64(tagPrefix(dst, tag), pos)
-}
-
-func idKey(dst []byte, id [16]byte) []byte {
-	dst = append(dst, prefixID)
-	return append(dst, id[:]...)
 }
 
 func snapshotKey(dst []byte, stream string) []byte {

@@ -27,6 +27,10 @@ func (s *Store) clampMax(max int) int {
 
 // ReadAll implements eventstore.Store: one ordered scan of the e keys.
 func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore.Event, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
@@ -72,6 +76,10 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 
 // ReadStream implements eventstore.Store.
 func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]eventstore.Event, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := s.limits.ValidateStreamID(stream); err != nil {
 		return nil, fmt.Errorf("read stream: %w", err)
 	}
@@ -107,6 +115,10 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 
 // ReadStreamBackward implements eventstore.Store.
 func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint64, max int) ([]eventstore.Event, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := s.limits.ValidateStreamID(stream); err != nil {
 		return nil, fmt.Errorf("read stream backward: %w", err)
 	}
@@ -149,6 +161,10 @@ func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint
 // ReadTag implements eventstore.Store: a scan of the tag index, then the
 // events it names.
 func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) ([]eventstore.Event, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := s.limits.ValidateTag(tag); err != nil {
 		return nil, fmt.Errorf("read tag: %w", err)
 	}
@@ -222,6 +238,10 @@ func (s *Store) loadEvents(stream string, positions []uint64) ([]eventstore.Even
 // ListStreams implements eventstore.Store: it hops from stream to stream
 // through the stream index, one seek per stream.
 func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]string, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
@@ -254,6 +274,10 @@ func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]strin
 
 // StreamVersion implements eventstore.Store.
 func (s *Store) StreamVersion(ctx context.Context, stream string) (uint64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
 	if err := s.limits.ValidateStreamID(stream); err != nil {
 		return 0, fmt.Errorf("stream version: %w", err)
 	}
@@ -319,6 +343,10 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 
 // SaveSnapshot implements eventstore.Store.
 func (s *Store) SaveSnapshot(ctx context.Context, snap eventstore.Snapshot) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	if err := s.limits.ValidateStreamID(snap.Stream); err != nil {
 		return fmt.Errorf("save snapshot: %w", err)
 	}
@@ -353,6 +381,10 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap eventstore.Snapshot) erro
 
 // LoadSnapshot implements eventstore.Store.
 func (s *Store) LoadSnapshot(ctx context.Context, stream string) (eventstore.Snapshot, bool, error) {
+	if err := s.enter(); err != nil {
+		return eventstore.Snapshot{}, false, err
+	}
+	defer s.leave()
 	if err := s.limits.ValidateStreamID(stream); err != nil {
 		return eventstore.Snapshot{}, false, fmt.Errorf("load snapshot: %w", err)
 	}

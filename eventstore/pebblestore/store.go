@@ -10,6 +10,7 @@
 package pebblestore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,11 @@ type Options struct {
 	// VersionCacheSize bounds how many stream versions the sequencer keeps
 	// in memory (default 1,000,000).
 	VersionCacheSize int
+	// RecentIDs is how many of the latest events' ids the store remembers
+	// to recognize a retried append with expected version Any (default
+	// 100,000). Retries with an exact expected version are recognized
+	// whatever their age.
+	RecentIDs int
 	// Logger receives Pebble's errors (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -64,7 +70,14 @@ type Store struct {
 
 	snapMu sync.Mutex // serializes snapshot read-compare-write
 
-	seq sequencerState // owned by the sequencer goroutine
+	// dbMu keeps the database open under the calls that read it (and
+	// SaveSnapshot): each holds a read lock, taken with TryRLock so that
+	// calls nested in one another cannot deadlock with a waiting Close;
+	// Close takes the write lock for good before closing the database.
+	dbMu sync.RWMutex
+
+	seq    sequencerState // owned by the sequencer goroutine
+	recent *recentIDs     // owned by the sequencer goroutine
 }
 
 var _ eventstore.Store = (*Store)(nil)
@@ -83,6 +96,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.VersionCacheSize <= 0 {
 		opts.VersionCacheSize = 1_000_000
+	}
+	if opts.RecentIDs <= 0 {
+		opts.RecentIDs = 100_000
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -165,6 +181,28 @@ func (s *Store) recover() error {
 	}
 	s.durable.Store(last)
 	s.seq = sequencerState{nextPos: last + 1, versions: make(map[string]uint64)}
+	s.recent = newRecentIDs(s.opts.RecentIDs)
+	// Refill the recent-id table from the tail of the log, so that a
+	// retry sent across a restart is still recognized.
+	from := uint64(1)
+	if last > uint64(s.opts.RecentIDs) {
+		from = last - uint64(s.opts.RecentIDs) + 1
+	}
+	iter, err = s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(nil, from), UpperBound: eventKey(nil, last+1)})
+	if err != nil {
+		return err
+	}
+	for ok := iter.First(); ok; ok = iter.Next() {
+		v, err := iter.ValueAndErr()
+		if err != nil || len(v) < fixedBytes {
+			_ = iter.Close()
+			return fmt.Errorf("reading recent event ids: %w", cmp.Or(err, errCorrupt))
+		}
+		s.recent.add(eventstore.ID(v[offID:fixedBytes]), be64(iter.Key()[1:]))
+	}
+	if err := iter.Close(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -180,9 +218,21 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 	<-s.done
+	s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
 	s.notify.close()
 	return s.db.Close()
 }
+
+// enter guards a use of the database against Close: it fails with
+// eventstore.ErrClosed once Close has begun, else the caller must leave.
+func (s *Store) enter() error {
+	if !s.dbMu.TryRLock() {
+		return eventstore.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.dbMu.RUnlock() }
 
 // Fsyncs counts the fsync calls made on the store's files since Open.
 func (s *Store) Fsyncs() uint64 { return s.fs.syncs.Load() }

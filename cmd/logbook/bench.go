@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/logbook/logbook/bench"
+)
+
+const benchDataDir = "./data-bench"
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	subs := map[string]func(context.Context, *env, []string) error{
+		"append": runBenchAppend,
+		"read":   runBenchRead,
+	}
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprintln(e.stderr, "Usage: logbook bench append|read [flags]  (logbook bench append --help)")
+		if len(args) == 0 {
+			return usageError{"which benchmark?"}
+		}
+		return nil
+	}
+	f, ok := subs[args[0]]
+	if !ok {
+		return usageError{fmt.Sprintf("unknown benchmark %q (append, read)", args[0])}
+	}
+	rest, profile, err := cutProfileFlag(args[1:])
+	if err != nil {
+		return err
+	}
+	if profile != "" {
+		pf, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return f(ctx, e, rest)
+}
+
+// cutProfileFlag takes --cpuprofile FILE out of a bench's arguments, so
+// that every benchmark can be profiled the same way.
+func cutProfileFlag(args []string) ([]string, string, error) {
+	var rest []string
+	profile := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--cpuprofile" || a == "-cpuprofile":
+			if i+1 >= len(args) {
+				return nil, "", usageError{"--cpuprofile needs a file name"}
+			}
+			profile = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--cpuprofile="):
+			profile = strings.TrimPrefix(a, "--cpuprofile=")
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, profile, nil
+}
+
+func runBenchAppend(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench append", "bench append [--events N] [--batch B] [--writers W] [--payload BYTES] [--streams S] [--data DIR] [--json]")
+	var sf storeFlags
+	sf.register(fs, benchDataDir)
+	var cfg bench.AppendConfig
+	fs.IntVar(&cfg.Events, "events", 1_000_000, "events to append")
+	fs.IntVar(&cfg.Batch, "batch", 100, "events per append call")
+	fs.IntVar(&cfg.Writers, "writers", 1, "concurrent writers")
+	fs.IntVar(&cfg.Payload, "payload", 100, "bytes of data per event")
+	fs.IntVar(&cfg.Streams, "streams", 1000, "streams to spread the events over")
+	fs.BoolVar(&cfg.StoreIDs, "store-ids", false, "let the store generate event ids instead of the writers")
+	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
+		return usageError{"--events, --batch, --writers and --streams must be positive and --payload not negative"}
+	}
+	s, err := sf.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := bench.RunAppend(ctx, s, cfg, s.fsyncs)
+	if err != nil {
+		return err
+	}
+	return report(e.stdout, *asJSON, res, res.Rows())
+}
+
+func runBenchRead(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench read", "bench read [--batch B] [--data DIR] [--json]")
+	var sf storeFlags
+	sf.register(fs, benchDataDir)
+	batch := fs.Int("batch", 1000, "events per read call")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *batch <= 0 {
+		return usageError{"--batch must be positive"}
+	}
+	s, err := sf.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := bench.RunRead(ctx, s, *batch)
+	if err != nil {
+		return err
+	}
+	return report(e.stdout, *asJSON, res, res.Rows())
+}
+
+// report prints v as JSON, or rows as an aligned table.
+func report(w io.Writer, asJSON bool, v any, rows [][2]string) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}

@@ -17,8 +17,9 @@ const benchDataDir = "./data-bench"
 
 func runBench(ctx context.Context, e *env, args []string) error {
 	subs := map[string]func(context.Context, *env, []string) error{
-		"append": runBenchAppend,
-		"read":   runBenchRead,
+		"append":   runBenchAppend,
+		"read":     runBenchRead,
+		"commands": runBenchCommands,
 	}
 	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
 		fmt.Fprintln(e.stderr, "Usage: logbook bench append|read [flags]  (logbook bench append --help)")
@@ -97,6 +98,34 @@ func runBenchAppend(ctx context.Context, e *env, args []string) error {
 	}
 	defer s.Close()
 	res, err := bench.RunAppend(ctx, s, cfg, s.fsyncs)
+	if err != nil {
+		return err
+	}
+	return report(e.stdout, *asJSON, res, res.Rows())
+}
+
+func runBenchCommands(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench commands", "bench commands [--aggregates A] [--commands C] [--writers W] [--shards N] [--data DIR] [--json]")
+	var sf storeFlags
+	sf.register(fs, benchDataDir)
+	var cfg bench.CommandsConfig
+	fs.IntVar(&cfg.Aggregates, "aggregates", 10_000, "counter aggregates to spread the commands over")
+	fs.IntVar(&cfg.Commands, "commands", 500_000, "commands to send")
+	fs.IntVar(&cfg.Writers, "writers", 256, "concurrent closed-loop writers")
+	fs.IntVar(&cfg.Shards, "shards", 0, "shards of the aggregate runtime (0: its default)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 || cfg.Shards < 0 {
+		return usageError{"--aggregates, --commands and --writers must be positive, --shards not negative"}
+	}
+	s, err := sf.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := bench.RunCommands(ctx, s, cfg, s.fsyncs)
 	if err != nil {
 		return err
 	}

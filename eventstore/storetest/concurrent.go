@@ -318,7 +318,7 @@ func testReadersSeeWholeAppends(t *testing.T, s eventstore.Store) {
 		// it is once the read returned.
 		h, err := s.Head(t.Context())
 		if err != nil {
-			errs.add(fmt.Errorf("Head: %w", err))
+			errs.add(fmt.Errorf("head: %w", err))
 			return
 		}
 		for _, e := range evs {

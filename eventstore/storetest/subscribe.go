@@ -107,11 +107,11 @@ func (f *follower) follow(ctx context.Context) {
 	for {
 		batch, err := f.sub.Next(ctx)
 		if err != nil {
-			f.err = fmt.Errorf("Next after %d events: %w", len(f.got), err)
+			f.err = fmt.Errorf("next after %d events: %w", len(f.got), err)
 			return
 		}
 		if len(batch) == 0 {
-			f.err = fmt.Errorf("Next after %d events returned no events and no error", len(f.got))
+			f.err = fmt.Errorf("next after %d events returned no events and no error", len(f.got))
 			return
 		}
 		f.got = append(f.got, batch...)

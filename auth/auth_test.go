@@ -1,0 +1,64 @@
+package auth
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tok, err := ParseFile(strings.NewReader("# tokens\n\nplanner-secret planner\nviewer-secret viewer\n"), "t")
+	if err != nil || tok.Len() != 2 {
+		t.Fatalf("%v %v", tok, err)
+	}
+	if r, ok := tok.Lookup("planner-secret"); !ok || r != Planner {
+		t.Fatal("planner token not found")
+	}
+	if _, ok := tok.Lookup("planner-secreT"); ok {
+		t.Fatal("a wrong token was accepted")
+	}
+	for in, want := range map[string]string{
+		"only-one-field\n":        "t:1: want \"token role\"",
+		"short planner\n":         "shorter than 8",
+		"long-enough-token god\n": "unknown role",
+	} {
+		if _, err := ParseFile(strings.NewReader(in), "t"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+	env, err := ParseEnv("aaaaaaaa:planner, bbbbbbbb:viewer")
+	if err != nil || env.Len() != 2 {
+		t.Fatal(env, err)
+	}
+	if _, err := ParseEnv("aaaaaaaa"); err == nil {
+		t.Fatal("missing role accepted")
+	}
+}
+
+func TestRequire(t *testing.T) {
+	tok, _ := ParseEnv("planner-token:planner,viewer-token:viewer")
+	h := tok.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(RoleOf(r.Context())))
+	}))
+	for _, c := range []struct {
+		method, token string
+		status        int
+	}{
+		{"GET", "", 401}, {"GET", "nope-nope", 401}, {"GET", "viewer-token", 200},
+		{"POST", "viewer-token", 403}, {"DELETE", "viewer-token", 403}, {"POST", "planner-token", 200},
+	} {
+		req := httptest.NewRequest(c.method, "/x", nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.status {
+			t.Errorf("%s with %q: %d, want %d", c.method, c.token, rec.Code, c.status)
+		}
+		if c.status >= 400 && rec.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s with %q: not problem+json", c.method, c.token)
+		}
+	}
+}

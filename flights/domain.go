@@ -1,0 +1,487 @@
+// Package flights is the flight-schedule planning service of seed 000
+// (§1.4): rotations of legs, airplanes assigned to rotations, airports and
+// airplanes with minimal ground times, and the three validations —
+// rotation continuity, minimal ground time and unique flight designator.
+//
+// The domain (this file and the decide/evolve functions) is plain values
+// and functions. The write model runs it on the aggregate runtime; the
+// validation read model (validation.go) maintains the violations
+// incrementally from the event log.
+package flights
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Domain errors. The HTTP layer maps them to statuses.
+var (
+	// ErrOverlap: a leg would overlap another leg of its rotation — the
+	// only invariant enforced while planning (seed 000 §1.4).
+	ErrOverlap = errors.New("leg overlaps another leg of the rotation")
+	// ErrInvalid: a command is malformed (bad airport code, arrival before
+	// departure, …).
+	ErrInvalid = errors.New("invalid")
+	// ErrNotFound: the rotation, airplane or leg does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: creating something that already exists.
+	ErrExists = errors.New("already exists")
+	// ErrRemoved: acting on a removed rotation or airplane.
+	ErrRemoved = errors.New("removed")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Leg is a directed flight of an airplane between two airports at a given
+// time, identified for planners by its flight designator.
+type Leg struct {
+	ID           string    `json:"id"`
+	Airline      string    `json:"airline"`
+	Number       int       `json:"number"`
+	Suffix       string    `json:"suffix,omitempty"`
+	Origin       string    `json:"origin"`
+	Destination  string    `json:"destination"`
+	DayOfOrigin  string    `json:"day_of_origin"` // YYYY-MM-DD
+	Departure    time.Time `json:"departure"`     // UTC
+	Arrival      time.Time `json:"arrival"`       // UTC
+	AircraftType string    `json:"aircraft_type,omitempty"`
+}
+
+// Designator is the flight designator of a leg (seed 000 §1.4): airline,
+// flight number, optional suffix, departure airport and day of origin.
+type Designator struct {
+	Airline     string
+	Number      int
+	Suffix      string
+	Origin      string
+	DayOfOrigin string
+}
+
+// Designator returns the leg's flight designator.
+func (l *Leg) Designator() Designator {
+	return Designator{l.Airline, l.Number, l.Suffix, l.Origin, l.DayOfOrigin}
+}
+
+// String formats a designator as LH400A/FRA/2026-03-29.
+func (d Designator) String() string {
+	return d.Airline + strconv.Itoa(d.Number) + d.Suffix + "/" + d.Origin + "/" + d.DayOfOrigin
+}
+
+var (
+	airportRe = regexp.MustCompile(`^[A-Z]{3}$`)
+	airlineRe = regexp.MustCompile(`^[A-Z0-9]{2}[A-Z]?$`)
+	suffixRe  = regexp.MustCompile(`^[A-Z]?$`)
+	dateRe    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+	regRe     = regexp.MustCompile(`^[A-Z0-9][A-Z0-9-]{1,9}$`)
+)
+
+// ValidAirport reports whether code looks like an IATA airport code.
+func ValidAirport(code string) bool { return airportRe.MatchString(code) }
+
+// Validate checks a leg's fields; it says nothing about other legs.
+func (l *Leg) Validate() error {
+	switch {
+	case l.ID == "":
+		return invalid("leg has no id")
+	case !airlineRe.MatchString(l.Airline):
+		return invalid("leg %s: airline %q is not a 2–3 character IATA/ICAO designator", l.ID, l.Airline)
+	case l.Number < 1 || l.Number > 9999:
+		return invalid("leg %s: flight number %d not in 1–9999", l.ID, l.Number)
+	case !suffixRe.MatchString(l.Suffix):
+		return invalid("leg %s: operational suffix %q is not one letter", l.ID, l.Suffix)
+	case !airportRe.MatchString(l.Origin):
+		return invalid("leg %s: origin %q is not an IATA airport code", l.ID, l.Origin)
+	case !airportRe.MatchString(l.Destination):
+		return invalid("leg %s: destination %q is not an IATA airport code", l.ID, l.Destination)
+	case !dateRe.MatchString(l.DayOfOrigin):
+		return invalid("leg %s: day of origin %q is not YYYY-MM-DD", l.ID, l.DayOfOrigin)
+	case l.Departure.IsZero() || l.Arrival.IsZero():
+		return invalid("leg %s: departure and arrival are required", l.ID)
+	case !l.Arrival.After(l.Departure):
+		return invalid("leg %s: arrival %s is not after departure %s", l.ID, l.Arrival.Format(time.RFC3339), l.Departure.Format(time.RFC3339))
+	case l.Arrival.Sub(l.Departure) > 48*time.Hour:
+		return invalid("leg %s: a flight of %s is not plausible", l.ID, l.Arrival.Sub(l.Departure))
+	}
+	if _, err := time.Parse(time.DateOnly, l.DayOfOrigin); err != nil {
+		return invalid("leg %s: day of origin %q: %v", l.ID, l.DayOfOrigin, err)
+	}
+	return nil
+}
+
+func overlaps(a, b *Leg) bool { return a.Departure.Before(b.Arrival) && b.Departure.Before(a.Arrival) }
+
+// Rotation aggregate --------------------------------------------------------
+
+// Rotation is an ordered list of legs that do not overlap in time.
+type Rotation struct {
+	ID      string `json:"id"`
+	Created bool   `json:"created"`
+	Removed bool   `json:"removed"`
+	Legs    []Leg  `json:"legs"` // sorted by departure
+}
+
+// Rotation commands.
+type (
+	CreateRotation struct{}
+	RemoveRotation struct{}
+	AddLeg         struct{ Leg Leg }
+	AddLegs        struct{ Legs []Leg } // bulk: all or nothing
+	RemoveLeg      struct{ LegID string }
+	MoveLeg        struct {
+		LegID     string
+		Departure time.Time
+		Arrival   time.Time
+	}
+)
+
+// Rotation events.
+type (
+	RotationCreated struct{}
+	RotationRemoved struct{}
+	LegsAdded       struct {
+		Legs []Leg `json:"legs"`
+	}
+	LegRemoved struct {
+		LegID string `json:"leg_id"`
+	}
+	LegMoved struct {
+		LegID     string    `json:"leg_id"`
+		Departure time.Time `json:"departure"`
+		Arrival   time.Time `json:"arrival"`
+	}
+)
+
+// RotationCommand and RotationEvent are the sum types of the aggregate.
+type (
+	RotationCommand any
+	RotationEvent   any
+)
+
+// DecideRotation validates a command against a rotation.
+func DecideRotation(r Rotation, cmd RotationCommand) ([]RotationEvent, error) {
+	if _, ok := cmd.(CreateRotation); ok {
+		if r.Created {
+			return nil, fmt.Errorf("rotation %s: %w", r.ID, ErrExists)
+		}
+		return []RotationEvent{RotationCreated{}}, nil
+	}
+	if !r.Created {
+		return nil, fmt.Errorf("rotation %s: %w", r.ID, ErrNotFound)
+	}
+	if r.Removed {
+		return nil, fmt.Errorf("rotation %s: %w", r.ID, ErrRemoved)
+	}
+	switch c := cmd.(type) {
+	case RemoveRotation:
+		return []RotationEvent{RotationRemoved{}}, nil
+	case AddLeg:
+		if err := r.canAdd([]Leg{c.Leg}); err != nil {
+			return nil, err
+		}
+		return []RotationEvent{LegsAdded{Legs: []Leg{c.Leg}}}, nil
+	case AddLegs:
+		if len(c.Legs) == 0 {
+			return nil, invalid("no legs to add")
+		}
+		if err := r.canAdd(c.Legs); err != nil {
+			return nil, err
+		}
+		return []RotationEvent{LegsAdded{Legs: c.Legs}}, nil
+	case RemoveLeg:
+		if r.leg(c.LegID) < 0 {
+			return nil, fmt.Errorf("leg %s of rotation %s: %w", c.LegID, r.ID, ErrNotFound)
+		}
+		return []RotationEvent{LegRemoved{LegID: c.LegID}}, nil
+	case MoveLeg:
+		i := r.leg(c.LegID)
+		if i < 0 {
+			return nil, fmt.Errorf("leg %s of rotation %s: %w", c.LegID, r.ID, ErrNotFound)
+		}
+		moved := r.Legs[i]
+		moved.Departure, moved.Arrival = c.Departure.UTC(), c.Arrival.UTC()
+		if err := moved.Validate(); err != nil {
+			return nil, err
+		}
+		for j := range r.Legs {
+			if j != i && overlaps(&r.Legs[j], &moved) {
+				return nil, fmt.Errorf("%w: leg %s moved to %s–%s would overlap leg %s", ErrOverlap, c.LegID,
+					moved.Departure.Format(time.RFC3339), moved.Arrival.Format(time.RFC3339), r.Legs[j].ID)
+			}
+		}
+		return []RotationEvent{LegMoved{LegID: c.LegID, Departure: moved.Departure, Arrival: moved.Arrival}}, nil
+	}
+	return nil, invalid("unknown rotation command %T", cmd)
+}
+
+// canAdd checks new legs: valid, unique ids, no overlap with each other or
+// with the rotation's legs.
+func (r *Rotation) canAdd(legs []Leg) error {
+	sorted := make([]*Leg, len(legs))
+	for i := range legs {
+		if err := legs[i].Validate(); err != nil {
+			return err
+		}
+		sorted[i] = &legs[i]
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Departure.Before(sorted[j].Departure) })
+	for i := 1; i < len(sorted); i++ {
+		if overlaps(sorted[i-1], sorted[i]) {
+			return fmt.Errorf("%w: legs %s and %s overlap", ErrOverlap, sorted[i-1].ID, sorted[i].ID)
+		}
+	}
+	for _, l := range sorted {
+		if r.leg(l.ID) >= 0 {
+			return fmt.Errorf("leg %s in rotation %s: %w", l.ID, r.ID, ErrExists)
+		}
+		// The rotation's legs are sorted: only the neighbours of the
+		// insertion point can overlap.
+		i := sort.Search(len(r.Legs), func(i int) bool { return !r.Legs[i].Departure.Before(l.Departure) })
+		for _, j := range []int{i - 1, i} {
+			if j >= 0 && j < len(r.Legs) && overlaps(&r.Legs[j], l) {
+				return fmt.Errorf("%w: leg %s (%s %s–%s) overlaps leg %s", ErrOverlap, l.ID, l.Designator(),
+					l.Departure.Format(time.RFC3339), l.Arrival.Format(time.RFC3339), r.Legs[j].ID)
+			}
+		}
+	}
+	ids := make(map[string]struct{}, len(legs))
+	for i := range legs {
+		if _, dup := ids[legs[i].ID]; dup {
+			return invalid("leg id %s given twice", legs[i].ID)
+		}
+		ids[legs[i].ID] = struct{}{}
+	}
+	return nil
+}
+
+func (r *Rotation) leg(id string) int {
+	for i := range r.Legs {
+		if r.Legs[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// EvolveRotation applies an event. It copies the legs it changes, so a
+// state once returned is never modified.
+func EvolveRotation(r Rotation, ev RotationEvent) Rotation {
+	switch e := ev.(type) {
+	case RotationCreated:
+		r.Created = true
+	case RotationRemoved:
+		r.Removed = true
+	case LegsAdded:
+		legs := make([]Leg, 0, len(r.Legs)+len(e.Legs))
+		legs = append(legs, r.Legs...)
+		legs = append(legs, e.Legs...)
+		sortLegs(legs)
+		r.Legs = legs
+	case LegRemoved:
+		if i := r.leg(e.LegID); i >= 0 {
+			legs := make([]Leg, 0, len(r.Legs)-1)
+			legs = append(legs, r.Legs[:i]...)
+			r.Legs = append(legs, r.Legs[i+1:]...)
+		}
+	case LegMoved:
+		if i := r.leg(e.LegID); i >= 0 {
+			legs := append([]Leg(nil), r.Legs...)
+			legs[i].Departure, legs[i].Arrival = e.Departure, e.Arrival
+			sortLegs(legs)
+			r.Legs = legs
+		}
+	}
+	return r
+}
+
+func sortLegs(legs []Leg) {
+	sort.SliceStable(legs, func(i, j int) bool { return legs[i].Departure.Before(legs[j].Departure) })
+}
+
+// Airplane aggregate --------------------------------------------------------
+
+// Airplane is identified by its registration.
+type Airplane struct {
+	Registration  string `json:"registration"`
+	Type          string `json:"type"`
+	MinGroundTime int    `json:"min_ground_time"` // minutes
+	Rotation      string `json:"rotation,omitempty"`
+	Created       bool   `json:"created"`
+	Removed       bool   `json:"removed"`
+}
+
+// Airplane commands.
+type (
+	CreateAirplane struct {
+		Type          string
+		MinGroundTime int
+	}
+	RemoveAirplane           struct{}
+	AssignRotation           struct{ Rotation string }
+	UnassignRotation         struct{}
+	SetAirplaneMinGroundTime struct{ Minutes int }
+)
+
+// Airplane events.
+type (
+	AirplaneCreated struct {
+		Type          string `json:"type"`
+		MinGroundTime int    `json:"min_ground_time"`
+	}
+	AirplaneRemoved  struct{}
+	RotationAssigned struct {
+		Rotation string `json:"rotation"`
+	}
+	RotationUnassigned struct {
+		Rotation string `json:"rotation"`
+	}
+	AirplaneMinGroundTimeSet struct {
+		Minutes int `json:"minutes"`
+	}
+)
+
+type (
+	AirplaneCommand any
+	AirplaneEvent   any
+)
+
+// MaxGroundTime bounds ground times a planner may set: a day.
+const MaxGroundTime = 24 * 60
+
+// ValidRegistration reports whether reg looks like an aircraft registration.
+func ValidRegistration(reg string) bool { return regRe.MatchString(reg) }
+
+// DecideAirplane validates a command against an airplane.
+func DecideAirplane(a Airplane, cmd AirplaneCommand) ([]AirplaneEvent, error) {
+	if c, ok := cmd.(CreateAirplane); ok {
+		if a.Created {
+			return nil, fmt.Errorf("airplane %s: %w", a.Registration, ErrExists)
+		}
+		if !ValidRegistration(a.Registration) {
+			return nil, invalid("registration %q: letters, digits and dashes, 2–10 characters", a.Registration)
+		}
+		if strings.TrimSpace(c.Type) == "" || len(c.Type) > 16 {
+			return nil, invalid("aircraft type %q: 1–16 characters", c.Type)
+		}
+		if c.MinGroundTime < 0 || c.MinGroundTime > MaxGroundTime {
+			return nil, invalid("minimal ground time %d not in 0–%d minutes", c.MinGroundTime, MaxGroundTime)
+		}
+		return []AirplaneEvent{AirplaneCreated{Type: c.Type, MinGroundTime: c.MinGroundTime}}, nil
+	}
+	if !a.Created {
+		return nil, fmt.Errorf("airplane %s: %w", a.Registration, ErrNotFound)
+	}
+	if a.Removed {
+		return nil, fmt.Errorf("airplane %s: %w", a.Registration, ErrRemoved)
+	}
+	switch c := cmd.(type) {
+	case RemoveAirplane:
+		evs := []AirplaneEvent{}
+		if a.Rotation != "" {
+			evs = append(evs, RotationUnassigned{Rotation: a.Rotation})
+		}
+		return append(evs, AirplaneRemoved{}), nil
+	case AssignRotation:
+		if c.Rotation == "" {
+			return nil, invalid("no rotation to assign")
+		}
+		if c.Rotation == a.Rotation {
+			return nil, nil
+		}
+		var evs []AirplaneEvent
+		if a.Rotation != "" {
+			evs = append(evs, RotationUnassigned{Rotation: a.Rotation})
+		}
+		return append(evs, RotationAssigned{Rotation: c.Rotation}), nil
+	case UnassignRotation:
+		if a.Rotation == "" {
+			return nil, fmt.Errorf("airplane %s has no rotation: %w", a.Registration, ErrNotFound)
+		}
+		return []AirplaneEvent{RotationUnassigned{Rotation: a.Rotation}}, nil
+	case SetAirplaneMinGroundTime:
+		if c.Minutes < 0 || c.Minutes > MaxGroundTime {
+			return nil, invalid("minimal ground time %d not in 0–%d minutes", c.Minutes, MaxGroundTime)
+		}
+		if c.Minutes == a.MinGroundTime {
+			return nil, nil
+		}
+		return []AirplaneEvent{AirplaneMinGroundTimeSet{Minutes: c.Minutes}}, nil
+	}
+	return nil, invalid("unknown airplane command %T", cmd)
+}
+
+// EvolveAirplane applies an event.
+func EvolveAirplane(a Airplane, ev AirplaneEvent) Airplane {
+	switch e := ev.(type) {
+	case AirplaneCreated:
+		a.Created, a.Type, a.MinGroundTime = true, e.Type, e.MinGroundTime
+	case AirplaneRemoved:
+		a.Removed = true
+	case RotationAssigned:
+		a.Rotation = e.Rotation
+	case RotationUnassigned:
+		a.Rotation = ""
+	case AirplaneMinGroundTimeSet:
+		a.MinGroundTime = e.Minutes
+	}
+	return a
+}
+
+// Airport aggregate ---------------------------------------------------------
+
+// DefaultAirportMinGroundTime applies to airports no planner has set a
+// minimal ground time for, in minutes. The generator and `flights check`
+// count violations against it.
+const DefaultAirportMinGroundTime = 30
+
+// Airport holds an airport's minimal ground time.
+type Airport struct {
+	Code          string `json:"code"`
+	MinGroundTime int    `json:"min_ground_time"`
+	Set           bool   `json:"set"`
+}
+
+// SetAirportMinGroundTime is the airport's one command.
+type SetAirportMinGroundTime struct{ Minutes int }
+
+// AirportMinGroundTimeSet is the airport's one event.
+type AirportMinGroundTimeSet struct {
+	Minutes int `json:"minutes"`
+}
+
+type (
+	AirportCommand any
+	AirportEvent   any
+)
+
+// DecideAirport validates a command against an airport.
+func DecideAirport(a Airport, cmd AirportCommand) ([]AirportEvent, error) {
+	c, ok := cmd.(SetAirportMinGroundTime)
+	if !ok {
+		return nil, invalid("unknown airport command %T", cmd)
+	}
+	if !ValidAirport(a.Code) {
+		return nil, invalid("airport %q is not an IATA code", a.Code)
+	}
+	if c.Minutes < 0 || c.Minutes > MaxGroundTime {
+		return nil, invalid("minimal ground time %d not in 0–%d minutes", c.Minutes, MaxGroundTime)
+	}
+	if a.Set && a.MinGroundTime == c.Minutes {
+		return nil, nil
+	}
+	return []AirportEvent{AirportMinGroundTimeSet{Minutes: c.Minutes}}, nil
+}
+
+// EvolveAirport applies an event.
+func EvolveAirport(a Airport, ev AirportEvent) Airport {
+	if e, ok := ev.(AirportMinGroundTimeSet); ok {
+		a.MinGroundTime, a.Set = e.Minutes, true
+	}
+	return a
+}

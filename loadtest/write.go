@@ -1,0 +1,146 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+)
+
+// WriteConfig is the write workload of seed 000 §6.4: each simulated
+// planner creates a rotation, adds legs to it one by one, creates an
+// airplane and assigns the rotation to it. Planners start in waves.
+type WriteConfig struct {
+	Users        int
+	Legs         int           // legs per user
+	Waves        int           // users start in this many waves (default 10)
+	WaveInterval time.Duration // between waves (default 100 ms)
+	RunID        string        // makes ids unique across runs
+}
+
+// WriteResult has the columns of seed 000 Table 6.3.
+type WriteResult struct {
+	Users          int     `json:"users"`
+	LegsPerUser    int     `json:"legs_per_user"`
+	Seconds        float64 `json:"seconds"`
+	CommandsPerSec float64 `json:"commands_per_sec"`
+	Percentiles
+	Requests     int    `json:"requests"`
+	Failures     int    `json:"failures"`
+	FirstFailure string `json:"first_failure,omitempty"`
+}
+
+// Rows renders the result as a table.
+func (r WriteResult) Rows() [][2]string {
+	return [][2]string{
+		{"users / legs each", fmt.Sprintf("%d / %d", r.Users, r.LegsPerUser)},
+		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
+		{"commands/s", fmt.Sprintf("%.0f", r.CommandsPerSec)},
+		{"p75 / p95 / p99 / max ms", fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", r.P75, r.P95, r.P99, r.Max)},
+		{"requests", fmt.Sprint(r.Requests)},
+		{"failures", fmt.Sprint(r.Failures)},
+	}
+}
+
+var airports = []string{"FRA", "MUC", "VIE", "ZRH", "BRU", "HAM", "DUS", "BER"}
+
+// RunWrite runs the planners and reports every command's latency.
+func RunWrite(ctx context.Context, c *Client, cfg WriteConfig) (WriteResult, error) {
+	if cfg.Users <= 0 || cfg.Legs < 0 {
+		return WriteResult{}, errors.New("loadtest write: users > 0 and legs ≥ 0 required")
+	}
+	if cfg.Waves <= 0 {
+		cfg.Waves = 10
+	}
+	if cfg.WaveInterval <= 0 {
+		cfg.WaveInterval = 100 * time.Millisecond
+	}
+	if cfg.RunID == "" {
+		cfg.RunID = time.Now().UTC().Format("150405.000")
+	}
+	rec := &recorder{lat: make([]time.Duration, 0, cfg.Users*(cfg.Legs+3))}
+	var wg sync.WaitGroup
+	start := time.Now()
+	perWave := (cfg.Users + cfg.Waves - 1) / cfg.Waves
+	for u := 0; u < cfg.Users; u++ {
+		if u > 0 && u%perWave == 0 {
+			select {
+			case <-time.After(cfg.WaveInterval):
+			case <-ctx.Done():
+				wg.Wait()
+				return WriteResult{}, ctx.Err()
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			planner(ctx, c, cfg, u, rec)
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	p := percentiles(rec.lat)
+	r := WriteResult{
+		Users: cfg.Users, LegsPerUser: cfg.Legs,
+		Seconds:        round(el, 3),
+		CommandsPerSec: round(float64(len(rec.lat)-rec.failures)/el, 1),
+		Percentiles:    p,
+		Requests:       len(rec.lat),
+		Failures:       rec.failures,
+	}
+	if rec.firstErr != nil {
+		r.FirstFailure = rec.firstErr.Error()
+	}
+	return r, nil
+}
+
+// planner is one simulated user. A failed step ends the user's session,
+// as it would a person's; the failure is counted.
+func planner(ctx context.Context, c *Client, cfg WriteConfig, u int, rec *recorder) {
+	step := func(method, path, body string) ([]byte, bool) {
+		t0 := time.Now()
+		_, data, err := c.Do(ctx, method, path, body)
+		rec.record(time.Since(t0), err)
+		return data, err == nil
+	}
+	rot := fmt.Sprintf("lt-%s-%d", cfg.RunID, u)
+	if _, ok := step("POST", "/api/rotations", fmt.Sprintf(`{"id":%q}`, rot)); !ok {
+		return
+	}
+	base := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(u%500) * time.Minute)
+	for i := 0; i < cfg.Legs; i++ {
+		dep := base.Add(time.Duration(i) * 3 * time.Hour)
+		leg := map[string]any{
+			"airline": "LT", "number": 1 + (u*cfg.Legs+i)%9999,
+			"origin": airports[i%len(airports)], "destination": airports[(i+1)%len(airports)],
+			"departure": dep, "arrival": dep.Add(100 * time.Minute),
+		}
+		body, _ := json.Marshal(leg)
+		if _, ok := step("POST", "/api/rotations/"+rot+"/legs", string(body)); !ok {
+			return
+		}
+	}
+	reg := fmt.Sprintf("%s-%d", runTag(cfg.RunID), u)
+	if _, ok := step("POST", "/api/airplanes", fmt.Sprintf(`{"registration":%q,"type":"A320","min_ground_time":40}`, reg)); !ok {
+		return
+	}
+	step("PUT", "/api/airplanes/"+reg+"/rotation", fmt.Sprintf(`{"rotation":%q}`, rot))
+}
+
+// runTag condenses a run id into four letters and digits, so that a
+// registration (at most 10 characters) can carry it and a user number.
+func runTag(id string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	v := h.Sum32()
+	var b [4]byte
+	for i := range b {
+		b[i] = alphabet[v%36]
+		v /= 36
+	}
+	return string(b[:])
+}

@@ -89,13 +89,22 @@ func WriteSchedule(schedule, rotations io.Writer, airline string, rots []Rotatio
 	return ssim.WriteRotations(rotations, rows)
 }
 
-// lessDated orders dated legs the way the import matches duplicates: by
-// departure, then designator.
+// lessDated orders dated legs the way the import matches legs that share
+// a designator with the lines of the rotation file: by departure, then
+// designator, destination and arrival. Two legs with one designator may
+// leave at the same minute for different places; ties must not be left to
+// chance, or they could swap rotations.
 func lessDated(a, b *ssim.DatedLeg) bool {
 	if !a.Departure.Equal(b.Departure) {
 		return a.Departure.Before(b.Departure)
 	}
-	return a.Designator().String() < b.Designator().String()
+	if da, db := a.Designator().String(), b.Designator().String(); da != db {
+		return da < db
+	}
+	if a.Destination != b.Destination {
+		return a.Destination < b.Destination
+	}
+	return a.Arrival.Before(b.Arrival)
 }
 
 func seasonOf(t time.Time) string {

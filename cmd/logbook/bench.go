@@ -20,9 +20,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		"append":   runBenchAppend,
 		"read":     runBenchRead,
 		"commands": runBenchCommands,
+		"crush":    runBenchCrush,
 	}
 	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintln(e.stderr, "Usage: logbook bench append|read [flags]  (logbook bench append --help)")
+		fmt.Fprintln(e.stderr, "Usage: logbook bench append|read|crush [flags]  (logbook bench append --help)")
 		if len(args) == 0 {
 			return usageError{"which benchmark?"}
 		}
@@ -30,7 +31,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	f, ok := subs[args[0]]
 	if !ok {
-		return usageError{fmt.Sprintf("unknown benchmark %q (append, read)", args[0])}
+		return usageError{fmt.Sprintf("unknown benchmark %q (append, read, crush)", args[0])}
 	}
 	rest, profile, err := cutProfileFlag(args[1:])
 	if err != nil {

@@ -28,8 +28,10 @@ type env struct {
 
 func commands() []command {
 	return []command{
-		{"serve", "run the HTTP server on a store", runServe},
-		{"bench", "measure the store: append, read", runBench},
+		{"serve", "run the flights service: HTTP API, queries and metrics on a store", runServe},
+		{"flights", "flight schedules: generate, import (SSIM), check, export", runFlights},
+		{"bench", "measure the store: append, read, crush", runBench},
+		{"loadtest", "load the HTTP API like seed 000 §6: read, write", runLoadtest},
 		{"help", "show this help, or a command's with `logbook help CMD`", nil},
 	}
 }

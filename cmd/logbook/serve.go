@@ -9,33 +9,73 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/logbook/logbook/auth"
 	"github.com/logbook/logbook/eventstore"
+	"github.com/logbook/logbook/flights"
+	"github.com/logbook/logbook/metrics"
+	"github.com/logbook/logbook/query"
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "serve [--data DIR] [--addr HOST:PORT]")
+	fs := newFlags(e, "serve", "serve [--data DIR] [--addr HOST:PORT] [--tokens FILE]")
 	var sf storeFlags
 	sf.register(fs, "./data")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	tokens, err := auth.Load(*tokensFile)
+	if err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	if tokens.Len() == 0 {
+		return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: planner, viewer)"}
 	}
 	s, err := sf.open()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	reg := metrics.NewRegistry()
+	store, err := metrics.InstrumentStore(s, reg)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	svc, err := flights.NewService(ctx, store, flights.Options{Registerer: reg})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	queries, err := query.New(store, query.Options{Registerer: reg})
+	if err != nil {
+		return err
+	}
+	defer queries.Close()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", healthz(s))
+	mux.HandleFunc("GET /healthz", healthz(store))
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	mux.Handle("/queries/", tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
+	mux.Handle("/api/", svc.Handler(tokens))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
 	log.Info("logbook serving", "url", "http://"+ln.Addr().String(), "data", sf.data)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		// The API answers at once; queries reflect the log as the view
+		// catches up (min_position waits for it).
+		start := time.Now()
+		if err := svc.Validation.WaitCaughtUp(ctx); err == nil {
+			c, pos := svc.Validation.Current().Counts()
+			log.Info("validation view caught up", "position", pos, "violations", c.Total, "seconds", time.Since(start).Seconds())
+		}
+	}()
 	select {
 	case err := <-errc:
 		return err

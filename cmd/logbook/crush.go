@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/logbook/logbook/bench"
+)
+
+func runBenchCrush(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench crush", "bench crush [--ids N] [--events-per-id M] [--buffer B] [--max-concurrent-queries Q] [--mode by-id|all-events] [--writers W] [--batch E] [--payload BYTES] [--poll] [--refresh-interval D] [--data DIR] [--json]")
+	var sf storeFlags
+	sf.register(fs, benchDataDir)
+	var cfg bench.CrushConfig
+	fs.IntVar(&cfg.IDs, "ids", 100_000, "streams to write, and live queries to run in by-id mode")
+	fs.IntVar(&cfg.EventsPerID, "events-per-id", 100, "events per stream")
+	fs.IntVar(&cfg.Buffer, "buffer", 100, "the queries' max-buffer-size: events per backend query")
+	fs.IntVar(&cfg.MaxConcurrentQueries, "max-concurrent-queries", 100, "backend queries allowed to run at once")
+	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByPersistenceId query per stream; all-events: one AllEvents query fanned out to a projection per stream")
+	fs.IntVar(&cfg.Writers, "writers", 8, "concurrent writers in the write phase")
+	fs.IntVar(&cfg.Batch, "batch", 0, "events per append in the write phase (default: events-per-id, at most 1000)")
+	fs.IntVar(&cfg.Payload, "payload", 32, "bytes of data per event")
+	fs.BoolVar(&cfg.Poll, "poll", false, "hide the store's commit signal: live queries poll every --refresh-interval, as on a SQL backend")
+	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", time.Second, "how often polling queries ask again (with --poll)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Writers <= 0 || cfg.Batch < 0 || cfg.Payload < 0 || cfg.RefreshInterval <= 0 {
+		return usageError{"--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative"}
+	}
+	if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
+		return usageError{"--mode must be by-id or all-events"}
+	}
+	s, err := sf.open()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := bench.RunCrush(ctx, s, cfg)
+	if err != nil {
+		return err
+	}
+	return report(e.stdout, *asJSON, res, res.Rows())
+}

@@ -5,7 +5,6 @@ package auth
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -117,14 +116,6 @@ func Load(file string) (*Tokens, error) {
 	return ParseEnv(os.Getenv("LOGBOOK_TOKENS"))
 }
 
-type ctxKey struct{}
-
-// RoleOf returns the role Require stored in the request's context.
-func RoleOf(ctx context.Context) Role {
-	r, _ := ctx.Value(ctxKey{}).(Role)
-	return r
-}
-
 // Require wraps h: no valid bearer token, 401; a viewer on a method that
 // changes things (anything but GET, HEAD, OPTIONS), 403.
 func (t *Tokens) Require(h http.Handler) http.Handler {
@@ -150,6 +141,6 @@ func (t *Tokens) Require(h http.Handler) http.Handler {
 				return
 			}
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, role)))
+		h.ServeHTTP(w, r)
 	})
 }

@@ -13,10 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/benbjohnson/immutable"
 )
 
 // Domain errors. The HTTP layer maps them to statuses.
@@ -125,6 +128,34 @@ type Rotation struct {
 	Created bool   `json:"created"`
 	Removed bool   `json:"removed"`
 	Legs    []Leg  `json:"legs"` // sorted by departure
+	// ids is the set of the legs' ids, a persistent map so that each new
+	// state shares it with the last instead of copying it: checking a new
+	// leg's id then costs O(log n), not a scan of the rotation. It is
+	// derived from Legs (nil after a snapshot is decoded, rebuilt on the
+	// next event).
+	ids *immutable.Map[string, struct{}]
+}
+
+var idHasher = immutable.NewHasher("")
+
+func (r *Rotation) hasLeg(id string) bool {
+	if r.ids != nil {
+		_, ok := r.ids.Get(id)
+		return ok
+	}
+	return r.leg(id) >= 0
+}
+
+// withIDs returns r with its id set built, if it was not.
+func (r Rotation) withIDs() Rotation {
+	if r.ids == nil {
+		b := immutable.NewMapBuilder[string, struct{}](idHasher)
+		for i := range r.Legs {
+			b.Set(r.Legs[i].ID, struct{}{})
+		}
+		r.ids = b.Map()
+	}
+	return r
 }
 
 // Rotation commands.
@@ -237,7 +268,7 @@ func (r *Rotation) canAdd(legs []Leg) error {
 		}
 	}
 	for _, l := range sorted {
-		if r.leg(l.ID) >= 0 {
+		if r.hasLeg(l.ID) {
 			return fmt.Errorf("leg %s in rotation %s: %w", l.ID, r.ID, ErrExists)
 		}
 		// The rotation's legs are sorted: only the neighbours of the
@@ -272,22 +303,44 @@ func (r *Rotation) leg(id string) int {
 // EvolveRotation applies an event. It copies the legs it changes, so a
 // state once returned is never modified.
 func EvolveRotation(r Rotation, ev RotationEvent) Rotation {
+	r = r.withIDs()
 	switch e := ev.(type) {
 	case RotationCreated:
 		r.Created = true
 	case RotationRemoved:
 		r.Removed = true
 	case LegsAdded:
-		legs := make([]Leg, 0, len(r.Legs)+len(e.Legs))
+		n := len(r.Legs)
+		if len(e.Legs) == 1 && (n == 0 || r.Legs[n-1].Departure.Before(e.Legs[0].Departure)) {
+			// The common case, a leg after the last: append without
+			// copying. This keeps states immutable all the same — an
+			// earlier state's slice ends before the appended element, so
+			// nothing it can see changes — and saves copying a
+			// thousand-leg rotation on every added leg.
+			r.Legs = append(r.Legs, e.Legs[0])
+			r.ids = r.ids.Set(e.Legs[0].ID, struct{}{})
+			return r
+		}
+		for _, l := range e.Legs {
+			r.ids = r.ids.Set(l.ID, struct{}{})
+		}
+		legs := make([]Leg, 0, n+len(e.Legs))
 		legs = append(legs, r.Legs...)
-		legs = append(legs, e.Legs...)
-		sortLegs(legs)
+		if len(e.Legs) == 1 {
+			l := e.Legs[0]
+			at := sort.Search(len(legs), func(i int) bool { return l.Departure.Before(legs[i].Departure) })
+			legs = slices.Insert(legs, at, l)
+		} else {
+			legs = append(legs, e.Legs...)
+			sortLegs(legs)
+		}
 		r.Legs = legs
 	case LegRemoved:
 		if i := r.leg(e.LegID); i >= 0 {
 			legs := make([]Leg, 0, len(r.Legs)-1)
 			legs = append(legs, r.Legs[:i]...)
 			r.Legs = append(legs, r.Legs[i+1:]...)
+			r.ids = r.ids.Delete(e.LegID)
 		}
 	case LegMoved:
 		if i := r.leg(e.LegID); i >= 0 {

@@ -44,6 +44,8 @@ type Service struct {
 	Airplanes  *aggregate.Runtime[Airplane, AirplaneCommand, AirplaneEvent]
 	Airports   *aggregate.Runtime[Airport, AirportCommand, AirportEvent]
 	Validation *projection.Live[*Validation]
+
+	cache responseCache // encoded query answers by view position (http.go)
 }
 
 // Options tune a Service.
@@ -66,7 +68,7 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 		Evolve:        EvolveRotation,
 		Events:        rotationEvents(),
 		Snapshots:     aggregate.JSONSnapshots[Rotation]{Version: 1},
-		SnapshotEvery: 100,
+		SnapshotEvery: 250,
 	}, ao)
 	if err != nil {
 		return nil, err

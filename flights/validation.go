@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -119,6 +120,14 @@ func (v *Validation) Checkpoint(context.Context) (uint64, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.checkpoint, nil
+}
+
+// Position is the position of the last event applied; cheaper than
+// Checkpoint for callers that hold no context.
+func (v *Validation) Position() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.checkpoint
 }
 
 // Stream prefixes of the three aggregates.
@@ -258,11 +267,20 @@ func (v *Validation) addLegs(rotID string, legs []Leg) {
 		r = &vrot{id: rotID, pairs: map[string]*Violation{}}
 		v.rotations[rotID] = r
 	}
+	if len(legs) == 1 {
+		// A planner's single leg touches two pairs, however long the
+		// rotation: re-evaluate those, not the rotation.
+		l := &vleg{Leg: legs[0], rotation: r}
+		v.legs[l.ID] = l
+		v.addDesignator(l)
+		v.insertLeg(r, l)
+		return
+	}
 	for i := range legs {
 		l := &vleg{Leg: legs[i], rotation: r}
 		v.legs[l.ID] = l
-		r.legs = append(r.legs, l)
 		v.addDesignator(l)
+		r.legs = append(r.legs, l)
 	}
 	sort.SliceStable(r.legs, func(i, j int) bool { return r.legs[i].Departure.Before(r.legs[j].Departure) })
 	v.recomputePairs(r)
@@ -273,17 +291,9 @@ func (v *Validation) removeLeg(id string) {
 	if l == nil {
 		return
 	}
-	r := l.rotation
-	for i, x := range r.legs {
-		if x == l {
-			r.legs = append(r.legs[:i:i], r.legs[i+1:]...)
-			break
-		}
-	}
-	v.unlinkPrev(l)
+	v.deleteLeg(l.rotation, l)
 	delete(v.legs, id)
 	v.removeDesignator(l)
-	v.recomputePairs(r)
 }
 
 func (v *Validation) moveLeg(e LegMoved) {
@@ -291,11 +301,125 @@ func (v *Validation) moveLeg(e LegMoved) {
 	if l == nil {
 		return
 	}
+	r := l.rotation
+	v.deleteLeg(r, l)
 	l.Departure, l.Arrival = e.Departure, e.Arrival
 	v.refreshDuplicate(l)
-	r := l.rotation
-	sort.SliceStable(r.legs, func(i, j int) bool { return r.legs[i].Departure.Before(r.legs[j].Departure) })
-	v.recomputePairs(r)
+	v.insertLeg(r, l)
+}
+
+// insertLeg puts l in its place in r: the pair it splits goes, the two it
+// makes are evaluated. Legs of a rotation never overlap, so departures are
+// unique and order them.
+func (v *Validation) insertLeg(r *vrot, l *vleg) {
+	at := sort.Search(len(r.legs), func(j int) bool { return l.Departure.Before(r.legs[j].Departure) })
+	var prev, next *vleg
+	if at > 0 {
+		prev = r.legs[at-1]
+	}
+	if at < len(r.legs) {
+		next = r.legs[at]
+	}
+	if prev != nil && next != nil {
+		v.dropPair(r, prev, next)
+	}
+	r.legs = slices.Insert(r.legs, at, l)
+	v.setNext(prev, l)
+	v.setNext(l, next)
+	if prev != nil {
+		v.addPair(r, prev, l)
+	}
+	if next != nil {
+		v.addPair(r, l, next)
+	}
+}
+
+// deleteLeg takes l out of r: its two pairs go, the pair its neighbours
+// now make is evaluated.
+func (v *Validation) deleteLeg(r *vrot, l *vleg) {
+	i := sort.Search(len(r.legs), func(j int) bool { return !r.legs[j].Departure.Before(l.Departure) })
+	for i < len(r.legs) && r.legs[i] != l {
+		i++ // not reached while departures are unique; kept for safety
+	}
+	if i == len(r.legs) {
+		return
+	}
+	var prev, next *vleg
+	if i > 0 {
+		prev = r.legs[i-1]
+		v.dropPair(r, prev, l)
+	}
+	if i+1 < len(r.legs) {
+		next = r.legs[i+1]
+		v.dropPair(r, l, next)
+	}
+	r.legs = slices.Delete(r.legs, i, i+1)
+	v.setNext(l, nil)
+	v.setNext(prev, next)
+	if prev != nil && next != nil {
+		v.addPair(r, prev, next)
+	}
+}
+
+// setNext records a's successor, keeping the airport index — legs that
+// have a successor, by the airport they arrive at — in step.
+func (v *Validation) setNext(a, next *vleg) {
+	if a == nil {
+		return
+	}
+	switch {
+	case a.next == nil && next != nil:
+		v.linkPrev(a)
+	case a.next != nil && next == nil:
+		v.unlinkPrev(a)
+	}
+	a.next = next
+}
+
+func (v *Validation) dropPair(r *vrot, a, b *vleg) {
+	for _, c := range []Check{Continuity, MinGroundTime} {
+		if x := r.pairs[pairID(c, a, b)]; x != nil {
+			v.removeViolation(x)
+			delete(r.pairs, x.ID)
+		}
+	}
+}
+
+func (v *Validation) addPair(r *vrot, a, b *vleg) {
+	for _, x := range v.pairViolations(r, v.planeMGT(r), a, b) {
+		r.pairs[x.ID] = x
+		v.addViolation(x)
+	}
+}
+
+func (v *Validation) planeMGT(r *vrot) int {
+	if reg := v.rotPlane[r.id]; reg != "" {
+		if a := v.airplanes[reg]; a != nil && !a.Removed {
+			return a.MinGroundTime
+		}
+	}
+	return 0
+}
+
+// pairViolations evaluates the two pair rules on consecutive legs a, b.
+func (v *Validation) pairViolations(r *vrot, planeMGT int, a, b *vleg) []*Violation {
+	var out []*Violation
+	if a.Destination != b.Origin {
+		out = append(out, &Violation{
+			ID: pairID(Continuity, a, b), Check: Continuity, Rotation: r.id,
+			Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: b.Origin, Time: b.Departure,
+			Detail: fmt.Sprintf("%s arrives at %s but %s departs from %s", a.Designator(), a.Destination, b.Designator(), b.Origin),
+		})
+	}
+	need := max(v.airportMinGround(a.Destination), planeMGT)
+	if gap := b.Departure.Sub(a.Arrival); gap < time.Duration(need)*time.Minute {
+		out = append(out, &Violation{
+			ID: pairID(MinGroundTime, a, b), Check: MinGroundTime, Rotation: r.id,
+			Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: a.Destination, Time: b.Departure,
+			Detail: fmt.Sprintf("ground time %s at %s between %s and %s, minimum %d min", fmtGap(gap), a.Destination, a.Designator(), b.Designator(), need),
+		})
+	}
+	return out
 }
 
 func (v *Validation) removeRotation(id string) {
@@ -313,47 +437,23 @@ func (v *Validation) removeRotation(id string) {
 	delete(v.rotations, id)
 }
 
-// recomputePairs re-evaluates the consecutive pairs of one rotation and
-// updates only the violations that changed.
+// recomputePairs re-evaluates every consecutive pair of one rotation and
+// updates only the violations that changed: for bulk loads and for
+// changes that concern all its pairs (an airplane's minimum).
 func (v *Validation) recomputePairs(r *vrot) {
 	fresh := make(map[string]*Violation)
-	planeMGT := 0
-	if reg := v.rotPlane[r.id]; reg != "" {
-		if a := v.airplanes[reg]; a != nil && !a.Removed {
-			planeMGT = a.MinGroundTime
-		}
-	}
 	for i, l := range r.legs {
-		v.unlinkPrev(l)
+		var next *vleg
 		if i+1 < len(r.legs) {
-			l.next = r.legs[i+1]
-			v.linkPrev(l)
+			next = r.legs[i+1]
 		}
+		v.setNext(l, next)
 	}
+	planeMGT := v.planeMGT(r)
 	for i := 0; i+1 < len(r.legs); i++ {
-		a, b := r.legs[i], r.legs[i+1]
-		if a.Destination != b.Origin {
-			fresh[pairID(Continuity, a, b)] = &Violation{
-				ID: pairID(Continuity, a, b), Check: Continuity, Rotation: r.id,
-				Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: b.Origin, Time: b.Departure,
-				Detail: fmt.Sprintf("%s arrives at %s but %s departs from %s", a.Designator(), a.Destination, b.Designator(), b.Origin),
-			}
+		for _, x := range v.pairViolations(r, planeMGT, r.legs[i], r.legs[i+1]) {
+			fresh[x.ID] = x
 		}
-		need := v.airportMinGround(a.Destination)
-		if planeMGT > need {
-			need = planeMGT
-		}
-		gap := b.Departure.Sub(a.Arrival)
-		if gap < time.Duration(need)*time.Minute {
-			fresh[pairID(MinGroundTime, a, b)] = &Violation{
-				ID: pairID(MinGroundTime, a, b), Check: MinGroundTime, Rotation: r.id,
-				Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: a.Destination, Time: b.Departure,
-				Detail: fmt.Sprintf("ground time %s at %s between %s and %s, minimum %d min", fmtGap(gap), a.Destination, a.Designator(), b.Designator(), need),
-			}
-		}
-	}
-	if len(r.legs) > 0 {
-		r.legs[len(r.legs)-1].next = nil
 	}
 	for id, old := range r.pairs {
 		if nv, ok := fresh[id]; !ok || nv.Detail != old.Detail || !nv.Time.Equal(old.Time) {

@@ -111,10 +111,15 @@ func planner(ctx context.Context, c *Client, cfg WriteConfig, u int, rec *record
 		return
 	}
 	base := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(u%500) * time.Minute)
+	// Each planner flies for an airline of its own, named from the run
+	// and the user, so that runs and users do not share flight
+	// designators: the workload is the seed's valid schedule, not one
+	// that piles up duplicate-designator violations run after run.
+	airline := letters(runTag(fmt.Sprintf("%s/%d", cfg.RunID, u))[:3])
 	for i := 0; i < cfg.Legs; i++ {
 		dep := base.Add(time.Duration(i) * 3 * time.Hour)
 		leg := map[string]any{
-			"airline": "LT", "number": 1 + (u*cfg.Legs+i)%9999,
+			"airline": airline, "number": 1 + i%9999,
 			"origin": airports[i%len(airports)], "destination": airports[(i+1)%len(airports)],
 			"departure": dep, "arrival": dep.Add(100 * time.Minute),
 		}
@@ -128,6 +133,17 @@ func planner(ctx context.Context, c *Client, cfg WriteConfig, u int, rec *record
 		return
 	}
 	step("PUT", "/api/airplanes/"+reg+"/rotation", fmt.Sprintf(`{"rotation":%q}`, rot))
+}
+
+// letters maps a tag's digits to letters: airline codes end in a letter.
+func letters(tag string) string {
+	b := []byte(tag)
+	for i, c := range b {
+		if c >= '0' && c <= '9' {
+			b[i] = 'A' + (c-'0')*2
+		}
+	}
+	return string(b)
 }
 
 // runTag condenses a run id into four letters and digits, so that a

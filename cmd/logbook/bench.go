@@ -37,18 +37,32 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if profile != "" {
-		pf, err := os.Create(profile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startProfile(profile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	return f(ctx, e, rest)
+}
+
+// startProfile writes a CPU profile to file until stop is called; with an
+// empty file name it does nothing.
+func startProfile(file string) (stop func(), err error) {
+	if file == "" {
+		return func() {}, nil
+	}
+	pf, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		pf.Close()
+	}, nil
 }
 
 // cutProfileFlag takes --cpuprofile FILE out of a bench's arguments, so

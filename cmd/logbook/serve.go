@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/logbook/logbook/auth"
@@ -22,6 +25,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	sf.register(fs, "./data")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…)")
+	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address (off by default; keep it on loopback)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -31,6 +35,16 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if tokens.Len() == 0 {
 		return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: planner, viewer)"}
+	}
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		// The views keep the whole schedule in memory while requests
+		// allocate briefly. Collecting only when the heap has grown
+		// tenfold spends far less CPU rescanning that live heap — under
+		// read load, GC was the source of the latency tail — and the
+		// memory limit makes the collector work harder before the
+		// process grows past 4 GiB.
+		debug.SetGCPercent(1000)
+		debug.SetMemoryLimit(4 << 30)
 	}
 	s, err := sf.open()
 	if err != nil {
@@ -64,6 +78,17 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	mux.Handle("/api/", svc.Handler(tokens))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
+	if *debugAddr != "" {
+		dbg := http.NewServeMux()
+		dbg.HandleFunc("/debug/pprof/", pprof.Index)
+		dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		go func() {
+			if err := http.ListenAndServe(*debugAddr, dbg); err != nil {
+				log.Error("debug server", "err", err)
+			}
+		}()
+	}
 	log.Info("logbook serving", "url", "http://"+ln.Addr().String(), "data", sf.data)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -39,6 +39,21 @@ func (s *Service) Handler(tokens *auth.Tokens) http.Handler {
 	h := func(pattern string, f func(http.ResponseWriter, *http.Request) error) {
 		mux.Handle(pattern, tokens.Require(handler(f)))
 	}
+	if s.Rotations == nil {
+		// A read replica (NewReplica) has no write model: its routes
+		// answer that commands go to the primary.
+		query := h
+		h = func(pattern string, f func(http.ResponseWriter, *http.Request) error) {
+			if strings.HasPrefix(pattern, "GET /api/violations") || strings.HasPrefix(pattern, "GET /api/checks/") ||
+				pattern == "GET /api/validity" || pattern == "GET /api/rotations/{id}/violations" {
+				query(pattern, f)
+				return
+			}
+			query(pattern, func(http.ResponseWriter, *http.Request) error {
+				return httpError{http.StatusMisdirectedRequest, "this is a read replica: it answers the validation queries; send commands and aggregate reads to the primary"}
+			})
+		}
+	}
 	h("POST /api/rotations", s.createRotation)
 	h("GET /api/rotations/{id}", s.getRotation)
 	h("DELETE /api/rotations/{id}", s.rotationCommand(func(*http.Request) (RotationCommand, error) { return RemoveRotation{}, nil }))

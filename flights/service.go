@@ -105,6 +105,21 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 	return s, nil
 }
 
+// NewReplica starts only the validation view, on a store that follows a
+// primary (replica.Store): a read replica in another process, serving the
+// validation queries (seed 000 §4.2). Its Handler refuses commands.
+func NewReplica(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {
+	s := &Service{Store: store}
+	var err error
+	s.Validation, err = projection.StartLive(ctx, store, func(context.Context) (*Validation, error) {
+		return NewValidation(), nil
+	}, projection.Options{Name: "validation", Registerer: opts.Registerer})
+	if err != nil {
+		return nil, fmt.Errorf("flights: validation view: %w", err)
+	}
+	return s, nil
+}
+
 // Close stops the runtimes and the view.
 func (s *Service) Close() error {
 	var errs []error

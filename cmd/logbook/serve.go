@@ -17,6 +17,7 @@ import (
 	"github.com/logbook/logbook/flights"
 	"github.com/logbook/logbook/metrics"
 	"github.com/logbook/logbook/query"
+	"github.com/logbook/logbook/replica"
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -26,6 +27,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address (off by default; keep it on loopback)")
+	replicaOf := fs.String("replica-of", "", "run as a read replica of the logbook server at this URL (its validation queries, fed over HTTP); no local store")
+	replicaToken := fs.String("replica-token", os.Getenv("LOGBOOK_REPLICA_TOKEN"), "bearer token for the primary (default: LOGBOOK_REPLICA_TOKEN)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -46,38 +49,54 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		debug.SetGCPercent(1000)
 		debug.SetMemoryLimit(4 << 30)
 	}
-	s, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	reg := metrics.NewRegistry()
-	store, err := metrics.InstrumentStore(s, reg)
-	if err != nil {
-		return err
-	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	svc, err := flights.NewService(ctx, store, flights.Options{Registerer: reg})
-	if err != nil {
-		return err
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var svc *flights.Service
+	if *replicaOf != "" {
+		// A read replica: the validation view in this process, fed by
+		// the primary's live query stream.
+		if *replicaToken == "" {
+			return usageError{"--replica-of needs --replica-token (or LOGBOOK_REPLICA_TOKEN): a token the primary accepts"}
+		}
+		rs := replica.New(*replicaOf, *replicaToken)
+		defer rs.Close()
+		if svc, err = flights.NewReplica(ctx, rs, flights.Options{Registerer: reg}); err != nil {
+			return err
+		}
+		defer svc.Close()
+		mux.HandleFunc("GET /healthz", healthz(rs))
+		sf.data = "(replica of " + *replicaOf + ")"
+	} else {
+		s, err := sf.open()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		store, err := metrics.InstrumentStore(s, reg)
+		if err != nil {
+			return err
+		}
+		if svc, err = flights.NewService(ctx, store, flights.Options{Registerer: reg}); err != nil {
+			return err
+		}
+		defer svc.Close()
+		queries, err := query.New(store, query.Options{Registerer: reg})
+		if err != nil {
+			return err
+		}
+		defer queries.Close()
+		mux.HandleFunc("GET /healthz", healthz(store))
+		mux.Handle("/queries/", tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
+		srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
 	}
-	defer svc.Close()
-	queries, err := query.New(store, query.Options{Registerer: reg})
-	if err != nil {
-		return err
-	}
-	defer queries.Close()
+	mux.Handle("/api/", svc.Handler(tokens))
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", healthz(store))
-	mux.Handle("GET /metrics", metrics.Handler(reg))
-	mux.Handle("/queries/", tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
-	mux.Handle("/api/", svc.Handler(tokens))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
 	if *debugAddr != "" {
 		dbg := http.NewServeMux()
 		dbg.HandleFunc("/debug/pprof/", pprof.Index)

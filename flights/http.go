@@ -56,18 +56,18 @@ func (s *Service) Handler(tokens *auth.Tokens) http.Handler {
 	}
 	h("POST /api/rotations", s.createRotation)
 	h("GET /api/rotations/{id}", s.getRotation)
-	h("DELETE /api/rotations/{id}", s.rotationCommand(func(*http.Request) (RotationCommand, error) { return RemoveRotation{}, nil }))
+	h("DELETE /api/rotations/{id}", execute(s.Rotations, "id", func(*http.Request) (RotationCommand, error) { return RemoveRotation{}, nil }))
 	h("POST /api/rotations/{id}/legs", s.addLeg)
 	h("POST /api/rotations/{id}/legs/bulk", s.addLegs)
-	h("PATCH /api/rotations/{id}/legs/{leg}", s.rotationCommand(decodeMove))
-	h("DELETE /api/rotations/{id}/legs/{leg}", s.rotationCommand(func(r *http.Request) (RotationCommand, error) {
+	h("PATCH /api/rotations/{id}/legs/{leg}", execute(s.Rotations, "id", decodeMove))
+	h("DELETE /api/rotations/{id}/legs/{leg}", execute(s.Rotations, "id", func(r *http.Request) (RotationCommand, error) {
 		return RemoveLeg{LegID: r.PathValue("leg")}, nil
 	}))
 	h("GET /api/rotations/{id}/violations", s.query(rotationViolations))
 	h("POST /api/airplanes", s.createAirplane)
 	h("GET /api/airplanes/{reg}", s.getAirplane)
-	h("DELETE /api/airplanes/{reg}", s.airplaneCommand(func(*http.Request) (AirplaneCommand, error) { return RemoveAirplane{}, nil }))
-	h("PUT /api/airplanes/{reg}/rotation", s.airplaneCommand(func(r *http.Request) (AirplaneCommand, error) {
+	h("DELETE /api/airplanes/{reg}", execute(s.Airplanes, "reg", func(*http.Request) (AirplaneCommand, error) { return RemoveAirplane{}, nil }))
+	h("PUT /api/airplanes/{reg}/rotation", execute(s.Airplanes, "reg", func(r *http.Request) (AirplaneCommand, error) {
 		var body struct {
 			Rotation string `json:"rotation"`
 		}
@@ -79,8 +79,8 @@ func (s *Service) Handler(tokens *auth.Tokens) http.Handler {
 		}
 		return AssignRotation{Rotation: body.Rotation}, nil
 	}))
-	h("DELETE /api/airplanes/{reg}/rotation", s.airplaneCommand(func(*http.Request) (AirplaneCommand, error) { return UnassignRotation{}, nil }))
-	h("PUT /api/airplanes/{reg}/min-ground-time", s.airplaneCommand(func(r *http.Request) (AirplaneCommand, error) {
+	h("DELETE /api/airplanes/{reg}/rotation", execute(s.Airplanes, "reg", func(*http.Request) (AirplaneCommand, error) { return UnassignRotation{}, nil }))
+	h("PUT /api/airplanes/{reg}/min-ground-time", execute(s.Airplanes, "reg", func(r *http.Request) (AirplaneCommand, error) {
 		m, err := decodeMinutes(r)
 		return SetAirplaneMinGroundTime{Minutes: m}, err
 	}))
@@ -280,7 +280,9 @@ func (s *Service) getRotation(w http.ResponseWriter, r *http.Request) error {
 	}{st, v})
 }
 
-func (s *Service) rotationCommand(build func(*http.Request) (RotationCommand, error)) func(http.ResponseWriter, *http.Request) error {
+// execute answers a command built from the request, run on the aggregate
+// the path parameter idParam names.
+func execute[S, C, E any](rt *aggregate.Runtime[S, C, E], idParam string, build func(*http.Request) (C, error)) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		cmd, err := build(r)
 		if err != nil {
@@ -290,7 +292,7 @@ func (s *Service) rotationCommand(build func(*http.Request) (RotationCommand, er
 		if err != nil {
 			return err
 		}
-		res, err := s.Rotations.Execute(r.Context(), r.PathValue("id"), cmd, opts...)
+		res, err := rt.Execute(r.Context(), r.PathValue(idParam), cmd, opts...)
 		if err != nil {
 			return err
 		}
@@ -458,24 +460,6 @@ func (s *Service) getAirplane(w http.ResponseWriter, r *http.Request) error {
 		Airplane
 		Version uint64 `json:"version"`
 	}{st, v})
-}
-
-func (s *Service) airplaneCommand(build func(*http.Request) (AirplaneCommand, error)) func(http.ResponseWriter, *http.Request) error {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		cmd, err := build(r)
-		if err != nil {
-			return err
-		}
-		opts, err := commandOptions(r)
-		if err != nil {
-			return err
-		}
-		res, err := s.Airplanes.Execute(r.Context(), r.PathValue("reg"), cmd, opts...)
-		if err != nil {
-			return err
-		}
-		return answer(w, http.StatusOK, res)
-	}
 }
 
 func decodeMinutes(r *http.Request) (int, error) {

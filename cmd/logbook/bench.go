@@ -16,33 +16,12 @@ import (
 const benchDataDir = "./data-bench"
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	subs := map[string]func(context.Context, *env, []string) error{
-		"append":   runBenchAppend,
-		"read":     runBenchRead,
-		"commands": runBenchCommands,
-		"crush":    runBenchCrush,
-	}
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintln(e.stderr, "Usage: logbook bench append|read|crush [flags]  (logbook bench append --help)")
-		if len(args) == 0 {
-			return usageError{"which benchmark?"}
-		}
-		return nil
-	}
-	f, ok := subs[args[0]]
-	if !ok {
-		return usageError{fmt.Sprintf("unknown benchmark %q (append, read, crush)", args[0])}
-	}
-	rest, profile, err := cutProfileFlag(args[1:])
-	if err != nil {
-		return err
-	}
-	stop, err := startProfile(profile)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return f(ctx, e, rest)
+	return dispatch(ctx, e, "bench", []subcommand{
+		{"append", runBenchAppend},
+		{"read", runBenchRead},
+		{"commands", runBenchCommands},
+		{"crush", runBenchCrush},
+	}, true, args)
 }
 
 // startProfile writes a CPU profile to file until stop is called; with an

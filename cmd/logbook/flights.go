@@ -14,24 +14,12 @@ import (
 )
 
 func runFlights(ctx context.Context, e *env, args []string) error {
-	subs := map[string]func(context.Context, *env, []string) error{
-		"generate": runFlightsGenerate,
-		"import":   runFlightsImport,
-		"check":    runFlightsCheck,
-		"export":   runFlightsExport,
-	}
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintln(e.stderr, "Usage: logbook flights generate|import|check|export [flags]  (logbook flights import --help)")
-		if len(args) == 0 {
-			return usageError{"which flights command?"}
-		}
-		return nil
-	}
-	f, ok := subs[args[0]]
-	if !ok {
-		return usageError{fmt.Sprintf("unknown flights command %q (generate, import, check, export)", args[0])}
-	}
-	return f(ctx, e, args[1:])
+	return dispatch(ctx, e, "flights", []subcommand{
+		{"generate", runFlightsGenerate},
+		{"import", runFlightsImport},
+		{"check", runFlightsCheck},
+		{"export", runFlightsExport},
+	}, false, args)
 }
 
 func runFlightsGenerate(ctx context.Context, e *env, args []string) error {

@@ -13,37 +13,15 @@ import (
 )
 
 func runLoadtest(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintln(e.stderr, "Usage: logbook loadtest read|write --url URL --token TOKEN [flags]  (logbook loadtest read --help)")
-		if len(args) == 0 {
-			return usageError{"which load test?"}
-		}
-		return nil
-	}
-	var run func(context.Context, *env, []string) error
-	switch args[0] {
-	case "read":
-		run = runLoadtestRead
-	case "write":
-		run = runLoadtestWrite
-	default:
-		return usageError{fmt.Sprintf("unknown load test %q (read, write)", args[0])}
-	}
 	if os.Getenv("GOGC") == "" {
 		// The generator's own garbage collection should not be what
 		// the measured latency shows.
 		debug.SetGCPercent(800)
 	}
-	rest, profile, err := cutProfileFlag(args[1:])
-	if err != nil {
-		return err
-	}
-	stop, err := startProfile(profile)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return run(ctx, e, rest)
+	return dispatch(ctx, e, "loadtest", []subcommand{
+		{"read", runLoadtestRead},
+		{"write", runLoadtestWrite},
+	}, true, args)
 }
 
 type targetFlags struct {

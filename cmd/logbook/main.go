@@ -112,3 +112,45 @@ func parse(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// subcommand is one command of a group (bench append, flights import, …).
+type subcommand struct {
+	name string
+	run  func(context.Context, *env, []string) error
+}
+
+// dispatch runs the subcommand args[0] of group. With profile set, every
+// subcommand takes --cpuprofile FILE.
+func dispatch(ctx context.Context, e *env, group string, subs []subcommand, profile bool, args []string) error {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprintf(e.stderr, "Usage: logbook %s %s [flags]  (logbook %s %s --help)\n", group, strings.Join(names, "|"), group, names[0])
+		if len(args) == 0 {
+			return usageError{fmt.Sprintf("which %s command? (%s)", group, strings.Join(names, ", "))}
+		}
+		return nil
+	}
+	for _, s := range subs {
+		if s.name != args[0] {
+			continue
+		}
+		rest := args[1:]
+		if profile {
+			var file string
+			var err error
+			if rest, file, err = cutProfileFlag(rest); err != nil {
+				return err
+			}
+			stop, err := startProfile(file)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
+		return s.run(ctx, e, rest)
+	}
+	return usageError{fmt.Sprintf("unknown %s command %q (%s)", group, args[0], strings.Join(names, ", "))}
+}

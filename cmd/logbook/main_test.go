@@ -30,7 +30,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{[]string{"bench", "nope"}, 2, `unknown benchmark "nope"`},
+		{[]string{"bench", "nope"}, 2, `unknown bench command "nope"`},
 		{[]string{"bench", "append", "--events", "-1"}, 2, "must be positive"},
 		{[]string{"bench", "append", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"flights", "import"}, 2, "--ssim FILE is required"},

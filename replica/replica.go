@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/query"
@@ -57,9 +59,24 @@ func (s *Store) get(ctx context.Context, path string) (*http.Response, error) {
 	return res, nil
 }
 
-// Head reads the primary's last position.
+// Head reads the primary's last position, trying three times: a
+// projection runner stops on a failed Head, and one lost request should not
+// stop a replica's view.
 func (s *Store) Head(ctx context.Context) (uint64, error) {
-	res, err := s.get(ctx, "/healthz")
+	var res *http.Response
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			select {
+			case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		if res, err = s.get(ctx, "/healthz"); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -115,17 +132,30 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 		return nil, fmt.Errorf("%w: only the all-events subscription", ErrReadOnly)
 	}
 	subCtx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel) // the connect obeys ctx; the stream outlives it
 	res, err := s.get(subCtx, "/queries/all?live=true&from="+strconv.FormatUint(max1(from), 10))
+	if !stop() && err == nil {
+		err = ctx.Err()
+		res.Body.Close()
+	}
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	sub := &subscription{
-		cursor: max1(from),
+		ctx:    subCtx,
 		cancel: cancel,
 		events: make(chan result, 4096),
 	}
-	go sub.pump(&stream{body: res.Body, r: bufio.NewReaderSize(res.Body, 1<<16)})
+	sub.cursor.Store(max1(from))
+	reconnect := func(from uint64) (*stream, error) {
+		res, err := s.get(subCtx, "/queries/all?live=true&from="+strconv.FormatUint(from, 10))
+		if err != nil {
+			return nil, err
+		}
+		return &stream{body: res.Body, r: bufio.NewReaderSize(res.Body, 1<<16)}, nil
+	}
+	go sub.pump(&stream{body: res.Body, r: bufio.NewReaderSize(res.Body, 1<<16)}, max1(from), reconnect)
 	return sub, nil
 }
 
@@ -139,31 +169,67 @@ type result struct {
 // channel is bounded: a slow consumer slows the stream, and TCP carries
 // the back-pressure to the primary.
 type subscription struct {
-	cursor  uint64
+	ctx     context.Context // ends at Close
+	cursor  atomic.Uint64
 	pending error // met while gathering a batch; returned by the next call
 	cancel  context.CancelFunc
 	events  chan result
 }
 
-func (s *subscription) pump(st *stream) {
+// pump decodes the stream into the channel. When the stream ends or
+// breaks — the primary restarted, the network blinked — it reconnects from
+// the position after the last event it delivered, backing off up to five
+// seconds between tries, until the subscription is closed: a replica
+// should outlive its primary's restarts, not serve stale answers after one.
+func (s *subscription) pump(st *stream, next uint64, reconnect func(from uint64) (*stream, error)) {
 	defer close(s.events)
-	defer st.body.Close()
+	send := func(r result) bool {
+		select {
+		case s.events <- r:
+			return true
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+	backoff := 100 * time.Millisecond
 	for {
 		ev, err := st.next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				s.events <- result{err: err}
-			} else {
-				s.events <- result{err: fmt.Errorf("replica: the primary ended the live stream")}
-			}
-			return
+		if s.ctx.Err() != nil {
+			st.body.Close()
+			return // closed: Next reports ErrClosed
 		}
-		s.events <- result{ev: ev}
+		if err == nil {
+			if ev.Position < next {
+				continue // already delivered before a reconnect
+			}
+			if !send(result{ev: ev}) {
+				st.body.Close()
+				return
+			}
+			next = ev.Position + 1
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		st.body.Close()
+		for {
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			if st, err = reconnect(next); err == nil {
+				break
+			}
+		}
 	}
 }
 
 // Next implements eventstore.Subscription.
 func (s *subscription) Next(ctx context.Context) ([]eventstore.Event, error) {
+	if s.ctx.Err() != nil {
+		return nil, eventstore.ErrClosed
+	}
 	if err := s.pending; err != nil {
 		return nil, err
 	}
@@ -188,21 +254,21 @@ func (s *subscription) Next(ctx context.Context) ([]eventstore.Event, error) {
 				if !ok {
 					s.pending = eventstore.ErrClosed
 				}
-				s.cursor = out[len(out)-1].Position + 1
+				s.cursor.Store(out[len(out)-1].Position + 1)
 				return out, nil
 			}
 			out = append(out, r.ev)
 		default:
-			s.cursor = out[len(out)-1].Position + 1
+			s.cursor.Store(out[len(out)-1].Position + 1)
 			return out, nil
 		}
 	}
-	s.cursor = out[len(out)-1].Position + 1
+	s.cursor.Store(out[len(out)-1].Position + 1)
 	return out, nil
 }
 
 // Cursor implements eventstore.Subscription.
-func (s *subscription) Cursor() uint64 { return s.cursor }
+func (s *subscription) Cursor() uint64 { return s.cursor.Load() }
 
 // Close implements eventstore.Subscription.
 func (s *subscription) Close() error {

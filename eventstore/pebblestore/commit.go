@@ -309,17 +309,19 @@ func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.Appen
 		locs[i] = loc
 		found++
 	}
-	if found == 0 && !req.expect.Satisfied(cur) && req.expect != eventstore.Any {
+	if found < len(req.events) && !req.expect.Satisfied(cur) && req.expect != eventstore.Any {
 		base := uint64(0)
 		if req.expect >= 0 {
 			base = uint64(req.expect)
 		}
 		if cur > base {
-			locs = make([]idLoc, len(req.events))
-			var err error
-			found, err = s.storedAt(req, base+1, locs)
+			at := make([]idLoc, len(req.events))
+			n, err := s.storedAt(req, base+1, at)
 			if err != nil {
 				return eventstore.AppendResult{}, false, err
+			}
+			if found == 0 || n == len(req.events) {
+				locs, found = at, n
 			}
 		}
 	}
@@ -454,6 +456,12 @@ func (s *Store) syncLoop() {
 					s.fail(err)
 					g.err = s.failure()
 				}
+			}
+			if g.err == nil {
+				// An earlier group's fsync failed: positions before
+				// this group's may not be on disk, so the head must not
+				// move past them, even if this group's own sync passed.
+				g.err = s.failure()
 			}
 			if g.err != nil {
 				for _, r := range g.reqs {

@@ -109,3 +109,6 @@ var ErrClosed = errors.New("aggregate: runtime closed")
 
 // ErrNotFound is returned by State for an aggregate with no events.
 var ErrNotFound = errors.New("aggregate: not found")
+
+// ErrExists is returned by Create when the aggregate already has events.
+var ErrExists = errors.New("aggregate already exists")

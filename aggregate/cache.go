@@ -31,7 +31,7 @@ func (sh *shard[S, C, E]) get(id string) (*entry[S, C, E], error) {
 	sh.entries[id] = e
 	e.lru = sh.lru.PushFront(e)
 	sh.rt.metrics.live(1)
-	sh.evictOverflow()
+	sh.evictOverflow(e)
 	return e, nil
 }
 
@@ -116,10 +116,10 @@ func (sh *shard[S, C, E]) maybeSnapshot(e *entry[S, C, E]) {
 
 // evictOverflow passivates least recently used aggregates beyond capacity.
 // Busy ones (an append in flight or commands queued) stay.
-func (sh *shard[S, C, E]) evictOverflow() {
+func (sh *shard[S, C, E]) evictOverflow(keep *entry[S, C, E]) {
 	for el := sh.lru.Back(); el != nil && sh.lru.Len() > sh.capacity; {
 		prev := el.Prev()
-		if e := el.Value.(*entry[S, C, E]); !e.busy && len(e.queue) == 0 {
+		if e := el.Value.(*entry[S, C, E]); e != keep && !e.busy && len(e.queue) == 0 {
 			sh.evict(e)
 		}
 		el = prev

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/logbook/logbook/eventstore"
@@ -91,6 +92,25 @@ func newShard[S, C, E any](rt *Runtime[S, C, E], capacity int) *shard[S, C, E] {
 // decided into one append.
 const maxBatchCommands = 256
 
+// maxBatchBytes bounds the encoded size of an append that batches several
+// commands (the store refuses appends over its MaxAppendBytes, 16 MiB by
+// default).
+const maxBatchBytes = 4 << 20
+
+func encodedSize(evs []eventstore.NewEvent) int {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.Type) + len(ev.Data)
+		for _, t := range ev.Tags {
+			n += len(t)
+		}
+		for k, v := range ev.Meta {
+			n += len(k) + len(v)
+		}
+	}
+	return n
+}
+
 func (sh *shard[S, C, E]) run() {
 	var tick <-chan time.Time
 	if idle := sh.rt.opts.IdleTimeout; idle > 0 {
@@ -150,6 +170,7 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 		batch  []eventstore.NewEvent
 		spans  []span[S, C, E]
 		keys   map[string]bool
+		size   int
 	)
 	for i, req := range reqs {
 		if err := req.ctx.Err(); err != nil {
@@ -175,7 +196,7 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 			continue
 		}
 		if req.kind == reqCreate && version != 0 {
-			sh.reject(req, fmt.Errorf("aggregate: create %s: %w", e.stream, errExists))
+			sh.reject(req, fmt.Errorf("aggregate: create %s: %w", e.stream, ErrExists))
 			continue
 		}
 		out, part, next, err := sh.decideOne(e, state, req)
@@ -183,6 +204,14 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 			sh.reject(req, err)
 			continue
 		}
+		n := encodedSize(part)
+		if len(spans) > 0 && size+n > maxBatchBytes {
+			// Would make the append too large: leave this and the rest
+			// for the next append.
+			e.queue = append(slices.Clone(reqs[i:]), e.queue...)
+			break
+		}
+		size += n
 		spans = append(spans, span[S, C, E]{req: req, start: len(events), end: len(events) + len(out), before: version})
 		events = append(events, out...)
 		batch = append(batch, part...)
@@ -278,6 +307,13 @@ func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
 		}
 		sh.rt.metrics.appended(len(c.events))
 		sh.maybeSnapshot(e)
+	case isRefusal(c.err):
+		// The store refused the append as too large or malformed:
+		// nothing was written, and the cached state still holds. Only
+		// the commands of this append fail.
+		for _, sp := range c.spans {
+			sh.reject(sp.req, fmt.Errorf("aggregate: append to %s: %w", e.stream, c.err))
+		}
 	case errors.Is(c.err, eventstore.ErrVersionConflict):
 		// Another writer (another process on the same store) moved the
 		// aggregate: catch up from the store and decide again.
@@ -305,6 +341,14 @@ func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
 		return
 	}
 	sh.drain(e)
+}
+
+// isRefusal reports whether the store refused an append for its input
+// (limits, malformed events): a definite "nothing written", unlike other
+// errors, whose outcome is unknown.
+func isRefusal(err error) bool {
+	var le *eventstore.LimitError
+	return errors.As(err, &le) || errors.Is(err, eventstore.ErrEmptyAppend)
 }
 
 func (sh *shard[S, C, E]) failAll(c *completion[S, C, E], err error) {
@@ -341,5 +385,3 @@ func (sh *shard[S, C, E]) finish(req *request[S, C, E], err error) {
 	req.err = err
 	close(req.done)
 }
-
-var errExists = errors.New("aggregate already exists")

@@ -134,6 +134,10 @@ type Rotation struct {
 	// derived from Legs (nil after a snapshot is decoded, rebuilt on the
 	// next event).
 	ids *immutable.Map[string, struct{}]
+	// tip is the length of the longest state built on Legs' backing
+	// array; see EvolveRotation. Only the goroutine evolving states
+	// touches it.
+	tip *int
 }
 
 var idHasher = immutable.NewHasher("")
@@ -312,12 +316,21 @@ func EvolveRotation(r Rotation, ev RotationEvent) Rotation {
 	case LegsAdded:
 		n := len(r.Legs)
 		if len(e.Legs) == 1 && (n == 0 || r.Legs[n-1].Departure.Before(e.Legs[0].Departure)) {
-			// The common case, a leg after the last: append without
-			// copying. This keeps states immutable all the same — an
-			// earlier state's slice ends before the appended element, so
-			// nothing it can see changes — and saves copying a
-			// thousand-leg rotation on every added leg.
-			r.Legs = append(r.Legs, e.Legs[0])
+			// The common case, a leg after the last: append in place when
+			// this state is the longest one on its backing array (tip),
+			// so no other state can see the element written, or the
+			// element it saw be overwritten; otherwise copy, with room
+			// to spare. That saves copying a thousand-leg rotation on
+			// every added leg while keeping every state immutable.
+			if r.tip != nil && *r.tip == n && cap(r.Legs) > n {
+				r.Legs = append(r.Legs, e.Legs[0])
+			} else {
+				legs := make([]Leg, n+1, max(2*(n+1), 8))
+				copy(legs, r.Legs)
+				legs[n] = e.Legs[0]
+				r.Legs, r.tip = legs, new(int)
+			}
+			*r.tip = n + 1
 			r.ids = r.ids.Set(e.Legs[0].ID, struct{}{})
 			return r
 		}
@@ -334,12 +347,12 @@ func EvolveRotation(r Rotation, ev RotationEvent) Rotation {
 			legs = append(legs, e.Legs...)
 			sortLegs(legs)
 		}
-		r.Legs = legs
+		r.Legs, r.tip = legs, nil
 	case LegRemoved:
 		if i := r.leg(e.LegID); i >= 0 {
 			legs := make([]Leg, 0, len(r.Legs)-1)
 			legs = append(legs, r.Legs[:i]...)
-			r.Legs = append(legs, r.Legs[i+1:]...)
+			r.Legs, r.tip = append(legs, r.Legs[i+1:]...), nil
 			r.ids = r.ids.Delete(e.LegID)
 		}
 	case LegMoved:
@@ -347,7 +360,7 @@ func EvolveRotation(r Rotation, ev RotationEvent) Rotation {
 			legs := append([]Leg(nil), r.Legs...)
 			legs[i].Departure, legs[i].Arrival = e.Departure, e.Arrival
 			sortLegs(legs)
-			r.Legs = legs
+			r.Legs, r.tip = legs, nil
 		}
 	}
 	return r

@@ -25,7 +25,8 @@ import (
 //go:embed openapi.json
 var openapiJSON []byte
 
-// MaxBody bounds a request body: a bulk add of a few thousand legs fits.
+// MaxBody bounds a request body. A bulk add becomes one event, which the
+// store limits to 1 MiB: about 4,000 legs; a larger one is refused with 413.
 const MaxBody = 16 << 20
 
 // readWait bounds how long a query waits for the view to reach the
@@ -134,8 +135,10 @@ func writeError(w http.ResponseWriter, err error) {
 		d := problem.New(http.StatusConflict, err.Error())
 		d.Extra = map[string]any{"actual_version": ce.Actual}
 		problem.Write(w, d)
-	case errors.Is(err, ErrOverlap), errors.Is(err, ErrExists), errors.Is(err, ErrRemoved), errors.Is(err, eventstore.ErrVersionConflict):
+	case errors.Is(err, ErrOverlap), errors.Is(err, ErrExists), errors.Is(err, aggregate.ErrExists), errors.Is(err, ErrRemoved), errors.Is(err, eventstore.ErrVersionConflict):
 		problem.Error(w, http.StatusConflict, err.Error())
+	case errors.Is(err, eventstore.ErrEventTooLarge), errors.Is(err, eventstore.ErrAppendTooLarge):
+		problem.Error(w, http.StatusRequestEntityTooLarge, err.Error()+" (split a bulk add into smaller ones)")
 	case errors.Is(err, ErrNotFound), errors.Is(err, aggregate.ErrNotFound):
 		problem.Error(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrInvalid):

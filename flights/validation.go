@@ -178,13 +178,13 @@ func (v *Validation) apply(ev *eventstore.Event) error {
 			if err := json.Unmarshal(ev.Data, &e); err != nil {
 				return err
 			}
-			v.removeLeg(e.LegID)
+			v.removeLeg(id, e.LegID)
 		case "LegMoved":
 			var e LegMoved
 			if err := json.Unmarshal(ev.Data, &e); err != nil {
 				return err
 			}
-			v.moveLeg(e)
+			v.moveLeg(id, e)
 		}
 	case strings.HasPrefix(ev.Stream, airplanePrefix):
 		reg := ev.Stream[len(airplanePrefix):]
@@ -248,7 +248,8 @@ func (v *Validation) airplaneChanged(old, cur Airplane) {
 		delete(v.rotPlane, old.Rotation)
 		v.recomputeRotation(old.Rotation)
 	}
-	if cur.Rotation != "" && !cur.Removed && (v.rotPlane[cur.Rotation] != cur.Registration || cur.MinGroundTime != old.MinGroundTime) {
+	if cur.Rotation != "" && !cur.Removed && (cur.Rotation != old.Rotation ||
+		v.rotPlane[cur.Rotation] == cur.Registration && cur.MinGroundTime != old.MinGroundTime) {
 		// The latest assignment wins when two airplanes name one rotation.
 		v.rotPlane[cur.Rotation] = cur.Registration
 		v.recomputeRotation(cur.Rotation)
@@ -271,14 +272,14 @@ func (v *Validation) addLegs(rotID string, legs []Leg) {
 		// A planner's single leg touches two pairs, however long the
 		// rotation: re-evaluate those, not the rotation.
 		l := &vleg{Leg: legs[0], rotation: r}
-		v.legs[l.ID] = l
+		v.legs[legKey(rotID, l.ID)] = l
 		v.addDesignator(l)
 		v.insertLeg(r, l)
 		return
 	}
 	for i := range legs {
 		l := &vleg{Leg: legs[i], rotation: r}
-		v.legs[l.ID] = l
+		v.legs[legKey(rotID, l.ID)] = l
 		v.addDesignator(l)
 		r.legs = append(r.legs, l)
 	}
@@ -286,18 +287,18 @@ func (v *Validation) addLegs(rotID string, legs []Leg) {
 	v.recomputePairs(r)
 }
 
-func (v *Validation) removeLeg(id string) {
-	l := v.legs[id]
+func (v *Validation) removeLeg(rotID, id string) {
+	l := v.legs[legKey(rotID, id)]
 	if l == nil {
 		return
 	}
 	v.deleteLeg(l.rotation, l)
-	delete(v.legs, id)
+	delete(v.legs, legKey(rotID, id))
 	v.removeDesignator(l)
 }
 
-func (v *Validation) moveLeg(e LegMoved) {
-	l := v.legs[e.LegID]
+func (v *Validation) moveLeg(rotID string, e LegMoved) {
+	l := v.legs[legKey(rotID, e.LegID)]
 	if l == nil {
 		return
 	}
@@ -429,7 +430,7 @@ func (v *Validation) removeRotation(id string) {
 	}
 	for _, l := range r.legs {
 		v.unlinkPrev(l)
-		delete(v.legs, l.ID)
+		delete(v.legs, legKey(id, l.ID))
 		v.removeDesignator(l)
 	}
 	r.legs = nil
@@ -506,7 +507,11 @@ func airlines(a, b *vleg) []string {
 	return []string{a.Airline, b.Airline}
 }
 
-func pairID(c Check, a, b *vleg) string { return string(c) + ":" + a.ID + ":" + b.ID }
+func pairID(c Check, a, b *vleg) string {
+	return string(c) + ":" + a.rotation.id + ":" + a.ID + ":" + b.ID
+}
+
+func legKey(rot, leg string) string { return rot + "\x00" + leg }
 
 func (v *Validation) addDesignator(l *vleg) {
 	d := l.Designator()
@@ -554,7 +559,7 @@ func (v *Validation) refreshDuplicate(l *vleg) {
 	}
 }
 
-func dupID(l *vleg) string { return string(DuplicateDesignator) + ":" + l.ID }
+func dupID(l *vleg) string { return string(DuplicateDesignator) + ":" + l.rotation.id + ":" + l.ID }
 
 func dupViolation(l *vleg) *Violation {
 	return &Violation{

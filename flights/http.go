@@ -131,6 +131,11 @@ func writeError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &he):
 		problem.Error(w, he.status, he.msg)
+	case errors.Is(err, ErrBadCursor):
+		problem.Error(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, aggregate.ErrClosed), errors.Is(err, eventstore.ErrClosed):
+		w.Header().Set("Retry-After", "1")
+		problem.Error(w, http.StatusServiceUnavailable, err.Error())
 	case errors.As(err, &ce):
 		d := problem.New(http.StatusConflict, err.Error())
 		d.Extra = map[string]any{"actual_version": ce.Actual}

@@ -115,6 +115,7 @@ func TestAPIErrorsAndCommands(t *testing.T) {
 	expect(t, call(t, srv, p, "GET", "/api/violations?check=nonsense", ""), 400)
 	expect(t, call(t, srv, p, "GET", "/api/violations?limit=0", ""), 400)
 	expect(t, call(t, srv, p, "GET", "/api/violations?from=yesterday", ""), 400)
+	expect(t, call(t, srv, p, "GET", "/api/violations?cursor=not-a-cursor!", ""), 400)
 	expect(t, call(t, srv, p, "PUT", "/api/airports/FRA/min-ground-time", `{}`), 400)
 	expect(t, call(t, srv, p, "POST", "/api/rotations/r1/legs", `{"airline":"LH"}`, "If-Match", "abc"), 400)
 	// 404: unknown things.

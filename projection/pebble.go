@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/logbook/logbook/eventstore"
+	"github.com/logbook/logbook/internal/pebbleformat"
 )
 
 // PebbleView is the storage of a durable view: a Pebble database of its
@@ -46,8 +47,7 @@ type PebbleOptions struct {
 var (
 	checkpointKey    = []byte("\x00checkpoint")
 	viewFormatKey    = []byte("\x00format")
-	viewFormat       = []byte("logbook-view-1")
-	errNotAViewDB    = errors.New("directory holds a Pebble database that is not a logbook view")
+	viewFormat       = "logbook-view-1"
 	errBadCheckpoint = errors.New("malformed checkpoint")
 )
 
@@ -84,29 +84,10 @@ func OpenPebbleView(dir string, opts PebbleOptions, update func(b *pebble.Batch,
 
 // load checks the format marker and reads the checkpoint.
 func (v *PebbleView) load() error {
-	format, closer, err := v.db.Get(viewFormatKey)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		iter, err := v.db.NewIter(nil)
-		if err != nil {
-			return err
-		}
-		empty := !iter.First()
-		if err := iter.Close(); err != nil {
-			return err
-		}
-		if !empty {
-			return errNotAViewDB
-		}
-		return v.db.Set(viewFormatKey, viewFormat, pebble.Sync)
-	case err != nil:
+	if err := pebbleformat.Claim(v.db, viewFormatKey, viewFormat, "view"); err != nil {
 		return err
 	}
-	ok := string(format) == string(viewFormat)
-	_ = closer.Close()
-	if !ok {
-		return errNotAViewDB
-	}
+	var err error
 	v.pos, err = readCheckpoint(v.db)
 	return err
 }

@@ -203,7 +203,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		badParam(w, "stream", err.Error())
 		return
 	}
-	from, ok := p.uint("from")
+	from, live, sse, ok := p.follow(r)
 	if !ok {
 		return
 	}
@@ -215,15 +215,6 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		badParam(w, "to", fmt.Sprintf("to (%d) is before from (%d)", to, from))
 		return
 	}
-	live, ok := p.bool("live")
-	if !ok {
-		return
-	}
-	sse, ok := p.sse(r)
-	if !ok {
-		return
-	}
-	from = resume(r, sse, from)
 	q := h.j.CurrentEventsByPersistenceID(stream, from, to)
 	if live {
 		q = h.j.EventsByPersistenceID(stream, from, to)
@@ -236,19 +227,10 @@ func (h *handler) all(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	from, ok := p.uint("from")
+	from, live, sse, ok := p.follow(r)
 	if !ok {
 		return
 	}
-	live, ok := p.bool("live")
-	if !ok {
-		return
-	}
-	sse, ok := p.sse(r)
-	if !ok {
-		return
-	}
-	from = resume(r, sse, from)
 	q := h.j.CurrentAllEvents(from)
 	if live {
 		q = h.j.AllEvents(from)
@@ -266,24 +248,31 @@ func (h *handler) tag(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	from, ok := p.uint("from")
+	from, live, sse, ok := p.follow(r)
 	if !ok {
 		return
 	}
-	live, ok := p.bool("live")
-	if !ok {
-		return
-	}
-	sse, ok := p.sse(r)
-	if !ok {
-		return
-	}
-	from = resume(r, sse, from)
 	q := h.j.CurrentEventsByTag(tag, from)
 	if live {
 		q = h.j.EventsByTag(tag, from)
 	}
 	h.runEvents(w, r, sse, q, false)
+}
+
+// follow reads what every event query takes: from, live, and whether to
+// answer as server-sent events — resuming after Last-Event-ID if the
+// client sends one.
+func (p *params) follow(r *http.Request) (from uint64, live, sse, ok bool) {
+	if from, ok = p.uint("from"); !ok {
+		return
+	}
+	if live, ok = p.bool("live"); !ok {
+		return
+	}
+	if sse, ok = p.sse(r); !ok {
+		return
+	}
+	return resume(r, sse, from), live, sse, true
 }
 
 func (h *handler) runEvents(w http.ResponseWriter, r *http.Request, sse bool, q *Events, bySeq bool) {

@@ -86,16 +86,9 @@ func runBenchAppend(ctx context.Context, e *env, args []string) error {
 	if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
 		return usageError{"--events, --batch, --writers and --streams must be positive and --payload not negative"}
 	}
-	s, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	res, err := bench.RunAppend(ctx, s, cfg, s.fsyncs)
-	if err != nil {
-		return err
-	}
-	return report(e.stdout, *asJSON, res, res.Rows())
+	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
+		return bench.RunAppend(ctx, s, cfg, s.fsyncs)
+	})
 }
 
 func runBenchCommands(ctx context.Context, e *env, args []string) error {
@@ -114,16 +107,9 @@ func runBenchCommands(ctx context.Context, e *env, args []string) error {
 	if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 || cfg.Shards < 0 {
 		return usageError{"--aggregates, --commands and --writers must be positive, --shards not negative"}
 	}
-	s, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	res, err := bench.RunCommands(ctx, s, cfg, s.fsyncs)
-	if err != nil {
-		return err
-	}
-	return report(e.stdout, *asJSON, res, res.Rows())
+	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
+		return bench.RunCommands(ctx, s, cfg, s.fsyncs)
+	})
 }
 
 func runBenchRead(ctx context.Context, e *env, args []string) error {
@@ -138,16 +124,26 @@ func runBenchRead(ctx context.Context, e *env, args []string) error {
 	if *batch <= 0 {
 		return usageError{"--batch must be positive"}
 	}
+	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
+		return bench.RunRead(ctx, s, *batch)
+	})
+}
+
+// table is a benchmark result: JSON for machines, rows for people.
+type table interface{ Rows() [][2]string }
+
+// benchOn opens the store, runs a benchmark on it and reports the result.
+func benchOn(sf *storeFlags, e *env, asJSON bool, run func(s *openedStore) (table, error)) error {
 	s, err := sf.open()
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	res, err := bench.RunRead(ctx, s, *batch)
+	res, err := run(s)
 	if err != nil {
 		return err
 	}
-	return report(e.stdout, *asJSON, res, res.Rows())
+	return report(e.stdout, asJSON, res, res.Rows())
 }
 
 // report prints v as JSON, or rows as an aligned table.

@@ -32,14 +32,7 @@ func runBenchCrush(ctx context.Context, e *env, args []string) error {
 	if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
 		return usageError{"--mode must be by-id or all-events"}
 	}
-	s, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	res, err := bench.RunCrush(ctx, s, cfg)
-	if err != nil {
-		return err
-	}
-	return report(e.stdout, *asJSON, res, res.Rows())
+	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
+		return bench.RunCrush(ctx, s, cfg)
+	})
 }

@@ -12,7 +12,6 @@ package pebblestore
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/logbook/logbook/eventstore"
+	"github.com/logbook/logbook/internal/pebbleformat"
 )
 
 // Options configure a Store. The zero value is the production setting.
@@ -142,31 +142,8 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // recover checks the format marker and finds the last position.
 func (s *Store) recover() error {
-	v, closer, err := s.db.Get(formatKey)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		iter, err := s.db.NewIter(nil)
-		if err != nil {
-			return err
-		}
-		empty := !iter.First()
-		if err := iter.Close(); err != nil {
-			return err
-		}
-		if !empty {
-			return errors.New("directory holds a Pebble database that is not a logbook store")
-		}
-		if err := s.db.Set(formatKey, []byte(formatVersion), pebble.Sync); err != nil {
-			return err
-		}
-	case err != nil:
+	if err := pebbleformat.Claim(s.db, formatKey, formatVersion, "store"); err != nil {
 		return err
-	default:
-		got := string(v)
-		_ = closer.Close()
-		if got != formatVersion {
-			return fmt.Errorf("store format %q, this build reads %q", got, formatVersion)
-		}
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {

@@ -471,7 +471,7 @@ func (s *Store) syncLoop() {
 				}
 			} else if g.lastPos > 0 {
 				s.durable.Store(g.lastPos)
-				s.notify.publish(g.streams, g.tags)
+				s.notify.Publish(g.streams, g.tags)
 			}
 			_ = g.batch.Close()
 		} else if err := s.failure(); err != nil {

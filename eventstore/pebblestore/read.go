@@ -318,7 +318,7 @@ func (s *Store) ReadFiltered(ctx context.Context, f eventstore.Filter, cursor ui
 }
 
 // Changed implements eventstore.Tail.
-func (s *Store) Changed(f eventstore.Filter) <-chan struct{} { return s.notify.changed(f) }
+func (s *Store) Changed(f eventstore.Filter) <-chan struct{} { return s.notify.Changed(f) }
 
 // Subscribe implements eventstore.Store.
 func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64) (eventstore.Subscription, error) {

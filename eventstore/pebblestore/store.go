@@ -59,7 +59,7 @@ type Store struct {
 	// durable is the position of the last event whose batch is synced.
 	// Readers bound every read by it.
 	durable atomic.Uint64
-	notify  notifier
+	notify  eventstore.Notifier
 
 	mu     sync.RWMutex // guards closed against concurrent sends on reqs
 	closed bool
@@ -196,7 +196,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	<-s.done
 	s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
-	s.notify.close()
+	s.notify.Close()
 	return s.db.Close()
 }
 

@@ -1,15 +1,13 @@
-package pebblestore
+package eventstore
 
-import (
-	"sync"
+import "sync"
 
-	"github.com/logbook/logbook/eventstore"
-)
-
-// notifier wakes subscriptions when the syncer publishes a group. Waiters
+// Notifier is the Changed half of a Tail, for backends: it wakes
+// subscriptions when the backend publishes newly readable events. Waiters
 // are keyed by what they follow, so a commit to one stream wakes only that
-// stream's subscribers, not every idle one of a hundred thousand.
-type notifier struct {
+// stream's subscribers, not every idle one of a hundred thousand. The zero
+// value is ready to use.
+type Notifier struct {
 	mu      sync.Mutex
 	closed  bool
 	all     chan struct{}
@@ -19,16 +17,17 @@ type notifier struct {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (n *notifier) changed(f eventstore.Filter) <-chan struct{} {
+// Changed implements Tail.Changed.
+func (n *Notifier) Changed(f Filter) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return closedChan
 	}
 	switch f.Kind {
-	case eventstore.FilterStream:
+	case FilterStream:
 		return waiter(&n.streams, f.Stream)
-	case eventstore.FilterTag:
+	case FilterTag:
 		return waiter(&n.tags, f.Tag)
 	default:
 		if n.all == nil {
@@ -50,8 +49,9 @@ func waiter(m *map[string]chan struct{}, key string) chan struct{} {
 	return ch
 }
 
-// publish is called after the durable head has moved past a group's events.
-func (n *notifier) publish(streams []string, tags map[string]struct{}) {
+// Publish wakes the waiters of streams and tags, and of the whole log,
+// once their new events are readable.
+func (n *Notifier) Publish(streams []string, tags map[string]struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.all != nil {
@@ -76,7 +76,9 @@ func (n *notifier) publish(streams []string, tags map[string]struct{}) {
 	}
 }
 
-func (n *notifier) close() {
+// Close wakes every waiter for good: Changed returns closed channels from
+// now on.
+func (n *Notifier) Close() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {

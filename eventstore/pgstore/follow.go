@@ -1,0 +1,176 @@
+package pgstore
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// recentAppends is how many sequenced appends a process remembers, for
+// appends that register for their positions after the follower passed
+// them.
+const recentAppends = 1 << 16
+
+// follow keeps this process's view of the head current: it LISTENs for
+// the sequencer's notifications and polls as a safety net, and for each
+// new stretch of the log it wakes the subscriptions of the streams and
+// tags in it and the appends waiting for their positions.
+func (s *Store) follow(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // the connection broke: reconnect, polling meanwhile
+		s.advance(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.opts.Poll):
+		}
+	}
+}
+
+func (s *Store) listen(ctx context.Context) error {
+	conn, err := s.dedicated(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.headCh}.Sanitize()); err != nil {
+		return err
+	}
+	s.advance(ctx) // what committed before LISTEN took effect
+	for {
+		wctx, cancel := context.WithTimeout(ctx, s.opts.Poll)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && wctx.Err() == nil:
+			return err
+		case err == nil:
+			if h, perr := strconv.ParseUint(n.Payload, 10, 64); perr == nil && h <= s.knownHead() {
+				continue
+			}
+		}
+		s.advance(ctx)
+	}
+}
+
+func (s *Store) knownHead() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.known
+}
+
+// advance reads the head and publishes everything up to it. Only the
+// follower goroutine calls it, so stretches are published in order.
+func (s *Store) advance(ctx context.Context) {
+	var head int64
+	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&head); err != nil {
+		return
+	}
+	s.publishUpTo(ctx, uint64(head))
+}
+
+// publishUpTo publishes everything up to head, in stretches.
+func (s *Store) publishUpTo(ctx context.Context, head uint64) {
+	for ctx.Err() == nil {
+		from := s.knownHead()
+		if head <= from {
+			return
+		}
+		if err := s.publish(ctx, s.pool, from, min(head, from+10_000)); err != nil {
+			return
+		}
+	}
+}
+
+// dedicated opens a connection outside the pool, for a session that
+// LISTENs or holds a lock. Its waits end by deadline rather than by a
+// cancel request, which PostgreSQL could deliver to the session's next
+// statement instead.
+func (s *Store) dedicated(ctx context.Context) (*pgx.Conn, error) {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+var _ querier = (*pgxpool.Pool)(nil)
+
+// publish announces positions (from, to]: it reads which appends, streams
+// and tags they hold, resolves waiting appends and wakes subscriptions.
+func (s *Store) publish(ctx context.Context, q querier, from, to uint64) error {
+	rows, err := q.Query(ctx, `SELECT append_no, position, stream, tags FROM events
+		WHERE position > $1 AND position <= $2 ORDER BY position`, int64(from), int64(to))
+	if err != nil {
+		return err
+	}
+	type span struct{ first, last uint64 }
+	spans := make(map[int64]*span)
+	var order []int64
+	var streams []string
+	tags := make(map[string]struct{})
+	var a, pos int64
+	var stream string
+	var evTags []string
+	for rows.Next() {
+		if err := rows.Scan(&a, &pos, &stream, &evTags); err != nil {
+			rows.Close()
+			return err
+		}
+		if sp, ok := spans[a]; ok {
+			sp.last = uint64(pos)
+		} else {
+			spans[a] = &span{uint64(pos), uint64(pos)}
+			order = append(order, a)
+		}
+		if len(streams) == 0 || streams[len(streams)-1] != stream {
+			streams = append(streams, stream)
+		}
+		for _, t := range evTags {
+			tags[t] = struct{}{}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.known != from {
+		s.mu.Unlock()
+		return nil // someone else published this stretch
+	}
+	s.known = to
+	for _, a := range order {
+		sp := spans[a]
+		if w, ok := s.waiters[a]; ok {
+			w.first, w.last = sp.first, sp.last
+			close(w.done)
+			delete(s.waiters, a)
+		}
+		s.recent[a] = [2]uint64{sp.first, sp.last}
+		s.order = append(s.order, a)
+	}
+	if over := len(s.order) - recentAppends; over > 0 {
+		for _, a := range s.order[:over] {
+			delete(s.recent, a)
+		}
+		s.order = append(s.order[:0], s.order[over:]...)
+	}
+	s.mu.Unlock()
+	s.notify.Publish(streams, tags)
+	return nil
+}

@@ -46,7 +46,8 @@ func (s *Service) Handler(tokens *auth.Tokens) http.Handler {
 		query := h
 		h = func(pattern string, f func(http.ResponseWriter, *http.Request) error) {
 			if strings.HasPrefix(pattern, "GET /api/violations") || strings.HasPrefix(pattern, "GET /api/checks/") ||
-				pattern == "GET /api/validity" || pattern == "GET /api/rotations/{id}/violations" {
+				pattern == "GET /api/validity" || pattern == "GET /api/rotations/{id}/violations" ||
+				strings.HasPrefix(pattern, "GET /api/board/") || pattern == "GET /api/live" || pattern == "GET /api/session" {
 				query(pattern, f)
 				return
 			}
@@ -91,6 +92,15 @@ func (s *Service) Handler(tokens *auth.Tokens) http.Handler {
 	h("GET /api/violations/counts", s.query(counts))
 	h("GET /api/checks/{check}", s.query(check))
 	h("GET /api/validity", s.query(validity))
+	// The web UI's board, live changes and uploads (board.go, live.go, upload.go).
+	h("GET /api/board/lanes", s.query(boardLanes))
+	h("GET /api/board/legs", s.query(boardLegs))
+	h("GET /api/board/meta", s.query(boardMeta))
+	h("GET /api/session", s.session(tokens))
+	h("GET /api/live", s.live)
+	im := &imports{}
+	h("POST /api/imports", s.upload(im))
+	h("GET /api/imports/{id}", s.importStatus(im))
 	mux.HandleFunc("GET /api/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapiJSON)

@@ -1,0 +1,36 @@
+import { defineConfig, type Plugin } from "vite";
+import { rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+// The build goes into webui/dist, which the Go package webui embeds. Vite
+// must not empty it (it holds the committed keep-file), so the previous
+// build's files are removed here instead.
+const outDir = fileURLToPath(new URL("../webui/dist", import.meta.url));
+
+function cleanPreviousBuild(): Plugin {
+  return {
+    name: "logbook-clean-previous-build",
+    apply: "build",
+    buildStart() {
+      rmSync(`${outDir}/assets`, { recursive: true, force: true });
+      rmSync(`${outDir}/index.html`, { force: true });
+    },
+  };
+}
+
+export default defineConfig({
+  plugins: [cleanPreviousBuild()],
+  build: {
+    outDir,
+    emptyOutDir: false,
+    target: "es2022",
+    sourcemap: false,
+    // No inline assets: the server's content security policy allows
+    // scripts and styles from the page's own origin only.
+    assetsInlineLimit: 0,
+  },
+  server: {
+    // `npx vite` for development, against a `logbook serve` on :8080.
+    proxy: { "/api": "http://127.0.0.1:8080" },
+  },
+});

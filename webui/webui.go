@@ -1,0 +1,87 @@
+// Package webui serves the planners' web UI: the TypeScript application
+// in web/, built by Vite into dist/ and embedded in the logbook binary,
+// so that `logbook serve` needs no files beside it. In a fresh clone dist/
+// holds only a keep-file, and "/" serves placeholder.html, which says how
+// to build the UI (scripts/ui.sh): the Go build never depends on npm
+// having run.
+package webui
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+)
+
+//go:embed all:dist
+var dist embed.FS
+
+//go:embed placeholder.html
+var placeholder []byte
+
+// Handler serves the UI: index.html at "/" (and at any path that is not
+// a file, so that a reloaded deep link still loads the application), the
+// hashed assets under /assets/ with a year's cache lifetime — Vite puts a
+// content hash in their names, so a new build is a new URL — and
+// everything else revalidated on every load.
+func Handler() http.Handler {
+	return handler(dist)
+}
+
+func handler(fsys fs.FS) http.Handler {
+	sub, err := fs.Sub(fsys, "dist")
+	if err != nil {
+		panic(err) // the embed pattern guarantees dist exists
+	}
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
+		if name == "" || name == "index.html" || !exists(sub, name) {
+			serveIndex(w, r, sub)
+			return
+		}
+		if strings.HasPrefix(name, "assets/") {
+			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			w.Header().Set("Cache-Control", "no-cache")
+		}
+		setSecurityHeaders(w)
+		files.ServeHTTP(w, r)
+	})
+}
+
+func exists(fsys fs.FS, name string) bool {
+	st, err := fs.Stat(fsys, name)
+	return err == nil && !st.IsDir()
+}
+
+func serveIndex(w http.ResponseWriter, r *http.Request, fsys fs.FS) {
+	b, err := fs.ReadFile(fsys, "index.html")
+	if err != nil {
+		b = placeholder // not built
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	// index.html names the current assets: it must never be stale.
+	w.Header().Set("Cache-Control", "no-cache")
+	setSecurityHeaders(w)
+	if r.Method == http.MethodHead {
+		return
+	}
+	_, _ = w.Write(b)
+}
+
+// setSecurityHeaders: the UI loads only its own scripts and styles, and
+// talks only to its own origin; the bearer token it holds in the page is
+// then out of reach of injected markup.
+func setSecurityHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}

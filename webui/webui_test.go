@@ -1,0 +1,77 @@
+package webui
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+func testFS() fstest.MapFS {
+	return fstest.MapFS{
+		"dist/index.html":            {Data: []byte("<!doctype html><title>board</title>")},
+		"dist/assets/main-abc123.js": {Data: []byte("console.log(1)")},
+		"dist/favicon.svg":           {Data: []byte("<svg/>")},
+	}
+}
+
+func get(t *testing.T, h http.Handler, method, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	return rec
+}
+
+func TestHandler(t *testing.T) {
+	h := handler(testFS())
+	for _, path := range []string{"/", "/index.html", "/board/some/deep/link"} {
+		rec := get(t, h, "GET", path)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<title>board</title>") {
+			t.Fatalf("GET %s: %d %q, want index.html", path, rec.Code, rec.Body.String())
+		}
+		if cc := rec.Header().Get("Cache-Control"); cc != "no-cache" {
+			t.Fatalf("GET %s: Cache-Control %q: index.html must be revalidated", path, cc)
+		}
+		if !strings.Contains(rec.Header().Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Fatalf("GET %s: no content security policy", path)
+		}
+	}
+	rec := get(t, h, "GET", "/assets/main-abc123.js")
+	if rec.Code != 200 || rec.Body.String() != "console.log(1)" {
+		t.Fatalf("asset: %d %q", rec.Code, rec.Body.String())
+	}
+	if cc := rec.Header().Get("Cache-Control"); !strings.Contains(cc, "max-age=31536000") || !strings.Contains(cc, "immutable") {
+		t.Fatalf("asset Cache-Control %q, want a long immutable lifetime", cc)
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.Contains(ct, "javascript") {
+		t.Fatalf("asset Content-Type %q", ct)
+	}
+	rec = get(t, h, "GET", "/favicon.svg")
+	if rec.Code != 200 || rec.Header().Get("Cache-Control") != "no-cache" {
+		t.Fatalf("unhashed file: %d, Cache-Control %q", rec.Code, rec.Header().Get("Cache-Control"))
+	}
+	if rec := get(t, h, "POST", "/"); rec.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /: %d, want 405", rec.Code)
+	}
+	if rec := get(t, h, "GET", "/../../etc/passwd"); rec.Code != 200 || !strings.Contains(rec.Body.String(), "board") {
+		t.Fatalf("a path outside dist: %d %q, want index.html", rec.Code, rec.Body.String())
+	}
+}
+
+// Before the UI is built, "/" says how to build it.
+func TestPlaceholder(t *testing.T) {
+	rec := get(t, handler(fstest.MapFS{"dist/.gitkeep": {}}), "GET", "/")
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "scripts/ui.sh") {
+		t.Fatalf("unbuilt UI: %d %.200q, want the placeholder", rec.Code, rec.Body.String())
+	}
+}
+
+// The embedded tree always answers "/" with a page: the built UI, or the
+// placeholder in a fresh clone.
+func TestEmbeddedIndex(t *testing.T) {
+	rec := get(t, Handler(), "GET", "/")
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<html") {
+		t.Fatalf("embedded index: %d %.200q", rec.Code, rec.Body.String())
+	}
+}

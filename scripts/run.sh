@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 need_go
+./scripts/ui.sh
 log "building bin/logbook"
 go build -o bin/logbook ./cmd/logbook
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Sets up and runs the whole test suite: formatting, vet, lint, and every
-# package's tests under the race detector. Installs what it needs.
+# Sets up and runs the whole test suite: formatting, vet, lint, every
+# package's tests under the race detector — against a real PostgreSQL
+# server, a real Kafka broker and nginx, which it installs, starts on
+# private ports and stops again — and the web UI's tests in a real
+# browser. Installs what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -22,8 +25,33 @@ go vet ./...
 log "staticcheck"
 go run "$STATICCHECK" ./...
 
+# The UI is embedded in the binary: build it before the binary and the
+# tests that serve it.
+log "web UI build"
+./scripts/ui.sh
+
 log "go build"
 go build -o bin/logbook ./cmd/logbook
 
+if [ ! -x /usr/sbin/nginx ]; then
+	log "installing nginx from Debian's packages"
+	apt_install nginx
+fi
+
+cleanup() {
+	./scripts/kafka.sh stop || true
+	./scripts/postgres.sh stop || true
+}
+trap cleanup EXIT
+log "starting PostgreSQL"
+LOGBOOK_TEST_POSTGRES=$(./scripts/postgres.sh start)
+export LOGBOOK_TEST_POSTGRES
+log "starting Kafka"
+LOGBOOK_TEST_KAFKA=$(./scripts/kafka.sh start)
+export LOGBOOK_TEST_KAFKA
+
 log "go test -race"
-go test -race -count=1 -timeout 20m ./...
+go test -race -count=1 -timeout 30m ./...
+
+log "web UI browser tests"
+./scripts/test-ui.sh

@@ -32,6 +32,9 @@ func runBenchCrush(ctx context.Context, e *env, args []string) error {
 	if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
 		return usageError{"--mode must be by-id or all-events"}
 	}
+	// Room for every permitted query plus the writers of the write phase:
+	// the permitter, not the pool, must be what bounds the queries.
+	sf.pgConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
 	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
 		return bench.RunCrush(ctx, s, cfg)
 	})

@@ -29,6 +29,7 @@ type env struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the flights service: HTTP API, queries and metrics on a store", runServe},
+		{"cluster", "run write nodes, read replicas and nginx on this machine, on a shared PostgreSQL store", runCluster},
 		{"flights", "flight schedules: generate, import (SSIM), check, export", runFlights},
 		{"bench", "measure the store: append, read, crush", runBench},
 		{"loadtest", "load the HTTP API like seed 000 §6: read, write", runLoadtest},

@@ -10,18 +10,21 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/logbook/logbook/auth"
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/flights"
 	"github.com/logbook/logbook/metrics"
+	"github.com/logbook/logbook/problem"
 	"github.com/logbook/logbook/query"
 	"github.com/logbook/logbook/replica"
+	"github.com/logbook/logbook/webui"
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "serve [--data DIR] [--addr HOST:PORT] [--tokens FILE]")
+	fs := newFlags(e, "serve", "serve [--data DIR | --store postgres://…] [--bus kafka://host:port/topic] [--read-only] [--addr HOST:PORT] [--tokens FILE]")
 	var sf storeFlags
 	sf.register(fs, "./data")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
@@ -29,8 +32,17 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address (off by default; keep it on loopback)")
 	replicaOf := fs.String("replica-of", "", "run as a read replica of the logbook server at this URL (its validation queries, fed over HTTP); no local store")
 	replicaToken := fs.String("replica-token", os.Getenv("LOGBOOK_REPLICA_TOKEN"), "bearer token for the primary (default: LOGBOOK_REPLICA_TOKEN)")
+	readOnly := fs.Bool("read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
+	busURL := fs.String("bus", "", "kafka://host:port/topic: write nodes publish the log to this topic, read replicas (--read-only) follow it")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	var bus *busFlag
+	if *busURL != "" {
+		var err error
+		if bus, err = parseBus(*busURL); err != nil {
+			return err
+		}
 	}
 	tokens, err := auth.Load(*tokensFile)
 	if err != nil {
@@ -70,6 +82,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		mux.HandleFunc("GET /healthz", healthz(rs))
 		sf.data = "(replica of " + *replicaOf + ")"
 	} else {
+		if *readOnly && sf.store == "" {
+			return usageError{"--read-only needs a shared --store postgres://…: the embedded store has one process"}
+		}
 		s, err := sf.open()
 		if err != nil {
 			return err
@@ -79,10 +94,31 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if svc, err = flights.NewService(ctx, store, flights.Options{Registerer: reg}); err != nil {
+		if *readOnly {
+			viewStore := store
+			if bus != nil {
+				if viewStore, err = bus.replicaStore(ctx, store); err != nil {
+					return err
+				}
+			}
+			svc, err = flights.NewReplica(ctx, viewStore, flights.Options{Registerer: reg})
+		} else {
+			svc, err = flights.NewService(ctx, store, flights.Options{Registerer: reg})
+		}
+		if err != nil {
 			return err
 		}
 		defer svc.Close()
+		if bus != nil && !*readOnly {
+			var exclusive func(context.Context, string, func(context.Context) error) error
+			if s.pg != nil {
+				exclusive = s.pg.Exclusive
+			}
+			pubCtx, stopPub := context.WithCancel(ctx)
+			pubDone := make(chan struct{})
+			go func() { defer close(pubDone); _ = bus.publish(pubCtx, store, reg, log, exclusive) }()
+			defer func() { stopPub(); <-pubDone }()
+		}
 		queries, err := query.New(store, query.Options{Registerer: reg})
 		if err != nil {
 			return err
@@ -93,6 +129,17 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
 	}
 	mux.Handle("/api/", svc.Handler(tokens))
+	mux.Handle("GET /view/digest", tokens.Require(viewDigest(svc)))
+	mux.Handle("/", webui.Handler())
+	if *readOnly {
+		// A replica joins the pool once it has replayed the log: until
+		// it listens, the load balancer passes it over.
+		start := time.Now()
+		if err := svc.Validation.WaitCaughtUp(ctx); err != nil {
+			return fmt.Errorf("replica: replay the log: %w", err)
+		}
+		log.Info("replica caught up", "seconds", time.Since(start).Seconds())
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -108,7 +155,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			}
 		}()
 	}
-	log.Info("logbook serving", "url", "http://"+ln.Addr().String(), "data", sf.data)
+	log.Info("logbook serving", "url", "http://"+ln.Addr().String(), "store", sf.describe())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	go func() {
@@ -132,6 +179,32 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	log.Info("logbook stopped")
 	return nil
+}
+
+// viewDigest answers the validation view's digest and position, once the
+// view has reached min_position: the cluster test compares replicas with
+// a rebuild from the store this way.
+func viewDigest(svc *flights.Service) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var min uint64
+		if v := r.URL.Query().Get("min_position"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				problem.Error(w, http.StatusBadRequest, "min_position must be a non-negative integer")
+				return
+			}
+			min = n
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		if err := svc.Validation.WaitFor(ctx, min); err != nil {
+			problem.Error(w, http.StatusServiceUnavailable, "the view did not reach min_position: "+err.Error())
+			return
+		}
+		digest, pos := svc.Validation.Current().Digest()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, "{\"digest\":%q,\"position\":%d}\n", digest, pos)
+	}
 }
 
 // healthz answers 200 with the log's head when the store can be read.

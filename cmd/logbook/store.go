@@ -1,29 +1,77 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/eventstore/pebblestore"
+	"github.com/logbook/logbook/eventstore/pgstore"
 )
 
 // storeFlags are the flags of every command that opens a store.
 type storeFlags struct {
-	data string
+	data  string
+	store string
+	// pgConns sizes the PostgreSQL pool; commands that bound their
+	// concurrent queries set it above their bound.
+	pgConns int32
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet, defaultDir string) {
 	fs.StringVar(&f.data, "data", defaultDir, "directory of the embedded store")
+	fs.StringVar(&f.store, "store", "", "postgres://user@host:port/db URL of a PostgreSQL store shared by several processes (default: the embedded store in --data)")
+}
+
+// describe names the store for logs.
+func (f *storeFlags) describe() string {
+	if f.store != "" {
+		return redactURL(f.store)
+	}
+	return f.data
+}
+
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// redactURL hides a password in a connection URL.
+func redactURL(u string) string {
+	at := strings.LastIndex(u, "@")
+	scheme := strings.Index(u, "://")
+	if at < 0 || scheme < 0 {
+		return u
+	}
+	userinfo := u[scheme+3 : at]
+	if i := strings.Index(userinfo, ":"); i >= 0 {
+		return u[:scheme+3] + userinfo[:i] + ":***" + u[at:]
+	}
+	return u
 }
 
 // openedStore is a store plus what only some backends can tell.
 type openedStore struct {
 	eventstore.Store
-	fsyncs func() uint64 // nil when the backend cannot count
+	fsyncs func() uint64  // nil when the backend cannot count
+	pg     *pgstore.Store // the PostgreSQL store, if that is the backend
 }
 
 func (f *storeFlags) open() (*openedStore, error) {
+	if f.store != "" {
+		if !isPostgresURL(f.store) {
+			return nil, usageError{fmt.Sprintf("--store %q: want a postgres:// URL (the embedded store is chosen with --data)", f.store)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := pgstore.Open(ctx, f.store, pgstore.Options{MaxConns: max(f.pgConns, 64)})
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", redactURL(f.store), err)
+		}
+		return &openedStore{Store: s, pg: s}, nil
+	}
 	if f.data == "" {
 		return nil, usageError{"--data must name a directory"}
 	}

@@ -109,6 +109,12 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	case statusIDTaken:
 		return eventstore.AppendResult{}, fmt.Errorf("append to %q: %w", stream, eventstore.ErrDuplicateEventID)
 	case statusConflict:
+		// The appends that moved the stream may not be sequenced yet. A
+		// caller that reloads the stream on a conflict (the aggregate
+		// runtime does) must find them, or it would conflict again.
+		if err := s.awaitVersion(ctx, stream, uint64(req.first)); err != nil {
+			return eventstore.AppendResult{}, err
+		}
 		return eventstore.AppendResult{}, &eventstore.ConflictError{Stream: stream, Expected: expect, Actual: uint64(req.first)}
 	default:
 		return eventstore.AppendResult{}, fmt.Errorf("pgstore: append to %q: unknown status %d", stream, req.status)
@@ -242,6 +248,23 @@ func (s *Store) sendBatch(ctx context.Context, batch []*appendReq) error {
 		}
 		return nil
 	})
+}
+
+// awaitVersion waits until the stream's readable version reaches v.
+func (s *Store) awaitVersion(ctx context.Context, stream string, v uint64) error {
+	for {
+		changed := s.notify.Changed(eventstore.OfStream(stream))
+		cur, err := s.StreamVersion(ctx, stream)
+		if err != nil || cur >= v {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.opts.Poll):
+		}
+	}
 }
 
 func isUniqueViolation(err error, constraint string) bool {

@@ -2,9 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,5 +243,116 @@ func TestSequencerFailover(t *testing.T) {
 	}
 	if !other.Sequencing() {
 		t.Error("the remaining process does not sequence")
+	}
+}
+
+// TestExclusive: of two processes, one runs the function at a time, and
+// the other takes over when the first stops.
+func TestExclusive(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	var running, peak, runs, holder atomic.Int32
+	work := func(i int32) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			runs.Add(1)
+			holder.Store(i)
+			n := running.Add(1)
+			defer running.Add(-1)
+			for {
+				if p := peak.Load(); n > p {
+					peak.CompareAndSwap(p, n)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}
+	cancels := make([]context.CancelFunc, 2)
+	done := make([]chan struct{}, 2)
+	for i := range 2 {
+		s, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancels[i], done[i] = cancel, make(chan struct{})
+		go func() { defer close(done[i]); _ = s.Exclusive(ctx, "job", work(int32(i))) }()
+	}
+	time.Sleep(500 * time.Millisecond)
+	if runs.Load() != 1 || peak.Load() != 1 {
+		t.Fatalf("%d runs, %d at once; want one", runs.Load(), peak.Load())
+	}
+	first := holder.Load()
+	cancels[first]()
+	<-done[first]
+	deadline := time.Now().Add(5 * time.Second)
+	for holder.Load() == first || running.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other process did not take over")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancels[1-first]()
+	<-done[1-first]
+	if peak.Load() != 1 || runs.Load() != 2 {
+		t.Fatalf("%d runs, %d at once; want two, one at a time", runs.Load(), peak.Load())
+	}
+}
+
+// TestConflictWaitsForTheWinner: a conflict reported while the append
+// that won is committed but not yet sequenced returns only once that
+// append is readable, so a caller that reloads the stream on a conflict
+// finds what beat it.
+func TestConflictWaitsForTheWinner(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, NoSequencer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	won := make(chan error, 1)
+	go func() {
+		_, err := a.Append(context.Background(), "s", eventstore.NoStream, evs(1, "first"))
+		won <- err
+	}()
+	for {
+		names, err := a.ListStreams(t.Context(), "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) == 1 {
+			break // committed, and with no sequencer, not readable
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lost := make(chan error, 1)
+	go func() {
+		_, err := a.Append(context.Background(), "s", eventstore.NoStream, evs(1, "second"))
+		lost <- err
+	}()
+	select {
+	case err := <-lost:
+		t.Fatalf("the conflict returned before the winner was readable: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	b, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := <-won; err != nil {
+		t.Fatal(err)
+	}
+	err = <-lost
+	var ce *eventstore.ConflictError
+	if !errors.As(err, &ce) || ce.Actual != 1 {
+		t.Fatalf("second append: %v, want a conflict at version 1", err)
+	}
+	got, err := a.ReadStream(t.Context(), "s", 1, 10)
+	if err != nil || len(got) != 1 || got[0].Type != "first" {
+		t.Fatalf("after the conflict the stream reads %v, %v; want the winner", got, err)
 	}
 }

@@ -1,0 +1,95 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/eventstore"
+	"github.com/logbook/logbook/kafkabus"
+)
+
+// kafkaBus names a fresh topic on the test broker (LOGBOOK_TEST_KAFKA,
+// started by scripts/test.sh).
+func kafkaBus(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("LOGBOOK_TEST_KAFKA")
+	if addr == "" {
+		if os.Getenv("LOGBOOK_SKIP_EXTERNAL") == "1" {
+			t.Skip("LOGBOOK_SKIP_EXTERNAL=1: no Kafka")
+		}
+		t.Fatal("LOGBOOK_TEST_KAFKA is not set: run scripts/test.sh, or start scripts/kafka.sh and export its address (LOGBOOK_SKIP_EXTERNAL=1 skips)")
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "kafka://" + addr + "/cluster-" + hex.EncodeToString(b)
+}
+
+// checkBus checks that the topic holds every event of the log exactly
+// once, each stream in one partition in order, and each event as stored.
+func checkBus(ctx context.Context, t *testing.T, bus string, log []eventstore.Event) {
+	t.Helper()
+	b, topic := parseBusURL(t, bus)
+	// The publisher may still be a transaction behind the store.
+	for {
+		last, err := kafkabus.LastPublished(ctx, b, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last >= uint64(len(log)) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	parts, err := kafkabus.ReadTopic(ctx, b, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[uint64]int)
+	partitionOf := make(map[string]int32)
+	total := 0
+	for p, evs := range parts {
+		var last uint64
+		for _, ev := range evs {
+			total++
+			seen[ev.Position]++
+			if ev.Position <= last {
+				t.Fatalf("partition %d: position %d after %d", p, ev.Position, last)
+			}
+			last = ev.Position
+			if q, ok := partitionOf[ev.Stream]; ok && q != p {
+				t.Fatalf("stream %s in partitions %d and %d", ev.Stream, q, p)
+			}
+			partitionOf[ev.Stream] = p
+			if ev.Position == 0 || ev.Position > uint64(len(log)) {
+				t.Fatalf("partition %d holds position %d, beyond the log's %d", p, ev.Position, len(log))
+			}
+			want := log[ev.Position-1]
+			if ev.ID != want.ID || ev.Stream != want.Stream || ev.Seq != want.Seq || string(ev.Data) != string(want.Data) {
+				t.Fatalf("position %d: Kafka has %s/%d %s, the store %s/%d %s", ev.Position, ev.Stream, ev.Seq, ev.ID, want.Stream, want.Seq, want.ID)
+			}
+		}
+	}
+	for pos := uint64(1); pos <= uint64(len(log)); pos++ {
+		if seen[pos] != 1 {
+			t.Fatalf("position %d is in the topic %d times", pos, seen[pos])
+		}
+	}
+	t.Logf("the topic holds the %d events of the log exactly once, in %d partitions", total, len(parts))
+}
+
+func parseBusURL(t *testing.T, bus string) (kafkabus.Config, string) {
+	t.Helper()
+	// kafka://host:port/topic
+	rest := bus[len("kafka://"):]
+	for i := range rest {
+		if rest[i] == '/' {
+			return kafkabus.Config{Brokers: []string{rest[:i]}}, rest[i+1:]
+		}
+	}
+	t.Fatalf("bad bus URL %q", bus)
+	return kafkabus.Config{}, ""
+}

@@ -297,13 +297,19 @@ http {
 		hash $aggregate consistent;
 		{{range .Writers}}server {{.}} max_fails=1 fail_timeout=2s;
 		{{end}}keepalive 256;
+		keepalive_requests 1000000;
 	}
 	{{if .Replicas}}upstream replicas {
 		{{range .Replicas}}server {{.}} max_fails=1 fail_timeout=2s;
 		{{end}}keepalive 256;
+		keepalive_requests 1000000;
 	}{{end}}
 	server {
 		listen {{.Listen}} backlog=4096;
+		# Load generators pipeline many requests per connection; nginx's
+		# default of closing one after 1000 requests fails those in flight.
+		keepalive_requests 1000000;
+		keepalive_timeout 300s;
 		location / {
 			proxy_pass http://$pool;
 			proxy_http_version 1.1;

@@ -34,7 +34,8 @@ type Options struct {
 	MaxBatch int
 	// Registerer receives the lag metrics; nil records none.
 	Registerer prometheus.Registerer
-	// Logger receives a Live view's background failures (default
+	// Logger receives background failures: a Live view's, and the read
+	// failures a Runner retries (default
 	// slog.Default()).
 	Logger *slog.Logger
 }
@@ -115,21 +116,54 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	r.applied.Store(cp)
 	r.loaded.Store(true) // before the wake-up: a tag waiter needs it
 	r.advance(cp)
-	sub, err := r.store.Subscribe(ctx, r.opts.Filter, cp+1)
+	// Reading can fail for a while — a shared store's database restarts,
+	// a network breaks — and a view that stopped for good would serve a
+	// stale schedule until someone rebuilt it. So a failed read is tried
+	// again, from the last applied position, with a growing pause; only a
+	// closed store or a failed Apply (the view's own fault) ends the run.
+	backoff := 50 * time.Millisecond
+	for {
+		applied, err := r.follow(ctx)
+		if err == nil || ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) || errors.Is(err, errApply) {
+			return err
+		}
+		if applied {
+			backoff = 50 * time.Millisecond
+		}
+		r.opts.Logger.Warn("projection: reading the store failed; retrying", "view", r.opts.Name, "after", r.applied.Load(), "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// errApply marks a failure of the view's own Apply, which a retry would
+// only repeat.
+var errApply = errors.New("projection: apply failed")
+
+// follow subscribes after the last applied position and applies what it
+// reads until an error; applied tells whether it got anywhere.
+func (r *Runner) follow(ctx context.Context) (applied bool, err error) {
+	from := r.applied.Load() + 1
+	sub, err := r.store.Subscribe(ctx, r.opts.Filter, from)
 	if err != nil {
-		return fmt.Errorf("projection %s: subscribe from %d: %w", r.opts.Name, cp+1, err)
+		return false, fmt.Errorf("projection %s: subscribe from %d: %w", r.opts.Name, from, err)
 	}
 	defer sub.Close()
 	for {
 		batch, err := r.next(ctx, sub)
 		if err != nil {
-			return fmt.Errorf("projection %s: reading after %d: %w", r.opts.Name, r.applied.Load(), err)
+			return applied, fmt.Errorf("projection %s: reading after %d: %w", r.opts.Name, r.applied.Load(), err)
 		}
 		for len(batch) > 0 {
 			n := min(len(batch), r.opts.MaxBatch)
 			if err := r.apply(ctx, batch[:n]); err != nil {
-				return err
+				return applied, fmt.Errorf("%w: %w", errApply, err)
 			}
+			applied = true
 			batch = batch[n:]
 		}
 	}

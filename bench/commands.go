@@ -63,7 +63,7 @@ type CommandsResult struct {
 	P99MS          float64 `json:"p99_ms"`
 	MaxMS          float64 `json:"max_ms"`
 	Errors         int64   `json:"errors"`
-	Fsyncs         uint64  `json:"fsyncs"`
+	Fsyncs         *uint64 `json:"fsyncs,omitempty"` // nil: the backend does not count them
 	PeakRSSMB      float64 `json:"peak_rss_mb"`
 }
 
@@ -76,7 +76,7 @@ func (r CommandsResult) Rows() [][2]string {
 		{"commands/s", fmt.Sprintf("%.0f", r.CommandsPerSec)},
 		{"command p50 / p99 / max ms", fmt.Sprintf("%.3f / %.3f / %.3f", r.P50MS, r.P99MS, r.MaxMS)},
 		{"errors", fmt.Sprint(r.Errors)},
-		{"fsyncs", fmt.Sprint(r.Fsyncs)},
+		{"fsyncs", countOrNA(r.Fsyncs)},
 		{"peak RSS MiB", fmt.Sprintf("%.0f", r.PeakRSSMB)},
 	}
 }
@@ -164,7 +164,8 @@ func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig
 		PeakRSSMB: round(PeakRSSMB(), 1),
 	}
 	if fsyncs != nil {
-		r.Fsyncs = fsyncs() - before
+		n := fsyncs() - before
+		r.Fsyncs = &n
 	}
 	return r, nil
 }

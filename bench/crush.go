@@ -37,6 +37,10 @@ type CrushConfig struct {
 	// without commit signals, instead of waking on commits.
 	Poll            bool
 	RefreshInterval time.Duration
+	// BusyConns, if set, reads the backend's own count of database
+	// connections in use (a pool's), sampled during the query phase: a
+	// check on the permitter from the other side.
+	BusyConns func() int
 }
 
 // CrushResult is what `logbook bench crush` reports.
@@ -58,6 +62,7 @@ type CrushResult struct {
 	Errors                       int64   `json:"errors"`
 	BackendQueries               uint64  `json:"backend_queries"`
 	PeakConcurrentBackendQueries int     `json:"peak_concurrent_backend_queries"`
+	PeakBusyConns                *int    `json:"peak_busy_db_connections,omitempty"` // with BusyConns
 	PeakRSSMB                    float64 `json:"peak_rss_mb"`
 }
 
@@ -74,6 +79,7 @@ func (r CrushResult) Rows() [][2]string {
 		{"errors", fmt.Sprint(r.Errors)},
 		{"backend queries", fmt.Sprint(r.BackendQueries)},
 		{"peak concurrent backend queries", fmt.Sprint(r.PeakConcurrentBackendQueries)},
+		{"peak busy database connections", intOrNA(r.PeakBusyConns)},
 		{"peak RSS MiB", fmt.Sprintf("%.0f", r.PeakRSSMB)},
 	}
 }
@@ -148,6 +154,11 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 
 	var errs atomic.Int64
 	var qel time.Duration
+	stopSampling := func() {}
+	if cfg.BusyConns != nil {
+		stop := samplePeak(cfg.BusyConns)
+		stopSampling = func() { n := stop(); r.PeakBusyConns = &n }
+	}
 	if cfg.Mode == CrushByID {
 		r.Queries = cfg.IDs
 		qel, err = crushByID(ctx, j, names, cfg.EventsPerID, &errs)
@@ -155,6 +166,7 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 		r.Queries = 1
 		qel, err = crushAllEvents(ctx, j, names, cfg.EventsPerID, first, last, &errs)
 	}
+	stopSampling()
 	if err != nil {
 		return r, err
 	}
@@ -341,4 +353,35 @@ func crushAllEvents(ctx context.Context, j *query.ReadJournal, names []string, m
 		}
 	}
 	return el, qerr
+}
+
+// samplePeak polls busy every millisecond until stop, which returns the
+// largest value seen.
+func samplePeak(busy func() int) (stop func() int) {
+	peak := new(atomic.Int64)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			if n := int64(busy()); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int { close(done); <-finished; return int(peak.Load()) }
+}
+
+func intOrNA(n *int) string {
+	if n == nil {
+		return "n/a"
+	}
+	return fmt.Sprint(*n)
 }

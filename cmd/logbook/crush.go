@@ -36,6 +36,10 @@ func runBenchCrush(ctx context.Context, e *env, args []string) error {
 	// the permitter, not the pool, must be what bounds the queries.
 	sf.pgConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
 	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
+		if s.pg != nil {
+			pool := s.pg.Pool()
+			cfg.BusyConns = func() int { return int(pool.Stat().AcquiredConns()) }
+		}
 		return bench.RunCrush(ctx, s, cfg)
 	})
 }

@@ -285,7 +285,10 @@ http {
 	scgi_temp_path {{.Dir}}/nginx-scgi;
 	client_max_body_size 64m;
 
+	# Uploads and their status polls go to one node: an import's
+	# progress lives in the memory of the node that runs it.
 	map $uri $aggregate {
+		~^/api/imports imports;
 		~^/api/(?:rotations|airplanes|airports)/(?<id>[^/]+) $id;
 		default $request_id;
 	}

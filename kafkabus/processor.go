@@ -200,6 +200,15 @@ func (p *Processor) revoked(_ context.Context, _ *kgo.Client, revoked map[string
 // process hands one poll's records, with whatever the store must fill in,
 // to handle, and commits them.
 func (p *Processor) process(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches, tp kgo.TopicPartitioner, partitions int) error {
+	// Where the group left off decides whether records were lost to
+	// retention; without it a gap would go unnoticed. Ask again for the
+	// partitions whose committed offset could not be read at assignment.
+	if unknown := p.unknownPartitions(fetches); len(unknown) > 0 {
+		p.assigned(ctx, cl, map[string][]int32{p.topic: unknown})
+		if still := p.unknownPartitions(fetches); len(still) > 0 {
+			return fmt.Errorf("kafkabus: processor %s: committed offsets of partitions %v unknown", p.group, still)
+		}
+	}
 	batch, commits, floors, seqs, filled, err := p.gather(ctx, fetches, tp, partitions)
 	if err != nil {
 		return fmt.Errorf("kafkabus: processor %s: %w", p.group, err)
@@ -244,9 +253,30 @@ func (p *Processor) process(ctx context.Context, cl *kgo.Client, fetches kgo.Fet
 		}
 	}
 	for s, q := range seqs {
-		p.seqs[s] = q
+		// A partition lost since gather may be handled elsewhere now:
+		// keeping its streams' progress would later look like a gap.
+		if p.parts[q.partition] != nil {
+			p.seqs[s] = q
+		}
 	}
 	return nil
+}
+
+// unknownPartitions lists the partitions with records in fetches whose
+// committed offset this member does not know.
+func (p *Processor) unknownPartitions(fetches kgo.Fetches) []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int32
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if fp.Topic != p.topic || len(fp.Records) == 0 {
+			return
+		}
+		if st := p.parts[fp.Partition]; st == nil || st.expect < 0 {
+			out = append(out, fp.Partition)
+		}
+	})
+	return out
 }
 
 // gather builds the batch of one poll: its records, less those this member

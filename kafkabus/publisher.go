@@ -45,6 +45,18 @@ type PublisherConfig struct {
 	MaxBackoff time.Duration
 	// Logger receives the failures Run retries (default slog.Default()).
 	Logger *slog.Logger
+	// Progress, if set, keeps a lower bound of what Kafka holds outside
+	// Kafka. Retention can empty every partition of a quiet topic; what
+	// Kafka holds then says nothing, and without a bound the publisher
+	// would publish the whole log again.
+	Progress Progress
+}
+
+// Progress stores the last position a publisher knows Kafka committed. It
+// is saved after Kafka's commit, so it never runs ahead of Kafka.
+type Progress interface {
+	Load(ctx context.Context) (uint64, error)
+	Save(ctx context.Context, position uint64) error
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
@@ -180,6 +192,17 @@ func (p *Publisher) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if p.cfg.Progress != nil {
+		saved, err := p.cfg.Progress.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("kafkabus: load progress: %w", err)
+		}
+		if saved > last {
+			p.cfg.Logger.Warn("kafkabus: the topic holds less than was published (retention); resuming after the saved progress",
+				"topic", p.cfg.Topic, "kafka", last, "saved", saved)
+			last = saved
+		}
+	}
 	p.last.Store(last)
 	p.cfg.Logger.Info("kafkabus: publisher resuming", "topic", p.cfg.Topic, "after", last, "took", time.Since(started))
 	sub, err := p.store.Subscribe(ctx, eventstore.All(), last+1)
@@ -293,7 +316,23 @@ func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventst
 	}
 	p.last.Store(next - 1)
 	p.published.Add(next - first)
+	p.saveProgress(ctx, next-1)
 	return rest, nil
+}
+
+// saveProgress records how far Kafka has committed. A save lost to a
+// crash leaves the bound one transaction behind; that matters only if
+// retention then empties the topic before the next publish, and costs
+// that transaction published twice.
+func (p *Publisher) saveProgress(ctx context.Context, pos uint64) {
+	if p.cfg.Progress == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := p.cfg.Progress.Save(sctx, pos); err != nil {
+		p.cfg.Logger.Warn("kafkabus: save progress", "topic", p.cfg.Topic, "err", err)
+	}
 }
 
 // fenced marks err as ErrFenced if Kafka said another producer took over

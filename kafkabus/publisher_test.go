@@ -170,3 +170,81 @@ func TestPublishZombieFenced(t *testing.T) {
 	}
 	checkTopic(t, cfg, topic, readLog(t, st), partitions)
 }
+
+// memProgress is a Progress in memory.
+type memProgress struct {
+	mu  sync.Mutex
+	pos uint64
+}
+
+func (m *memProgress) Load(context.Context) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pos, nil
+}
+
+func (m *memProgress) Save(_ context.Context, pos uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pos = max(m.pos, pos)
+	return nil
+}
+
+// When retention has emptied every partition, what Kafka holds says
+// nothing about how far the publisher got: the saved progress keeps it
+// from publishing the whole log again.
+func TestPublishAfterRetentionEmptiedTheTopic(t *testing.T) {
+	cfg := testConfig(t)
+	const partitions = 3
+	topic := newTopic(t, cfg, partitions)
+	st := openStore(t, t.TempDir())
+	ctx := context.Background()
+	txid := uniqueName(t, "tx")
+	progress := &memProgress{}
+	pcfg := testPublisher(cfg, topic, txid, partitions)
+	pcfg.Progress = progress
+
+	writeEvents(t, ctx, st, "old", 10, 2, 200)
+	h := head(t, st)
+	p := NewPublisher(st, pcfg)
+	stop := startPublisher(t, p)
+	waitFor(t, 20*time.Second, "the first publisher to reach the head", func() bool { return p.LastPosition() == h })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := progress.Load(ctx); got != h {
+		t.Fatalf("saved progress %d, want %d", got, h)
+	}
+	deleteRecords(t, cfg, topic, 0) // retention: nothing left
+	if last, err := LastPublished(ctx, cfg, topic); err != nil || last != 0 {
+		t.Fatalf("LastPublished of the emptied topic = %d, %v", last, err)
+	}
+
+	writeEvents(t, ctx, st, "new", 10, 2, 100)
+	h2 := head(t, st)
+	p2 := NewPublisher(st, pcfg)
+	stop = startPublisher(t, p2)
+	waitFor(t, 20*time.Second, "the second publisher to reach the head", func() bool { return p2.LastPosition() == h2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if p2.Published() != h2-h {
+		t.Fatalf("the second publisher published %d events, want only the %d new ones", p2.Published(), h2-h)
+	}
+	parts, err := ReadTopic(ctx, cfg, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, evs := range parts {
+		for _, ev := range evs {
+			n++
+			if ev.Position <= h {
+				t.Fatalf("position %d, published before retention, was published again", ev.Position)
+			}
+		}
+	}
+	if n != int(h2-h) {
+		t.Fatalf("the topic holds %d events, want %d", n, h2-h)
+	}
+}

@@ -244,6 +244,9 @@ func (s *replicaSub) run(next uint64) error {
 		if err != nil {
 			return fmt.Errorf("kafkabus: catching up from %d: %w", next, err)
 		}
+		if len(evs) == 0 {
+			break // a head ahead of what reads show: let Kafka bring the rest
+		}
 		for _, ev := range evs {
 			if ev.Position != next {
 				return fmt.Errorf("kafkabus: the fallback gave position %d where %d was next", ev.Position, next)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logbook/logbook/eventstore"
+	"github.com/logbook/logbook/eventstore/pgstore"
 	"github.com/logbook/logbook/kafkabus"
 	"github.com/logbook/logbook/metrics"
 )
@@ -48,8 +49,7 @@ func (b *busFlag) replicaStore(ctx context.Context, store eventstore.Store) (eve
 // shared store, exclusive makes one write node at a time the publisher
 // (the others wait to take over); Kafka's transactional fencing guards
 // the handover. A publisher that fails is started again.
-func (b *busFlag) publish(ctx context.Context, store eventstore.Store, reg prometheus.Registerer, log *slog.Logger,
-	exclusive func(ctx context.Context, name string, fn func(context.Context) error) error) error {
+func (b *busFlag) publish(ctx context.Context, store eventstore.Store, reg prometheus.Registerer, log *slog.Logger, pg *pgstore.Store) error {
 	var current atomic.Pointer[kafkabus.Publisher]
 	published := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "logbook_bus_published_events_total", Help: "Events this process has published to Kafka.",
@@ -63,9 +63,13 @@ func (b *busFlag) publish(ctx context.Context, store eventstore.Store, reg prome
 		return err
 	}
 	run := func(ctx context.Context) error {
-		p := kafkabus.NewPublisher(store, kafkabus.PublisherConfig{
+		pcfg := kafkabus.PublisherConfig{
 			Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: log,
-		})
+		}
+		if pg != nil {
+			pcfg.Progress = pgProgress{pg, "kafka publisher " + b.topic}
+		}
+		p := kafkabus.NewPublisher(store, pcfg)
 		current.Store(p)
 		log.Info("publishing the log to Kafka", "topic", b.topic)
 		err := p.Run(ctx)
@@ -74,8 +78,8 @@ func (b *busFlag) publish(ctx context.Context, store eventstore.Store, reg prome
 		}
 		return err
 	}
-	if exclusive != nil {
-		return exclusive(ctx, "kafka publisher "+b.topic, run)
+	if pg != nil {
+		return pg.Exclusive(ctx, "kafka publisher "+b.topic, run)
 	}
 	for ctx.Err() == nil {
 		if err := run(ctx); errors.Is(err, eventstore.ErrClosed) {
@@ -87,4 +91,15 @@ func (b *busFlag) publish(ctx context.Context, store eventstore.Store, reg prome
 		}
 	}
 	return ctx.Err()
+}
+
+// pgProgress keeps the publisher's progress in the PostgreSQL store.
+type pgProgress struct {
+	s    *pgstore.Store
+	name string
+}
+
+func (p pgProgress) Load(ctx context.Context) (uint64, error) { return p.s.LoadProgress(ctx, p.name) }
+func (p pgProgress) Save(ctx context.Context, pos uint64) error {
+	return p.s.SaveProgress(ctx, p.name, pos)
 }

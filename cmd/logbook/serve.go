@@ -85,6 +85,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if *readOnly && sf.store == "" {
 			return usageError{"--read-only needs a shared --store postgres://…: the embedded store has one process"}
 		}
+		sf.readOnly = *readOnly
 		s, err := sf.open()
 		if err != nil {
 			return err
@@ -110,13 +111,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		defer svc.Close()
 		if bus != nil && !*readOnly {
-			var exclusive func(context.Context, string, func(context.Context) error) error
-			if s.pg != nil {
-				exclusive = s.pg.Exclusive
-			}
 			pubCtx, stopPub := context.WithCancel(ctx)
 			pubDone := make(chan struct{})
-			go func() { defer close(pubDone); _ = bus.publish(pubCtx, store, reg, log, exclusive) }()
+			go func() { defer close(pubDone); _ = bus.publish(pubCtx, store, reg, log, s.pg) }()
 			defer func() { stopPub(); <-pubDone }()
 		}
 		queries, err := query.New(store, query.Options{Registerer: reg})

@@ -19,6 +19,10 @@ type storeFlags struct {
 	// pgConns sizes the PostgreSQL pool; commands that bound their
 	// concurrent queries set it above their bound.
 	pgConns int32
+	// readOnly keeps a process that never appends (a read replica) from
+	// becoming the PostgreSQL store's sequencer, which every append of
+	// the cluster would then wait on.
+	readOnly bool
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet, defaultDir string) {
@@ -66,7 +70,7 @@ func (f *storeFlags) open() (*openedStore, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := pgstore.Open(ctx, f.store, pgstore.Options{MaxConns: max(f.pgConns, 64)})
+		s, err := pgstore.Open(ctx, f.store, pgstore.Options{MaxConns: max(f.pgConns, 64), NoSequencer: f.readOnly})
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", redactURL(f.store), err)
 		}

@@ -89,14 +89,26 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	if err := s.enter(); err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	s.reqs <- req
 	s.leave()
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		return eventstore.AppendResult{}, ctx.Err()
+	case <-s.closing:
+		return eventstore.AppendResult{}, eventstore.ErrClosed
+	}
 	select {
 	case <-req.done:
 	case <-ctx.Done():
 		// The append may still commit; retrying with the same event ids
 		// is safe.
 		return eventstore.AppendResult{}, ctx.Err()
+	case <-s.closing:
+		select {
+		case <-req.done:
+		default:
+			return eventstore.AppendResult{}, eventstore.ErrClosed // its outcome is unknown
+		}
 	}
 	if req.err != nil {
 		return eventstore.AppendResult{}, s.fail(fmt.Sprintf("append to %q", stream), req.err)
@@ -118,6 +130,19 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		return eventstore.AppendResult{}, &eventstore.ConflictError{Stream: stream, Expected: expect, Actual: uint64(req.first)}
 	default:
 		return eventstore.AppendResult{}, fmt.Errorf("pgstore: append to %q: unknown status %d", stream, req.status)
+	}
+	if res.Duplicate {
+		// The original append was most likely sequenced long ago, before
+		// this process started or beyond what it remembers: ask the
+		// table first.
+		fp, lp, ok, err := s.storedPositions(ctx, stream, res.FirstSeq, res.LastSeq)
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if ok {
+			res.FirstPosition, res.LastPosition = fp, lp
+			return res, nil
+		}
 	}
 	firstPos, lastPos, err := s.positions(ctx, req.appendNo, stream, res.FirstSeq, res.LastSeq)
 	if err != nil {
@@ -300,23 +325,36 @@ func (s *Store) positions(ctx context.Context, appendNo int64, stream string, fi
 			// is sequenced. The append itself has committed.
 			return 0, 0, ctx.Err()
 		case <-check.C:
-			var fp, lp *int64
-			err := s.pool.QueryRow(ctx, `SELECT (SELECT position FROM events WHERE stream = $1 AND seq = $2),
-				(SELECT position FROM events WHERE stream = $1 AND seq = $3)`, stream, int64(first), int64(last)).Scan(&fp, &lp)
+			fp, lp, ok, err := s.storedPositions(ctx, stream, first, last)
 			if err != nil {
-				return 0, 0, s.fail("wait for positions", err)
+				return 0, 0, err
 			}
-			if fp != nil && lp != nil {
+			if ok {
 				s.mu.Lock()
 				if s.waiters[appendNo] == w {
 					delete(s.waiters, appendNo)
 				}
 				s.mu.Unlock()
-				return uint64(*fp), uint64(*lp), nil
+				return fp, lp, nil
 			}
 			check.Reset(time.Second)
 		}
 	}
+}
+
+// storedPositions reads the positions of a stream's seqs first and last,
+// if the sequencer has given them.
+func (s *Store) storedPositions(ctx context.Context, stream string, first, last uint64) (uint64, uint64, bool, error) {
+	var fp, lp *int64
+	err := s.pool.QueryRow(ctx, `SELECT (SELECT position FROM events WHERE stream = $1 AND seq = $2),
+		(SELECT position FROM events WHERE stream = $1 AND seq = $3)`, stream, int64(first), int64(last)).Scan(&fp, &lp)
+	if err != nil {
+		return 0, 0, false, s.fail("read positions", err)
+	}
+	if fp == nil || lp == nil {
+		return 0, 0, false, nil
+	}
+	return uint64(*fp), uint64(*lp), true, nil
 }
 
 // kick wakes the sequencer after a commit: directly when it runs in this
@@ -332,14 +370,23 @@ func (s *Store) kick() {
 		}
 		return
 	}
+	s.kicks.Add(1)
 	if !s.kicking.CompareAndSwap(false, true) {
-		return
+		return // the sender in flight sees this kick's count and sends again
 	}
 	go func() {
-		defer s.kicking.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		// A lost kick only costs the sequencer's poll interval.
-		_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.kickCh)
+		for {
+			n := s.kicks.Load()
+			// A lost kick only costs the sequencer's poll interval.
+			_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.kickCh)
+			s.kicking.Store(false)
+			// Kicks that came during the send left it to this sender:
+			// send once more, unless a new sender has taken over.
+			if s.kicks.Load() == n || !s.kicking.CompareAndSwap(false, true) {
+				return
+			}
+		}
 	}()
 }

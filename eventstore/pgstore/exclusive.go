@@ -42,8 +42,12 @@ func (s *Store) holdAndRun(ctx context.Context, key int64, fn func(ctx context.C
 		return err
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	pinged := make(chan struct{})
+	// The session is closed (deferred above) only after the pinger is
+	// done with it: a pgx connection is not safe for concurrent use.
+	defer func() { cancel(); <-pinged }()
 	go func() {
+		defer close(pinged)
 		// Only this goroutine uses the session from here on.
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -62,7 +66,30 @@ func (s *Store) holdAndRun(ctx context.Context, key int64, fn func(ctx context.C
 			}
 		}
 	}()
-	err = fn(fctx)
-	cancel()
-	return err
+	return fn(fctx)
+}
+
+// LoadProgress returns the position saved under name, 0 if none.
+func (s *Store) LoadProgress(ctx context.Context, name string) (uint64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var pos int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT position FROM progress WHERE name = $1), 0)`, name).Scan(&pos)
+	if err != nil {
+		return 0, s.fail("load progress "+name, err)
+	}
+	return uint64(pos), nil
+}
+
+// SaveProgress saves pos under name; a smaller one than saved is ignored.
+func (s *Store) SaveProgress(ctx context.Context, name string, pos uint64) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	_, err := s.pool.Exec(ctx, `INSERT INTO progress AS p VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET position = greatest(p.position, excluded.position)`, name, int64(pos))
+	return s.fail("save progress "+name, err)
 }

@@ -79,14 +79,15 @@ func (s *Store) advance(ctx context.Context) {
 	s.publishUpTo(ctx, uint64(head))
 }
 
-// publishUpTo publishes everything up to head, in stretches.
+// publishUpTo publishes everything up to head, in stretches of at most
+// 10,000 positions.
 func (s *Store) publishUpTo(ctx context.Context, head uint64) {
 	for ctx.Err() == nil {
 		from := s.knownHead()
 		if head <= from {
 			return
 		}
-		if err := s.publish(ctx, s.pool, from, min(head, from+10_000)); err != nil {
+		if err := s.publish(ctx, s.pool, from, min(head, from+10_000), head); err != nil {
 			return
 		}
 	}
@@ -110,17 +111,25 @@ type querier interface {
 
 var _ querier = (*pgxpool.Pool)(nil)
 
-// publish announces positions (from, to]: it reads which appends, streams
-// and tags they hold, resolves waiting appends and wakes subscriptions.
-func (s *Store) publish(ctx context.Context, q querier, from, to uint64) error {
+// span is where one append's events lie in the log.
+type span struct {
+	append      int64
+	first, last uint64
+}
+
+// publish announces positions (from, to] of a log whose head is head: it
+// reads which appends, streams and tags they hold, resolves waiting
+// appends and wakes subscriptions. The head only ever moves to the end of
+// a whole append, but a stretch that ends before it may cut an append in
+// two: that append is carried over to the next stretch, and answered
+// only once all of it has been seen.
+func (s *Store) publish(ctx context.Context, q querier, from, to, head uint64) error {
 	rows, err := q.Query(ctx, `SELECT append_no, position, stream, tags FROM events
 		WHERE position > $1 AND position <= $2 ORDER BY position`, int64(from), int64(to))
 	if err != nil {
 		return err
 	}
-	type span struct{ first, last uint64 }
-	spans := make(map[int64]*span)
-	var order []int64
+	var spans []span
 	var streams []string
 	tags := make(map[string]struct{})
 	var a, pos int64
@@ -131,11 +140,10 @@ func (s *Store) publish(ctx context.Context, q querier, from, to uint64) error {
 			rows.Close()
 			return err
 		}
-		if sp, ok := spans[a]; ok {
-			sp.last = uint64(pos)
+		if n := len(spans); n > 0 && spans[n-1].append == a {
+			spans[n-1].last = uint64(pos)
 		} else {
-			spans[a] = &span{uint64(pos), uint64(pos)}
-			order = append(order, a)
+			spans = append(spans, span{a, uint64(pos), uint64(pos)})
 		}
 		if len(streams) == 0 || streams[len(streams)-1] != stream {
 			streams = append(streams, stream)
@@ -154,15 +162,23 @@ func (s *Store) publish(ctx context.Context, q querier, from, to uint64) error {
 		return nil // someone else published this stretch
 	}
 	s.known = to
-	for _, a := range order {
-		sp := spans[a]
-		if w, ok := s.waiters[a]; ok {
+	if c := s.carry; c != nil && len(spans) > 0 && spans[0].append == c.append {
+		spans[0].first = c.first
+	}
+	s.carry = nil
+	if to < head && len(spans) > 0 {
+		last := spans[len(spans)-1]
+		s.carry = &last
+		spans = spans[:len(spans)-1]
+	}
+	for _, sp := range spans {
+		if w, ok := s.waiters[sp.append]; ok {
 			w.first, w.last = sp.first, sp.last
 			close(w.done)
-			delete(s.waiters, a)
+			delete(s.waiters, sp.append)
 		}
-		s.recent[a] = [2]uint64{sp.first, sp.last}
-		s.order = append(s.order, a)
+		s.recent[sp.append] = [2]uint64{sp.first, sp.last}
+		s.order = append(s.order, sp.append)
 	}
 	if over := len(s.order) - recentAppends; over > 0 {
 		for _, a := range s.order[:over] {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -354,5 +355,82 @@ func TestConflictWaitsForTheWinner(t *testing.T) {
 	got, err := a.ReadStream(t.Context(), "s", 1, 10)
 	if err != nil || len(got) != 1 || got[0].Type != "first" {
 		t.Fatalf("after the conflict the stream reads %v, %v; want the winner", got, err)
+	}
+}
+
+// TestAppendAcrossStretches: the follower announces the log in stretches
+// of 10,000 positions; an append that one cuts in two must still be
+// answered with all of its positions.
+func TestAppendAcrossStretches(t *testing.T) {
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, NoSequencer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	type answer struct {
+		res eventstore.AppendResult
+		err error
+	}
+	answers := make(chan answer, 2)
+	for _, n := range []int{9995, 10} {
+		events := evs(n, fmt.Sprint(n))
+		go func() {
+			res, err := a.Append(context.Background(), fmt.Sprint("s", n), eventstore.NoStream, events)
+			answers <- answer{res, err}
+		}()
+		for { // one after the other, so that the sequencer orders them so
+			names, err := a.ListStreams(t.Context(), "", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(names, fmt.Sprint("s", n)) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Both wait for a sequencer; this one positions them in one pass.
+	b, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for range 2 {
+		ans := <-answers
+		if ans.err != nil {
+			t.Fatal(ans.err)
+		}
+		r := ans.res
+		if r.LastPosition-r.FirstPosition != r.LastSeq-r.FirstSeq {
+			t.Errorf("append to %s: positions %d..%d for seqs %d..%d", r.Stream, r.FirstPosition, r.LastPosition, r.FirstSeq, r.LastSeq)
+		}
+		if r.Stream == "s10" && (r.FirstPosition != 9996 || r.LastPosition != 10005) {
+			t.Errorf("append to s10: positions %d..%d, want 9996..10005", r.FirstPosition, r.LastPosition)
+		}
+	}
+}
+
+// TestProgress: saved positions only move forward, per name.
+func TestProgress(t *testing.T) {
+	s, err := Open(t.Context(), pgtest.URL(t), Options{Schema: pgtest.Schema(t), MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, step := range []struct {
+		save, want uint64
+	}{{0, 0}, {10, 10}, {5, 10}, {12, 12}} {
+		if step.save > 0 {
+			if err := s.SaveProgress(t.Context(), "pub", step.save); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := s.LoadProgress(t.Context(), "pub"); err != nil || got != step.want {
+			t.Fatalf("after saving %d: %d, %v; want %d", step.save, got, err, step.want)
+		}
+	}
+	if got, _ := s.LoadProgress(t.Context(), "other"); got != 0 {
+		t.Fatalf("another name: %d", got)
 	}
 }

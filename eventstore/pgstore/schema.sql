@@ -49,6 +49,13 @@ CREATE TABLE IF NOT EXISTS snapshots (
 
 CREATE SEQUENCE IF NOT EXISTS append_no;
 
+-- How far consumers of the log outside the database have got, by name
+-- (the Kafka publisher's lower bound).
+CREATE TABLE IF NOT EXISTS progress (
+	name     text   PRIMARY KEY,
+	position bigint NOT NULL
+);
+
 -- append_events appends to one stream in one round trip. status: 0 written,
 -- 1 duplicate of an earlier append (first/last seq and append_no are the
 -- original's), 2 an id belongs to another append, 3 version conflict

@@ -42,6 +42,7 @@ func (s *Store) sequenceWhileLeader(ctx context.Context) error {
 		return err
 	}
 	s.sequencing.Store(true)
+	last := int64(-1)
 	for {
 		// Drain the local kick first: a commit after this point kicks
 		// again, and if this pass misses it the next one sees it.
@@ -49,11 +50,14 @@ func (s *Store) sequenceWhileLeader(ctx context.Context) error {
 		case <-s.kickLocal:
 		default:
 		}
-		moved, err := s.pass(ctx, conn)
+		head, err := s.pass(ctx, conn)
 		if err != nil {
 			return err
 		}
-		if moved {
+		// Another pass right away while passes find work: under load
+		// the next batch has committed meanwhile.
+		if moved := head > last; moved {
+			last = head
 			continue
 		}
 		if err := s.waitForKick(ctx, conn); err != nil {
@@ -62,21 +66,16 @@ func (s *Store) sequenceWhileLeader(ctx context.Context) error {
 	}
 }
 
-// pass runs one sequencer transaction; moved reports whether the head
-// moved.
-func (s *Store) pass(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	before := s.knownHead()
+// pass runs one sequencer transaction and returns the head after it.
+func (s *Store) pass(ctx context.Context, conn *pgx.Conn) (int64, error) {
 	var head int64
 	if err := conn.QueryRow(ctx, `SELECT sequence_events($1, $2)`, maxEventsPerPass, s.headCh).Scan(&head); err != nil {
-		return false, err
-	}
-	if uint64(head) <= before {
-		return false, nil
+		return 0, err
 	}
 	// The follower would learn of the new head from the notification;
 	// publishing here saves this process's writers that round trip.
 	s.publishUpTo(ctx, uint64(head))
-	return true, nil
+	return head, nil
 }
 
 // waitForKick sleeps until a writer of this process or (by NOTIFY) of

@@ -76,16 +76,19 @@ type Store struct {
 	known   uint64              // the head this process has published to its subscribers
 	waiters map[int64]*waiter   // appends waiting for their positions, by append_no
 	recent  map[int64][2]uint64 // positions of appends seen lately, for waiters that register late
+	carry   *span               // the append the last stretch published cut in two
 	order   []int64             // recent's keys, oldest first
 
 	reqs       chan *appendReq
 	kickLocal  chan struct{} // wakes this process's sequencer, if it is the one
 	sequencing atomic.Bool
 	kicking    atomic.Bool
+	kicks      atomic.Uint64 // kicks asked for, so a NOTIFY in flight knows to send again
 	headMoved  chan struct{} // wakes the follower
 
 	closeMu sync.RWMutex
 	closed  bool
+	closing <-chan struct{} // closed by Close
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -157,7 +160,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: read head: %w", err)
 	}
 	bg, stop := context.WithCancel(context.Background())
-	s.stop = stop
+	s.stop, s.closing = stop, bg.Done()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.follow(bg) }()
 	for range appenders {
@@ -210,8 +213,10 @@ func (s *Store) enter() error {
 
 func (s *Store) leave() { s.closeMu.RUnlock() }
 
-// Close stops following and sequencing and closes the pool. Calls in
-// flight finish first; later ones fail with eventstore.ErrClosed.
+// Close stops following and sequencing and closes the pool. Reads in
+// flight finish first; appends still waiting for their outcome, and every
+// later call, fail with eventstore.ErrClosed (an append so answered may
+// have committed: a retry with its event ids tells).
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	if s.closed {

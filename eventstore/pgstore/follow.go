@@ -129,37 +129,57 @@ func (s *Store) publish(ctx context.Context, q querier, from, to, head uint64) e
 	if err != nil {
 		return err
 	}
-	var spans []span
-	var streams []string
-	tags := make(map[string]struct{})
+	st, err := collect(rows)
+	if err != nil {
+		return err
+	}
+	s.announce(from, to, head, st)
+	return nil
+}
+
+// stretch is what a stretch of the log holds: its appends, streams and
+// tags.
+type stretch struct {
+	spans   []span
+	streams []string
+	tags    map[string]struct{}
+}
+
+// collect reads rows of (append_no, position, stream, tags) in position
+// order.
+func collect(rows pgx.Rows) (stretch, error) {
+	defer rows.Close()
+	st := stretch{tags: make(map[string]struct{})}
 	var a, pos int64
 	var stream string
 	var evTags []string
 	for rows.Next() {
 		if err := rows.Scan(&a, &pos, &stream, &evTags); err != nil {
-			rows.Close()
-			return err
+			return st, err
 		}
-		if n := len(spans); n > 0 && spans[n-1].append == a {
-			spans[n-1].last = uint64(pos)
+		if n := len(st.spans); n > 0 && st.spans[n-1].append == a {
+			st.spans[n-1].last = uint64(pos)
 		} else {
-			spans = append(spans, span{a, uint64(pos), uint64(pos)})
+			st.spans = append(st.spans, span{a, uint64(pos), uint64(pos)})
 		}
-		if len(streams) == 0 || streams[len(streams)-1] != stream {
-			streams = append(streams, stream)
+		if len(st.streams) == 0 || st.streams[len(st.streams)-1] != stream {
+			st.streams = append(st.streams, stream)
 		}
 		for _, t := range evTags {
-			tags[t] = struct{}{}
+			st.tags[t] = struct{}{}
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
+	return st, rows.Err()
+}
+
+// announce publishes stretch (from, to] unless someone else has: see
+// publish.
+func (s *Store) announce(from, to, head uint64, st stretch) {
+	spans := st.spans
 	s.mu.Lock()
 	if s.known != from {
 		s.mu.Unlock()
-		return nil // someone else published this stretch
+		return // someone else published this stretch
 	}
 	s.known = to
 	if c := s.carry; c != nil && len(spans) > 0 && spans[0].append == c.append {
@@ -187,6 +207,5 @@ func (s *Store) publish(ctx context.Context, q querier, from, to, head uint64) e
 		s.order = append(s.order[:0], s.order[over:]...)
 	}
 	s.mu.Unlock()
-	s.notify.Publish(streams, tags)
-	return nil
+	s.notify.Publish(st.streams, st.tags)
 }

@@ -116,24 +116,36 @@ END $$;
 
 -- sequence_events gives positions to the committed events that have none,
 -- whole appends at a time, in append_no order, and moves the head. The
--- head row's lock makes passes serial even if two sequencers ever ran.
+-- head row's lock makes passes serial even if two sequencers ever ran. It
+-- returns the events it positioned (append_no, position, stream, tags),
+-- in position order, so the sequencing process can answer its writers
+-- and wake its subscribers without reading them again.
+-- (Stores made before it returned rows had it return the new head.)
+DO $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.proname = 'sequence_events' AND n.nspname = current_schema() AND p.prorettype = 'bigint'::regtype) THEN
+		DROP FUNCTION sequence_events(integer, text);
+	END IF;
+END $$;
 CREATE OR REPLACE FUNCTION sequence_events(p_max_events integer, p_channel text)
-RETURNS bigint
+RETURNS TABLE (append_no bigint, "position" bigint, stream text, tags text[])
 LANGUAGE plpgsql AS $$
 DECLARE
 	h bigint;
 	n bigint;
 	amax bigint;
 BEGIN
-	SELECT position INTO h FROM head FOR UPDATE;
+	SELECT hd.position INTO h FROM head hd FOR UPDATE;
 	-- The last append of this pass; every event of it and of the appends
 	-- before it goes in, so no append is split between passes.
 	SELECT max(x.append_no) INTO amax FROM (
 		SELECT p.append_no FROM events p WHERE p.position IS NULL
 		ORDER BY p.append_no, p.seq LIMIT p_max_events) x;
 	IF amax IS NULL THEN
-		RETURN h;
+		RETURN;
 	END IF;
+	RETURN QUERY
 	WITH batch AS (
 		SELECT e.stream, e.seq, h + row_number() OVER (ORDER BY e.append_no, e.seq) AS pos
 		FROM events e
@@ -141,15 +153,15 @@ BEGIN
 	), upd AS (
 		UPDATE events e SET position = b.pos, time = clock_timestamp()
 		FROM batch b WHERE e.stream = b.stream AND e.seq = b.seq
-		RETURNING e.position, e.tags
+		RETURNING e.append_no, e.position, e.stream, e.tags
 	), tagged AS (
 		INSERT INTO event_tags (tag, position)
 		SELECT t, u.position FROM upd u, unnest(u.tags) AS t
 	)
-	SELECT count(*) INTO n FROM upd;
+	SELECT u.append_no, u.position, u.stream::text, u.tags FROM upd u ORDER BY u.position;
+	GET DIAGNOSTICS n = ROW_COUNT;
 	IF n > 0 THEN
 		UPDATE head SET position = h + n;
 		PERFORM pg_notify(p_channel, (h + n)::text);
 	END IF;
-	RETURN h + n;
 END $$;

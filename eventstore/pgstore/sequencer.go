@@ -66,16 +66,26 @@ func (s *Store) sequenceWhileLeader(ctx context.Context) error {
 	}
 }
 
-// pass runs one sequencer transaction and returns the head after it.
+// pass runs one sequencer transaction and returns the head after it. It
+// publishes the stretch it positioned from the rows the pass returns, if
+// this process has published everything before it (it normally has: the
+// head moves only here); otherwise the follower reads it as usual.
 func (s *Store) pass(ctx context.Context, conn *pgx.Conn) (int64, error) {
-	var head int64
-	if err := conn.QueryRow(ctx, `SELECT sequence_events($1, $2)`, maxEventsPerPass, s.headCh).Scan(&head); err != nil {
+	rows, err := conn.Query(ctx, `SELECT append_no, position, stream, tags FROM sequence_events($1, $2)`, maxEventsPerPass, s.headCh)
+	if err != nil {
 		return 0, err
 	}
-	// The follower would learn of the new head from the notification;
-	// publishing here saves this process's writers that round trip.
-	s.publishUpTo(ctx, uint64(head))
-	return head, nil
+	st, err := collect(rows)
+	if err != nil {
+		return 0, err
+	}
+	if len(st.spans) == 0 {
+		return int64(s.knownHead()), nil
+	}
+	first, head := st.spans[0].first, st.spans[len(st.spans)-1].last
+	s.announce(first-1, head, head, st)
+	s.publishUpTo(ctx, head) // if announce found this process behind
+	return int64(head), nil
 }
 
 // waitForKick sleeps until a writer of this process or (by NOTIFY) of

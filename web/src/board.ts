@@ -4,10 +4,10 @@
 // A season is hundreds of lanes of a thousand legs each, so the board is
 // virtual in both directions: a native scroll area gives the whole
 // season's extent, but only the lanes and the time span on screen (plus
-// half a screen around) exist as elements, rebuilt when the scroll leaves
-// that range. Legs are fetched per time window and lane range
-// (/api/board/legs), debounced while scrolling, and kept per lane until a
-// live change or a filter invalidates them.
+// a margin around) exist as elements, added and removed lane by lane and
+// leg by leg as the view moves (see Rendering). Legs are fetched per time
+// window and lane range (/api/board/legs), debounced while scrolling, and
+// kept per lane until a live change or a filter invalidates them.
 
 import { Api, ApiError, type Lane, type Leg, type Violation, type WindowAnswer, CHECK_NAMES } from "./api";
 import { DAY, HOUR, MINUTE, dateTime, dayLabel, duration, hhmm, shortDay } from "./time";
@@ -18,7 +18,19 @@ export const LANE_H = 50;
 const BOX_TOP = 7;
 const ZOOMS = [2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]; // pixels per hour
 const MAX_FETCH_SPAN = 60 * DAY; // the server allows 62 days
+// What is rendered around the screen: OVERSCAN_LANES lanes above and
+// below it and MARGIN screens of time left and right of it, extended only
+// when the screen comes closer than GUARD_LANES lanes or GUARD screens to
+// its edge — so that most frames of a scroll change nothing.
 const OVERSCAN_LANES = 6;
+const GUARD_LANES = 2;
+const MARGIN = 0.5;
+const GUARD = 0.2;
+// A frame adds at most FRAME_ELEMENTS legs and markers, and spends at
+// most FRAME_BUDGET_MS on the lanes off screen; the rest is left to the
+// next frames (a screenful of legs arriving at once takes two or three).
+const FRAME_ELEMENTS = 48;
+const FRAME_BUDGET_MS = 4;
 
 export interface LegView extends Leg {
   dep: number;
@@ -30,6 +42,30 @@ interface LaneData {
   to: number;
   legs: LegView[];
   violations: Violation[];
+  index: Map<string, number>; // leg id → position in legs
+  byLeg: Map<string, Violation[]>; // leg id → its violations
+}
+
+/** A leg's element on the board, and what it was drawn from. */
+interface LegSlot {
+  el: HTMLElement;
+  leg: LegView;
+  vs: Violation[];
+  sig: string; // legSig: what the element shows
+}
+
+/** A lane's elements on the board. */
+interface LaneView {
+  lane: Lane;
+  index: number;
+  row: HTMLElement; // holds the lane's legs, markers and placeholders
+  label: HTMLElement;
+  data: LaneData | undefined | null; // the legs drawn (null: none yet)
+  legs: Map<string, LegSlot>;
+  pairs: Map<string, { el: HTMLElement; a: LegView; b: LegView; sig: string }>;
+  loading: [HTMLElement | null, HTMLElement | null]; // placeholders left and right of the loaded legs
+  t0: number; // the time span drawn
+  t1: number;
 }
 
 export interface BoardHooks {
@@ -53,6 +89,8 @@ export class Board {
   private readonly labelsInner: HTMLElement;
   private readonly empty: HTMLElement;
   private readonly axisDay: HTMLElement; // the day at the left edge, always shown
+  private readonly days: HTMLElement; // the day lines, under
+  private readonly rows: HTMLElement; // the lanes
 
   private lanes: Lane[] = [];
   private laneIndex = new Map<string, number>();
@@ -60,8 +98,13 @@ export class Board {
   private to = 0;
   private pxPerHour = 48;
   private cache = new Map<string, LaneData>();
-  private rendered: { i0: number; i1: number; t0: number; t1: number } | null = null;
-  private dirty = true;
+  private views = new Map<string, LaneView>(); // the lanes drawn, by rotation
+  private dayLines = new Map<number, HTMLElement>();
+  private axisEls = new Map<number, HTMLElement>(); // days and hours on the axis, by time
+  private axisRange: [number, number] = [0, 0];
+  private range = { t0: 0, t1: 0, i0: 0, i1: 0 }; // what is rendered (or being rendered)
+  private geometry = ""; // the zoom and bounds the elements were placed for
+  private decor = false; // the filters' dimming, the selection or the flash changed
   private frame = 0;
   private fetchTimer = 0;
   private fetchStarted = 0;
@@ -95,16 +138,16 @@ export class Board {
       "Schedule board. Arrow keys scroll; plus and minus zoom; Tab moves through the legs on screen, arrow keys between legs.",
     );
     this.world = h("div", "board-world");
+    this.days = h("div", "board-days");
+    this.rows = h("div", "board-rows");
+    this.world.append(this.days, this.rows);
     this.viewport.append(this.world);
     this.empty = h("div", "board-empty", "No rotation matches the filters.");
     this.empty.hidden = true;
     this.el.append(corner, axis, labels, this.viewport, this.empty);
 
     this.viewport.addEventListener("scroll", () => this.schedule(), { passive: true });
-    new ResizeObserver(() => {
-      this.dirty = true;
-      this.schedule();
-    }).observe(this.viewport);
+    new ResizeObserver(() => this.schedule()).observe(this.viewport);
     this.viewport.addEventListener(
       "wheel",
       (e) => {
@@ -119,6 +162,8 @@ export class Board {
     labels.addEventListener("wheel", (e) => {
       this.viewport.scrollTop += e.deltaY;
     });
+    this.world.addEventListener("click", (e) => this.onLegClick(e));
+    this.world.addEventListener("keydown", (e) => this.onLegKey(e));
     this.world.addEventListener("pointerdown", (e) => this.onPointerDown(e));
     this.world.addEventListener("pointermove", (e) => this.onPointerMove(e));
     this.world.addEventListener("pointerup", (e) => this.onPointerUp(e));
@@ -137,13 +182,12 @@ export class Board {
     this.empty.hidden = lanes.length > 0;
     this.resize();
     if (keepView && center >= this.from && center <= this.to) this.scrollToTime(center);
-    this.dirty = true;
     this.schedule();
   }
 
   setDim(d: Highlight): void {
     this.dim = d;
-    this.dirty = true;
+    this.decor = true;
     this.schedule();
   }
 
@@ -160,7 +204,6 @@ export class Board {
   invalidate(rotations: string[] | "all"): void {
     if (rotations === "all") this.cache.clear();
     else for (const r of rotations) this.cache.delete(r);
-    this.dirty = true;
     this.schedule();
   }
 
@@ -171,7 +214,7 @@ export class Board {
 
   select(rotation: string | null, leg: string | null): void {
     this.selected = rotation && leg ? { rotation, leg } : null;
-    this.dirty = true;
+    this.decor = true;
     this.schedule();
   }
 
@@ -184,7 +227,7 @@ export class Board {
     this.scrollToTime(t);
     this.flash = v.id;
     this.selected = { rotation: v.rotation, leg: v.legs[v.legs.length - 1] };
-    this.dirty = true;
+    this.decor = true;
     this.schedule();
     return true;
   }
@@ -212,7 +255,6 @@ export class Board {
     this.pxPerHour = ZOOMS[k];
     this.resize();
     this.viewport.scrollLeft = this.x(t) - ax;
-    this.dirty = true;
     this.schedule();
   }
 
@@ -225,7 +267,6 @@ export class Board {
     this.pxPerHour = best;
     this.resize();
     this.scrollToTime(t);
-    this.dirty = true;
     this.schedule();
   }
 
@@ -265,6 +306,14 @@ export class Board {
   }
 
   // Rendering ----------------------------------------------------------------
+  //
+  // The elements on the board are kept and updated, not rebuilt: each
+  // frame compares what should exist (the lanes and time span on screen,
+  // plus a margin) with what does, lane by lane, and adds or removes only
+  // the difference — a few legs at the edges while scrolling. The lanes
+  // on screen are brought up to date in the same frame; the lanes of the
+  // margin above and below within a small time budget, the rest in the
+  // next frames. Zooming or new world bounds start again from nothing.
 
   private schedule(): void {
     if (!this.frame) this.frame = requestAnimationFrame(() => this.render());
@@ -278,92 +327,268 @@ export class Board {
     const v = this.visible();
     const day = this.pxPerHour * 24 >= 130 ? dayLabel(v.t0) : shortDay(v.t0);
     if (this.axisDay.textContent !== day) this.axisDay.textContent = day;
-    const r = this.rendered;
-    const inside = r && r.i0 <= v.i0 && r.i1 >= v.i1 && r.t0 <= v.t0 && r.t1 >= v.t1;
-    if (!inside || this.dirty) this.build(v);
+    this.update(v, false);
     this.ensureData(v);
   }
 
-  private build(v: { t0: number; t1: number; i0: number; i1: number }): void {
-    this.dirty = false;
+  /** Renders now, all of it (before moving the focus to a leg). */
+  private renderNow(): void {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.render();
+    if (this.to) this.update(this.visible(), true);
+  }
+
+  private update(v: { t0: number; t1: number; i0: number; i1: number }, all: boolean): void {
+    const geometry = `${this.from} ${this.to} ${this.pxPerHour}`;
+    if (geometry !== this.geometry) {
+      this.clear();
+      this.geometry = geometry;
+    }
     const span = v.t1 - v.t0;
-    const t0 = Math.max(this.from, v.t0 - span / 2);
-    const t1 = Math.min(this.to, v.t1 + span / 2);
-    const i0 = Math.max(0, v.i0 - OVERSCAN_LANES);
-    const i1 = Math.min(this.lanes.length, v.i1 + OVERSCAN_LANES);
-    this.rendered = { i0, i1, t0, t1 };
-    const focusedLeg = (document.activeElement as HTMLElement | null)?.dataset?.leg;
-    const focusedLane = (document.activeElement as HTMLElement | null)?.dataset?.rotation;
+    const n = this.lanes.length;
+    const r = this.range;
+    if (r.t0 > Math.max(this.from, v.t0 - span * GUARD) || r.t1 < Math.min(this.to, v.t1 + span * GUARD)) {
+      r.t0 = Math.max(this.from, v.t0 - span * MARGIN);
+      r.t1 = Math.min(this.to, v.t1 + span * MARGIN);
+    }
+    if (r.i0 > Math.max(0, v.i0 - GUARD_LANES) || r.i1 < Math.min(n, v.i1 + GUARD_LANES) || r.i1 > n) {
+      r.i0 = Math.max(0, v.i0 - OVERSCAN_LANES);
+      r.i1 = Math.min(n, v.i1 + OVERSCAN_LANES);
+    }
+    const { t0, t1, i0, i1 } = r;
+    const active = document.activeElement;
+    const focused = active instanceof HTMLElement && active.classList.contains("leg") && this.world.contains(active) ? { el: active, rotation: active.dataset.rotation ?? "", leg: active.dataset.leg ?? "" } : null;
 
-    const world = document.createDocumentFragment();
-    const axis = document.createDocumentFragment();
-    const labels = document.createDocumentFragment();
-    const x0 = this.x(t0);
-    const x1 = this.x(t1);
+    for (const [rotation, view] of this.views) {
+      const i = this.laneIndex.get(rotation);
+      if (i === undefined || i < i0 || i >= i1) this.unmount(view);
+      else if (i !== view.index || this.lanes[i] !== view.lane) this.relabel(view, i);
+    }
+    this.syncAxis(t0, t1);
+    // The lanes on screen first, top to bottom, then those around, nearest first.
+    const order: number[] = [];
+    for (let i = v.i0; i < v.i1; i++) order.push(i);
+    for (let k = 1; k <= OVERSCAN_LANES; k++) order.push(v.i1 - 1 + k, v.i0 - k);
+    const deadline = performance.now() + FRAME_BUDGET_MS;
+    let added = 0;
+    let more = false;
+    for (const i of order) {
+      if (i < i0 || i >= i1) continue;
+      const offScreen = i < v.i0 || i >= v.i1;
+      if (!all && (added >= FRAME_ELEMENTS || (offScreen && performance.now() > deadline))) {
+        more = true;
+        break;
+      }
+      added += this.syncLane(i, t0, t1);
+    }
+    if (this.decor) {
+      this.decor = false;
+      for (const view of this.views.values()) {
+        for (const s of view.legs.values()) this.decorate(view.lane, s);
+        for (const [id, p] of view.pairs) p.el.classList.toggle("flash", id === this.flash);
+      }
+    }
+    if (focused && !focused.el.isConnected) {
+      // Its leg was drawn anew (a live change), or scrolled away.
+      const el = this.views.get(focused.rotation)?.legs.get(focused.leg)?.el ?? this.viewport;
+      el.focus({ preventScroll: true });
+    }
+    if (more) {
+      this.el.dataset.loading = "true"; // not all drawn yet (tests wait for it)
+      this.schedule();
+    } else if (!this.fetchTimer && !this.inflight) delete this.el.dataset.loading;
+  }
 
-    // Days and hours.
+  /** Forgets every element (a new zoom or new world bounds). */
+  private clear(): void {
+    this.range = { t0: 0, t1: 0, i0: 0, i1: 0 };
+    this.views.clear();
+    this.dayLines.clear();
+    this.axisEls.clear();
+    this.rows.replaceChildren();
+    this.days.replaceChildren();
+    this.axisInner.replaceChildren();
+    this.labelsInner.replaceChildren();
+  }
+
+  /** The day lines and the axis's days and hours between t0 and t1. */
+  private syncAxis(t0: number, t1: number): void {
+    if (t0 === this.axisRange[0] && t1 === this.axisRange[1] && this.axisEls.size) return;
+    this.axisRange = [t0, t1];
+    const d0 = Math.floor(t0 / DAY) * DAY;
+    for (const [d, el] of this.dayLines) {
+      if (d < d0 || d >= t1) {
+        el.remove();
+        this.dayLines.delete(d);
+      }
+    }
+    for (const [t, el] of this.axisEls) {
+      if (t < d0 || t >= t1 || (t % DAY !== 0 && t < t0)) {
+        el.remove();
+        this.axisEls.delete(t);
+      }
+    }
     const tickHours = [1, 2, 3, 6, 12, 24].find((n) => n * this.pxPerHour >= 44) ?? 24;
-    for (let d = Math.floor(t0 / DAY) * DAY; d < t1; d += DAY) {
-      const line = h("div", "day-line");
-      line.style.left = `${this.x(d)}px`;
-      line.style.top = `${i0 * LANE_H}px`;
-      line.style.height = `${(i1 - i0) * LANE_H}px`;
-      world.append(line);
-      const label = h("div", "axis-day", this.pxPerHour * 24 >= 130 ? dayLabel(d) : shortDay(d));
-      label.style.left = `${this.x(d)}px`;
-      label.style.width = `${24 * this.pxPerHour}px`;
-      axis.append(label);
+    for (let d = d0; d < t1; d += DAY) {
+      if (!this.dayLines.has(d)) {
+        const line = h("div", "day-line");
+        line.style.left = `${this.x(d)}px`;
+        this.days.append(line);
+        this.dayLines.set(d, line);
+      }
+      if (!this.axisEls.has(d)) {
+        const label = h("div", "axis-day", this.pxPerHour * 24 >= 130 ? dayLabel(d) : shortDay(d));
+        label.style.left = `${this.x(d)}px`;
+        label.style.width = `${24 * this.pxPerHour}px`;
+        this.axisInner.append(label);
+        this.axisEls.set(d, label);
+      }
       if (tickHours < 24) {
         for (let t = d + tickHours * HOUR; t < d + DAY; t += tickHours * HOUR) {
-          if (t < t0 || t > t1) continue;
+          if (t < t0 || t > t1 || this.axisEls.has(t)) continue;
           const tick = h("div", "axis-tick", hhmm(t));
           tick.style.left = `${this.x(t)}px`;
-          axis.append(tick);
+          this.axisInner.append(tick);
+          this.axisEls.set(t, tick);
         }
       }
     }
+  }
 
-    for (let i = i0; i < i1; i++) {
-      const lane = this.lanes[i];
-      const top = i * LANE_H;
-      const row = h("div", i % 2 ? "lane-row odd" : "lane-row");
-      row.style.top = `${top}px`;
-      row.style.left = `${x0}px`;
-      row.style.width = `${x1 - x0}px`;
-      world.append(row);
-      labels.append(this.label(lane, top));
+  /** Lane i's row and label, and its legs between t0 and t1. Returns how many elements it added. */
+  private syncLane(i: number, t0: number, t1: number): number {
+    const lane = this.lanes[i];
+    const view = this.views.get(lane.rotation) ?? this.mount(i);
+    const data = this.cache.get(lane.rotation);
+    if (data !== view.data) {
+      this.newData(view, data);
+      view.data = data;
+      // Where the legs are not loaded (yet), a placeholder.
+      this.placeholder(view, 0, this.from, data ? data.from : this.to);
+      this.placeholder(view, 1, data ? data.to : this.to, this.to);
+    } else if (view.t0 === t0 && view.t1 === t1) return 0;
+    view.t0 = t0;
+    view.t1 = t1;
+    if (!data) return 1;
 
-      const data = this.cache.get(lane.rotation);
-      if (!data) {
-        const ph = h("div", "lane-loading");
-        ph.style.top = `${top + BOX_TOP}px`;
-        ph.style.left = `${x0}px`;
-        ph.style.width = `${x1 - x0}px`;
-        world.append(ph);
-        continue;
-      }
-      const byLeg = new Map<string, Violation[]>();
-      for (const vi of data.violations) for (const id of vi.legs) byLeg.set(id, [...(byLeg.get(id) ?? []), vi]);
-      const legIndex = new Map(data.legs.map((l, k) => [l.id, k]));
-      for (const leg of data.legs) {
-        if (leg.arr < t0 || leg.dep > t1) continue;
-        world.append(this.legEl(lane, leg, top, byLeg.get(leg.id) ?? []));
-      }
-      for (const vi of data.violations) {
-        if (vi.check === "duplicate_designator") continue; // drawn on the leg
-        const a = data.legs[legIndex.get(vi.legs[0]) ?? -1];
-        const b = data.legs[legIndex.get(vi.legs[1]) ?? -1];
-        if (!a || !b || b.dep < t0 || a.arr > t1) continue;
-        world.append(this.pairMarker(vi, a, b, top));
+    for (const [id, s] of view.legs) {
+      if (s.leg.arr < t0 || s.leg.dep > t1) {
+        s.el.remove();
+        view.legs.delete(id);
       }
     }
-    this.world.replaceChildren(world);
-    this.axisInner.replaceChildren(axis);
-    this.labelsInner.replaceChildren(labels);
-    if (focusedLeg) {
-      const el = this.world.querySelector<HTMLElement>(`[data-leg="${CSS.escape(focusedLeg)}"][data-rotation="${CSS.escape(focusedLane ?? "")}"]`);
-      el?.focus({ preventScroll: true });
+    for (const [id, p] of view.pairs) {
+      if (p.b.dep < t0 || p.a.arr > t1) {
+        p.el.remove();
+        view.pairs.delete(id);
+      }
     }
+    const add = document.createDocumentFragment();
+    for (const leg of data.legs) {
+      if (leg.arr < t0 || leg.dep > t1 || view.legs.has(leg.id)) continue;
+      const vs = data.byLeg.get(leg.id) ?? [];
+      const s: LegSlot = { el: this.legEl(view.lane, leg, vs), leg, vs, sig: legSig(leg, vs) };
+      this.decorate(view.lane, s);
+      view.legs.set(leg.id, s);
+      add.append(s.el);
+    }
+    for (const vi of data.violations) {
+      if (vi.check === "duplicate_designator" || view.pairs.has(vi.id)) continue; // duplicates: drawn on the leg
+      const a = data.legs[data.index.get(vi.legs[0]) ?? -1];
+      const b = data.legs[data.index.get(vi.legs[1]) ?? -1];
+      if (!a || !b || b.dep < t0 || a.arr > t1) continue;
+      view.pairs.set(vi.id, { el: this.pairMarker(vi, a, b), a, b, sig: pairSig(vi, a, b) });
+      add.append(view.pairs.get(vi.id)!.el);
+    }
+    const n = add.childNodes.length;
+    if (n) view.row.append(add);
+    return n + 1;
+  }
+
+  /** New legs for a lane: keeps the elements of the legs that did not change. */
+  private newData(view: LaneView, data: LaneData | undefined): void {
+    for (const [id, s] of view.legs) {
+      const leg = data?.legs[data.index.get(id) ?? -1];
+      const vs = (leg && data?.byLeg.get(id)) || [];
+      if (leg && legSig(leg, vs) === s.sig) {
+        s.leg = leg;
+        s.vs = vs;
+        if (!s.el.classList.contains("dragging")) s.el.style.transform = ""; // a drag's preview
+      } else {
+        s.el.remove();
+        view.legs.delete(id);
+      }
+    }
+    for (const [id, p] of view.pairs) {
+      const vi = data?.violations.find((x) => x.id === id);
+      const a = vi && data?.legs[data.index.get(vi.legs[0]) ?? -1];
+      const b = vi && data?.legs[data.index.get(vi.legs[1]) ?? -1];
+      if (vi && a && b && pairSig(vi, a, b) === p.sig) {
+        p.a = a;
+        p.b = b;
+      } else {
+        p.el.remove();
+        view.pairs.delete(id);
+      }
+    }
+  }
+
+  /** The lane's placeholder k (0: left of the loaded legs, 1: right of them) over [a, b], or none. */
+  private placeholder(view: LaneView, k: 0 | 1, a: number, b: number): void {
+    let el = view.loading[k];
+    if (b - a < MINUTE) {
+      if (el) {
+        el.remove();
+        view.loading[k] = null;
+      }
+      return;
+    }
+    if (!el) {
+      el = h("div", "lane-loading");
+      view.loading[k] = el;
+      view.row.prepend(el);
+    }
+    el.style.left = `${this.x(a)}px`;
+    el.style.width = `${this.x(b) - this.x(a)}px`;
+  }
+
+  private mount(i: number): LaneView {
+    const lane = this.lanes[i];
+    const row = h("div", i % 2 ? "lane-row odd" : "lane-row");
+    row.style.top = `${i * LANE_H}px`;
+    const view: LaneView = { lane, index: i, row, label: this.label(lane, i * LANE_H), data: null, legs: new Map(), pairs: new Map(), loading: [null, null], t0: 0, t1: 0 };
+    // In lane order, so that what a lane's legs draw outside it is covered the same way everywhere.
+    let next: LaneView | undefined;
+    for (const other of this.views.values()) if (other.index > i && (!next || other.index < next.index)) next = other;
+    this.rows.insertBefore(row, next?.row ?? null);
+    this.labelsInner.insertBefore(view.label, next?.label ?? null);
+    this.views.set(lane.rotation, view);
+    return view;
+  }
+
+  private unmount(view: LaneView): void {
+    view.row.remove();
+    view.label.remove();
+    this.views.delete(view.lane.rotation);
+  }
+
+  /** A lane that moved (new lanes after a filter or a live change), or whose label changed. */
+  private relabel(view: LaneView, i: number): void {
+    const lane = this.lanes[i];
+    if (i !== view.index) {
+      view.index = i;
+      view.row.style.top = `${i * LANE_H}px`;
+      view.row.classList.toggle("odd", i % 2 === 1);
+    }
+    if (lane !== view.lane) {
+      const label = this.label(lane, i * LANE_H);
+      view.label.replaceWith(label);
+      view.label = label;
+      view.lane = lane;
+      for (const s of view.legs.values()) s.el.setAttribute("aria-label", legLabel(lane, s.leg, s.vs));
+    }
+    view.label.style.top = `${i * LANE_H}px`;
   }
 
   private label(lane: Lane, top: number): HTMLElement {
@@ -387,17 +612,23 @@ export class Board {
     return b;
   }
 
-  private legEl(lane: Lane, leg: LegView, top: number, vs: Violation[]): HTMLElement {
+  /** A leg's box (its events are handled by the board: onLegClick, onLegKey). */
+  private legEl(lane: Lane, leg: LegView, vs: Violation[]): HTMLElement {
     const el = h("button", "leg") as HTMLButtonElement;
     el.type = "button";
     const left = this.x(leg.dep);
     const width = Math.max(2, this.x(leg.arr) - left);
-    el.style.left = `${left}px`;
-    el.style.top = `${top + BOX_TOP}px`;
+    // Placed by margins in the lane's flex row, not absolutely: an
+    // absolutely positioned element is a paint layer of its own, and
+    // Chromium paints hundreds of those again each time the scroll moves
+    // its paint area (about every 500 px). Each leg takes no room in the row
+    // (its margins cancel its width), so legs do not push one another.
+    el.style.marginLeft = `${left}px`;
+    el.style.marginRight = `${-(left + width)}px`;
     el.style.width = `${width}px`;
     el.dataset.leg = leg.id;
     el.dataset.rotation = lane.rotation;
-    const desig = `${leg.airline}${leg.number}${leg.suffix ?? ""}`;
+    const desig = designator(leg);
     const box = h("span", "box");
     const checks = new Set(vs.map((v) => v.check));
     const dup = checks.has("duplicate_designator");
@@ -413,34 +644,42 @@ export class Board {
     }
     if (checks.has("continuity")) el.classList.add("has-continuity");
     if (checks.has("min_ground_time")) el.classList.add("has-mgt");
-    if (vs.some((v) => v.id === this.flash)) el.classList.add("flash");
-    const d = this.dim;
-    if ((d.filterAirline && leg.airline !== d.filterAirline) || (d.filterAirport && leg.origin !== d.filterAirport && leg.destination !== d.filterAirport)) {
-      el.classList.add("dim");
-    }
-    if (this.selected && this.selected.rotation === lane.rotation && this.selected.leg === leg.id) {
-      el.classList.add("selected");
-      el.setAttribute("aria-pressed", "true");
-    }
-    const problems = vs.length ? `. Violations: ${[...checks].map((c) => CHECK_NAMES[c]).join(", ")}` : "";
-    el.setAttribute(
-      "aria-label",
-      `${desig} ${leg.origin} to ${leg.destination}, ${dateTime(leg.dep)} to ${hhmm(leg.arr)} UTC, rotation ${lane.rotation}${problems}`,
-    );
+    el.setAttribute("aria-label", legLabel(lane, leg, vs));
     el.title = `${desig}/${leg.origin}/${leg.day_of_origin}  ${leg.origin} → ${leg.destination}  ${dateTime(leg.dep)}–${hhmm(leg.arr)} UTC${vs.map((v) => `\n⚠ ${v.detail}`).join("")}`;
-    el.addEventListener("click", () => {
-      if (this.drag?.moved) return;
-      this.selected = { rotation: lane.rotation, leg: leg.id };
-      this.dirty = true;
-      this.schedule();
-      this.hooks.selectLeg(lane, leg, vs);
-    });
-    el.addEventListener("keydown", (e) => this.onLegKey(e, lane, leg));
     return el;
   }
 
+  /** What a leg's box shows of the filters, the selection and a violation jumped to. */
+  private decorate(lane: Lane, s: LegSlot): void {
+    const { el, leg, vs } = s;
+    const d = this.dim;
+    el.classList.toggle("dim", !!((d.filterAirline && leg.airline !== d.filterAirline) || (d.filterAirport && leg.origin !== d.filterAirport && leg.destination !== d.filterAirport)));
+    const selected = !!this.selected && this.selected.rotation === lane.rotation && this.selected.leg === leg.id;
+    el.classList.toggle("selected", selected);
+    if (selected) el.setAttribute("aria-pressed", "true");
+    else el.removeAttribute("aria-pressed");
+    el.classList.toggle("flash", this.flash !== null && vs.some((v) => v.id === this.flash));
+  }
+
+  /** The leg of a leg's element. */
+  private slotOf(el: HTMLElement): { lane: Lane; s: LegSlot } | null {
+    const view = this.views.get(el.dataset.rotation ?? "");
+    const s = view?.legs.get(el.dataset.leg ?? "");
+    return view && s && s.el === el ? { lane: view.lane, s } : null;
+  }
+
+  private onLegClick(e: MouseEvent): void {
+    const el = (e.target as HTMLElement).closest<HTMLElement>(".leg");
+    const hit = el && this.slotOf(el);
+    if (!hit || this.drag?.moved) return;
+    this.selected = { rotation: hit.lane.rotation, leg: hit.s.leg.id };
+    this.decor = true;
+    this.schedule();
+    this.hooks.selectLeg(hit.lane, hit.s.leg, hit.s.vs);
+  }
+
   /** A broken pair of consecutive legs: a continuity break or a too-short ground time, drawn between them. */
-  private pairMarker(v: Violation, a: LegView, b: LegView, top: number): HTMLElement {
+  private pairMarker(v: Violation, a: LegView, b: LegView): HTMLElement {
     const cont = v.check === "continuity";
     const m = h("div", cont ? "pair continuity" : "pair mgt");
     let left = this.x(a.arr);
@@ -452,7 +691,7 @@ export class Board {
     }
     m.style.left = `${left}px`;
     m.style.width = `${right - left}px`;
-    m.style.top = `${top + (cont ? BOX_TOP + 2 : BOX_TOP - 4)}px`;
+    m.style.top = `${cont ? BOX_TOP + 2 : BOX_TOP - 4}px`;
     m.dataset.violation = v.id;
     m.title = `${CHECK_NAMES[v.check]}: ${v.detail}`;
     if (v.id === this.flash) m.classList.add("flash");
@@ -513,16 +752,18 @@ export class Board {
       const got = new Set<string>();
       for (const lw of ans.lanes) {
         got.add(lw.rotation);
-        this.cache.set(lw.rotation, {
-          from,
-          to,
-          legs: lw.legs.map((l) => ({ ...l, dep: Date.parse(l.departure), arr: Date.parse(l.arrival) })),
-          violations: lw.violations,
-        });
+        this.cache.set(
+          lw.rotation,
+          laneData(
+            from,
+            to,
+            lw.legs.map((l) => ({ ...l, dep: Date.parse(l.departure), arr: Date.parse(l.arrival) })),
+            lw.violations,
+          ),
+        );
       }
-      for (const id of ids) if (!got.has(id)) this.cache.set(id, { from, to, legs: [], violations: [] });
+      for (const id of ids) if (!got.has(id)) this.cache.set(id, laneData(from, to, [], []));
       this.evict(i0, i1);
-      this.dirty = true;
       this.schedule();
     } catch (e) {
       if ((e as Error).name !== "AbortError") this.hooks.error(e instanceof ApiError ? e : new ApiError(0, "Loading the board failed", String(e)));
@@ -557,11 +798,15 @@ export class Board {
     }
   }
 
-  private onLegKey(e: KeyboardEvent, lane: Lane, leg: LegView): void {
+  private onLegKey(e: KeyboardEvent): void {
+    const hit = e.target instanceof HTMLElement && e.target.classList.contains("leg") ? this.slotOf(e.target) : null;
+    if (!hit) return;
+    const { lane } = hit;
+    const leg = hit.s.leg;
     const data = this.cache.get(lane.rotation);
     if (!data) return;
     let target: { rotation: string; leg: LegView } | null = null;
-    const k = data.legs.findIndex((l) => l.id === leg.id);
+    const k = data.index.get(leg.id) ?? -1;
     if (e.key === "ArrowRight" && k + 1 < data.legs.length) target = { rotation: lane.rotation, leg: data.legs[k + 1] };
     else if (e.key === "ArrowLeft" && k > 0) target = { rotation: lane.rotation, leg: data.legs[k - 1] };
     else if (e.key === "ArrowUp" || e.key === "ArrowDown") {
@@ -583,19 +828,16 @@ export class Board {
     const li = this.laneIndex.get(target.rotation) ?? 0;
     const st = this.viewport.scrollTop;
     if (li * LANE_H < st || (li + 1) * LANE_H > st + this.viewport.clientHeight) this.viewport.scrollTop = li * LANE_H - LANE_H;
-    this.build(this.visible());
-    const el = this.world.querySelector<HTMLElement>(`[data-leg="${CSS.escape(target.leg.id)}"][data-rotation="${CSS.escape(target.rotation)}"]`);
-    el?.focus({ preventScroll: true });
+    this.renderNow();
+    this.views.get(target.rotation)?.legs.get(target.leg.id)?.el.focus({ preventScroll: true });
   }
 
   private onPointerDown(e: PointerEvent): void {
     if (!this.canWrite || e.button !== 0) return;
     const el = (e.target as HTMLElement).closest<HTMLElement>(".leg");
-    if (!el) return;
-    const lane = this.lane(el.dataset.rotation ?? "");
-    const leg = lane && this.cache.get(lane.rotation)?.legs.find((l) => l.id === el.dataset.leg);
-    if (!lane || !leg) return;
-    this.drag = { el, lane, leg, x0: e.clientX, dx: 0, moved: false, id: e.pointerId };
+    const hit = el && this.slotOf(el);
+    if (!el || !hit) return;
+    this.drag = { el, lane: hit.lane, leg: hit.s.leg, x0: e.clientX, dx: 0, moved: false, id: e.pointerId };
   }
 
   private onPointerMove(e: PointerEvent): void {
@@ -637,6 +879,36 @@ export class Board {
   private snap(dx: number): number {
     return Math.round(((dx / this.pxPerHour) * HOUR) / (5 * MINUTE)) * 5 * MINUTE;
   }
+}
+
+function laneData(from: number, to: number, legs: LegView[], violations: Violation[]): LaneData {
+  const byLeg = new Map<string, Violation[]>();
+  for (const v of violations) {
+    for (const id of v.legs) {
+      const vs = byLeg.get(id);
+      if (vs) vs.push(v);
+      else byLeg.set(id, [v]);
+    }
+  }
+  return { from, to, legs, violations, index: new Map(legs.map((l, k) => [l.id, k])), byLeg };
+}
+
+function designator(leg: Leg): string {
+  return `${leg.airline}${leg.number}${leg.suffix ?? ""}`;
+}
+
+/** What a leg's element shows, but for the dimming, selection and flash (see decorate). */
+function legSig(leg: LegView, vs: Violation[]): string {
+  return [leg.dep, leg.arr, designator(leg), leg.origin, leg.destination, leg.day_of_origin, ...vs.map((v) => `${v.id} ${v.check} ${v.detail}`)].join("\n");
+}
+
+function pairSig(v: Violation, a: LegView, b: LegView): string {
+  return [v.check, v.detail, a.arr, b.dep, a.destination, b.origin].join("\n");
+}
+
+function legLabel(lane: Lane, leg: LegView, vs: Violation[]): string {
+  const problems = vs.length ? `. Violations: ${[...new Set(vs.map((v) => v.check))].map((c) => CHECK_NAMES[c]).join(", ")}` : "";
+  return `${designator(leg)} ${leg.origin} to ${leg.destination}, ${dateTime(leg.dep)} to ${hhmm(leg.arr)} UTC, rotation ${lane.rotation}${problems}`;
 }
 
 export function h(tag: string, cls = "", text?: string): HTMLElement {

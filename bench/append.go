@@ -68,7 +68,7 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 	expectAny := cfg.ExpectAny || cfg.Streams < cfg.Writers
 	versions := make([]uint64, cfg.Streams)
 	names := make([]string, cfg.Streams)
-	runID := eventstore.NewID().String()[:8]
+	runID := newRunID()
 	for i := range names {
 		names[i] = fmt.Sprintf("bench-%s-%d", runID, i)
 	}

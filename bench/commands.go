@@ -93,7 +93,7 @@ func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig
 	}
 	defer rt.Close()
 	cfg.Shards = rt.Options().Shards
-	runID := eventstore.NewID().String()[:8]
+	runID := newRunID()
 	ids := make([]string, cfg.Aggregates)
 	for i := range ids {
 		ids[i] = runID + "-" + strconv.Itoa(i)

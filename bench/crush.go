@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -115,7 +117,7 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 		Buffer: cfg.Buffer, MaxConcurrentQueries: cfg.MaxConcurrentQueries, Wakeups: "commit",
 	}
 	names := make([]string, cfg.IDs)
-	runID := eventstore.NewID().String()[:8]
+	runID := newRunID()
 	for i := range names {
 		names[i] = fmt.Sprintf("crush-%s-%d", runID, i)
 	}
@@ -384,4 +386,13 @@ func intOrNA(n *int) string {
 		return "n/a"
 	}
 	return fmt.Sprint(*n)
+}
+
+// newRunID returns 8 random hex digits that keep a run's stream names
+// apart from earlier runs' on the same store. (Event ids will not do:
+// they begin with the time, so two runs in a minute shared a prefix.)
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
 }

@@ -60,7 +60,9 @@ fetch_jars() {
 	log "fetching the Kafka broker jars from Maven Central"
 	rm -rf "$LIBS"
 	# The Maven repository stays in ~/.m2, so a second fetch is offline-fast.
-	(cd "$HERE" && mvn -q -B package)
+	# Maven writes to stdout, which is where this script prints the
+	# broker's address: keep it on stderr, without colours.
+	(cd "$HERE" && mvn -q -B -Dstyle.color=never package) >&2
 	touch "$LIBS"
 }
 

@@ -38,6 +38,10 @@ type Config struct {
 	ExtraArgs []string
 	// Env is added to every node's environment.
 	Env []string
+	// WriterViews keeps a validation view on every write node too. By
+	// default, with replicas to answer the queries, write nodes run
+	// commands only.
+	WriterViews bool
 }
 
 // Node is one logbook process.
@@ -45,9 +49,11 @@ type Node struct {
 	Name     string
 	Addr     string
 	ReadOnly bool
-	args     []string
-	env      []string
-	logPath  string
+	// CommandsOnly: a write node without a validation view.
+	CommandsOnly bool
+	args         []string
+	env          []string
+	logPath      string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -94,6 +100,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		if i < cfg.Writers {
 			n.Name = fmt.Sprintf("writer-%d", i+1)
+			if cfg.Replicas > 0 && !cfg.WriterViews {
+				n.args = append(n.args, "--commands-only")
+				n.CommandsOnly = true
+			}
 			c.Writers = append(c.Writers, n)
 		} else {
 			n.Name = fmt.Sprintf("replica-%d", i-cfg.Writers+1)

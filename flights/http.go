@@ -612,9 +612,15 @@ func (c *responseCache) put(key string, pos uint64, body []byte) {
 	c.m[key] = cachedBody{pos, body}
 }
 
+// errNoView answers a view query on a write node that keeps no view.
+var errNoView = httpError{http.StatusMisdirectedRequest, "this write node keeps no validation view (commands only): send queries to a read replica"}
+
 // view waits, if the client asked with min_position, until the validation
 // view has applied that position (read-your-writes), and returns it.
 func (s *Service) view(r *http.Request) (*Validation, error) {
+	if s.Validation == nil {
+		return nil, errNoView
+	}
 	if !strings.Contains(r.URL.RawQuery, "min_position") {
 		return s.Validation.Current(), nil
 	}

@@ -56,10 +56,16 @@ type Service struct {
 type Options struct {
 	Aggregates aggregate.Options     // for all three runtimes
 	Registerer prometheus.Registerer // metrics (nil: none)
+	// CommandsOnly starts the runtimes without the validation view: a
+	// write node of a cluster whose queries go to read replicas, which
+	// would otherwise spend CPU keeping a view nobody asks. Its view
+	// queries answer 421.
+	CommandsOnly bool
 }
 
-// NewService starts the runtimes and the validation view, which catches
-// up from the log in the background (Validation.WaitCaughtUp).
+// NewService starts the runtimes and the validation view (unless
+// CommandsOnly), which catches up from the log in the background
+// (Validation.WaitCaughtUp).
 func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {
 	s := &Service{Store: store, life: ctx}
 	ao := opts.Aggregates
@@ -98,6 +104,9 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 	if err != nil {
 		s.Close()
 		return nil, err
+	}
+	if opts.CommandsOnly {
+		return s, nil
 	}
 	s.Validation, err = projection.StartLive(ctx, store, func(context.Context) (*Validation, error) {
 		return NewValidation(), nil

@@ -24,7 +24,7 @@ import (
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "serve [--data DIR | --store postgres://…] [--bus kafka://host:port/topic] [--read-only] [--addr HOST:PORT] [--tokens FILE]")
+	fs := newFlags(e, "serve", "serve [--data DIR | --store postgres://…] [--bus kafka://host:port/topic] [--read-only | --commands-only] [--addr HOST:PORT] [--tokens FILE]")
 	var sf storeFlags
 	sf.register(fs, "./data")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
@@ -33,6 +33,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	replicaOf := fs.String("replica-of", "", "run as a read replica of the logbook server at this URL (its validation queries, fed over HTTP); no local store")
 	replicaToken := fs.String("replica-token", os.Getenv("LOGBOOK_REPLICA_TOKEN"), "bearer token for the primary (default: LOGBOOK_REPLICA_TOKEN)")
 	readOnly := fs.Bool("read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
+	commandsOnly := fs.Bool("commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
 	busURL := fs.String("bus", "", "kafka://host:port/topic: write nodes publish the log to this topic, read replicas (--read-only) follow it")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -82,8 +83,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		mux.HandleFunc("GET /healthz", healthz(rs))
 		sf.data = "(replica of " + *replicaOf + ")"
 	} else {
-		if *readOnly && sf.store == "" {
-			return usageError{"--read-only needs a shared --store postgres://…: the embedded store has one process"}
+		if (*readOnly || *commandsOnly) && sf.store == "" {
+			return usageError{"--read-only and --commands-only need a shared --store postgres://…: the embedded store has one process"}
+		}
+		if *readOnly && *commandsOnly {
+			return usageError{"--read-only and --commands-only exclude each other: a replica answers queries, a commands-only node commands"}
 		}
 		sf.readOnly = *readOnly
 		s, err := sf.open()
@@ -104,7 +108,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			}
 			svc, err = flights.NewReplica(ctx, viewStore, flights.Options{Registerer: reg})
 		} else {
-			svc, err = flights.NewService(ctx, store, flights.Options{Registerer: reg})
+			svc, err = flights.NewService(ctx, store, flights.Options{Registerer: reg, CommandsOnly: *commandsOnly})
 		}
 		if err != nil {
 			return err
@@ -158,6 +162,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	go func() {
 		// The API answers at once; queries reflect the log as the view
 		// catches up (min_position waits for it).
+		if svc.Validation == nil {
+			return
+		}
 		start := time.Now()
 		if err := svc.Validation.WaitCaughtUp(ctx); err == nil {
 			c, pos := svc.Validation.Current().Counts()
@@ -183,6 +190,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 // a rebuild from the store this way.
 func viewDigest(svc *flights.Service) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if svc.Validation == nil {
+			problem.Error(w, http.StatusMisdirectedRequest, "this write node keeps no validation view (commands only)")
+			return
+		}
 		var min uint64
 		if v := r.URL.Query().Get("min_position"); v != "" {
 			n, err := strconv.ParseUint(v, 10, 64)

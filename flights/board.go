@@ -273,15 +273,44 @@ func boardLegs(r *http.Request, v *Validation) (any, error) {
 	if to.Sub(from) > maxWindow {
 		return nil, badRequest("from %s to %s: a window spans at most %d days", from.Format(time.RFC3339), to.Format(time.RFC3339), maxWindow/(24*time.Hour))
 	}
-	raw := r.URL.Query().Get("rotations")
-	if raw == "" {
-		return nil, badRequest("rotations is required: a comma-separated list of rotation ids")
+	ids, err := rotationIDs(r.URL.Query()["rotations"])
+	if err != nil {
+		return nil, err
 	}
-	ids := strings.Split(raw, ",")
+	return v.BoardWindow(ids, from, to), nil
+}
+
+// rotationIDs reads the rotations parameter of /api/board/legs. A
+// rotation id may contain commas, so the parameter is repeated, one id
+// per value, empty values ignored: rotations=R1&rotations=A,B names R1
+// and "A,B", and rotations=A,B&rotations= names "A,B" alone. Given once,
+// it is the older form, a comma-separated list: rotations=R1,R2 names R1
+// and R2 (and cannot name an id with a comma).
+func rotationIDs(values []string) ([]string, error) {
+	var ids []string
+	switch len(values) {
+	case 0:
+	case 1:
+		if values[0] != "" {
+			if n := strings.Count(values[0], ",") + 1; n > maxWindowLanes {
+				return nil, badRequest("rotations: %d given, at most %d", n, maxWindowLanes)
+			}
+			ids = strings.Split(values[0], ",")
+		}
+	default:
+		for _, id := range values {
+			if id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, badRequest("rotations is required: the parameter repeated, one rotation id each (rotations=R1&rotations=R2), or given once, a comma-separated list")
+	}
 	if len(ids) > maxWindowLanes {
 		return nil, badRequest("rotations: %d given, at most %d", len(ids), maxWindowLanes)
 	}
-	return v.BoardWindow(ids, from, to), nil
+	return ids, nil
 }
 
 func boardMeta(_ *http.Request, v *Validation) (any, error) { return v.BoardMeta(), nil }

@@ -174,6 +174,62 @@ func TestBoardLegs(t *testing.T) {
 	}
 }
 
+// A rotation id may contain a comma: the rotations parameter, repeated,
+// takes each value as one id; given once, it is a comma-separated list.
+func TestBoardLegsCommaInRotationID(t *testing.T) {
+	srv, svc := newAPI(t)
+	pos := boardSchedule(t, svc)
+	ctx := context.Background()
+	for _, id := range []string{"X,1", "X"} {
+		if _, err := svc.Rotations.Execute(ctx, id, CreateRotation{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := svc.Rotations.Execute(ctx, "X,1", AddLegs{Legs: []Leg{leg("c1", "LH", 900, "FRA", "CPH", 720, 90)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos = max(pos, res.Position)
+	lanes := func(params string) string {
+		t.Helper()
+		r := expect(t, call(t, srv, viewerToken, "GET", fmt.Sprintf("/api/board/legs?from=2026-03-29&to=2026-03-30&min_position=%d&%s", pos, params), ""), 200)
+		var out []string
+		for _, l := range r.body["lanes"].([]any) {
+			lane := l.(map[string]any)
+			out = append(out, fmt.Sprintf("%s:%d", lane["rotation"], len(lane["legs"].([]any))))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct{ params, want string }{
+		{"rotations=X%2C1&rotations=R3", "X,1:1 R3:0"},
+		{"rotations=R3&rotations=X,1", "R3:0 X,1:1"}, // the comma unescaped is the same
+		{"rotations=X%2C1&rotations=", "X,1:1"},      // one id with a comma: an empty value makes it repeated
+		{"rotations=&rotations=X%2C1&rotations=", "X,1:1"},
+		{"rotations=X,1&rotations=X", "X,1:1 X:0"},
+		// Given once, the parameter is the comma-separated list it always was.
+		{"rotations=X%2C1", "X:0"},
+		{"rotations=R3,X,1", "R3:0 X:0"},
+		{"rotations=R1", "R1:2"},
+	} {
+		if got := lanes(c.params); got != c.want {
+			t.Errorf("legs?%s: lanes %q, want %q", c.params, got, c.want)
+		}
+	}
+	for _, bad := range []string{
+		"rotations=&rotations=", // no id
+		"rotations=",            // no id
+		"rotations=R1&rotations=" + strings.Repeat("&rotations=R%2C1", maxWindowLanes), // one too many
+		"rotations=" + strings.Repeat("R,", maxWindowLanes) + "R",                      // one too many
+	} {
+		r := expect(t, call(t, srv, viewerToken, "GET", "/api/board/legs?from=2026-03-29&to=2026-03-30&"+bad, ""), 400)
+		if !strings.Contains(r.raw, "rotations") {
+			t.Errorf("legs?%.60s: %s, want a problem naming rotations", bad, r.raw)
+		}
+	}
+	// At the limit, repeated, is fine.
+	expect(t, call(t, srv, viewerToken, "GET", "/api/board/legs?from=2026-03-29&to=2026-03-30"+strings.Repeat("&rotations=R%2C1", maxWindowLanes), ""), 200)
+}
+
 func TestBoardMetaAndSession(t *testing.T) {
 	srv, svc := newAPI(t)
 	pos := boardSchedule(t, svc)

@@ -53,6 +53,55 @@ async function showRotation(page, rotation, day) {
   await page.locator(`.leg[data-rotation="${rotation}"]`).first().waitFor();
 }
 
+/**
+ * The labels of the board's time axis, where they are visible: the box
+ * of a pinned label (it has a background), else the text, within its
+ * element's box (a day's label clips).
+ */
+function axisLabels(page) {
+  return page.evaluate(() => {
+    const axis = /** @type {HTMLElement} */ (document.querySelector(".board-axis")).getBoundingClientRect();
+    const boxes = [];
+    for (const el of document.querySelectorAll(".board-axis .axis-current, .board-axis .axis-day, .board-axis .axis-tick")) {
+      const e = /** @type {HTMLElement} */ (el);
+      const style = getComputedStyle(e);
+      if (!e.textContent || style.visibility === "hidden" || style.display === "none") continue;
+      let r = e.getBoundingClientRect();
+      if (style.backgroundColor === "rgba(0, 0, 0, 0)" || style.backgroundColor === "transparent") {
+        const range = document.createRange();
+        range.selectNodeContents(e);
+        const t = range.getBoundingClientRect();
+        r = { left: Math.max(t.left, r.left), right: Math.min(t.right, r.right), top: Math.max(t.top, r.top), bottom: Math.min(t.bottom, r.bottom) };
+      }
+      const c = {
+        left: Math.max(r.left, axis.left) - axis.left,
+        right: Math.min(r.right, axis.right) - axis.left,
+        top: Math.max(r.top, axis.top) - axis.top,
+        bottom: Math.min(r.bottom, axis.bottom) - axis.top,
+      };
+      if (c.right - c.left > 0.5 && c.bottom - c.top > 0.5) boxes.push({ text: e.textContent, day: !e.classList.contains("axis-tick"), ...c });
+    }
+    return boxes;
+  });
+}
+
+/** What is wrong with the axis's labels: overlaps, or no day named at the left edge. */
+async function axisProblems(page) {
+  const boxes = await axisLabels(page);
+  const out = [];
+  const show = (b) => `"${b.text}" [${Math.round(b.left)}–${Math.round(b.right)} × ${Math.round(b.top)}–${Math.round(b.bottom)}]`;
+  for (let i = 0; i < boxes.length; i++)
+    for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i];
+      const b = boxes[j];
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 0.5 && h > 0.5) out.push(`${show(a)} overlaps ${show(b)}`);
+    }
+  if (!boxes.some((b) => b.day && b.left < 24)) out.push(`no day named at the left edge: ${boxes.filter((b) => b.day).map(show).join(", ")}`);
+  return out;
+}
+
 describe("schedule board", () => {
   test("sign-in refuses an unknown token", async () => {
     const { page } = await open();
@@ -124,6 +173,60 @@ describe("schedule board", () => {
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("data-leg")), legs[1].id);
     await page.keyboard.press("Enter");
     await page.getByRole("heading", { name: `${legs[1].airline}${legs[1].number} ${legs[1].origin} → ${legs[1].destination}` }).waitFor();
+    assert.deepEqual(errors, []);
+  });
+
+  test("the time axis's labels never overlap, at any zoom or scroll", async () => {
+    const { page, errors } = await open();
+    await signIn(page, VIEWER);
+    const viewport = page.locator(".board-viewport");
+    const zoomOut = page.getByRole("button", { name: "Zoom out" });
+    const zoomIn = page.getByRole("button", { name: "Zoom in" });
+    const zoomText = async () => (await page.locator(".zoom-level").textContent()) ?? "";
+    /** Scrolls so that a midnight is dx pixels right of the axis's left edge (dx may be negative). */
+    const scrollToMidnight = async (dx) => {
+      const dayPx = 24 * parseFloat(await zoomText());
+      await viewport.evaluate(
+        (el, [dx, dayPx]) => {
+          const line = /** @type {HTMLElement} */ (document.querySelector(".day-line"));
+          const x0 = parseFloat(line.style.left);
+          const k = Math.ceil((el.scrollLeft + 60 - x0) / dayPx);
+          el.scrollLeft = x0 + k * dayPx - dx;
+        },
+        [dx, dayPx],
+      );
+    };
+    const problems = [];
+    const check = async (what) => {
+      await page.waitForTimeout(60); // two frames: the axis follows the scroll
+      for (const p of await axisProblems(page)) problems.push(`${what} (${await zoomText()}): ${p}`);
+    };
+    const sweep = async (what) => {
+      await viewport.evaluate((el) => (el.scrollLeft = 0));
+      await check(`${what}, at the start`);
+      for (const dx of [150, 90, 40, 10, 0, -10, -40, -90]) {
+        await scrollToMidnight(dx);
+        await check(`${what}, a midnight at ${dx}px`);
+      }
+    };
+
+    await page.getByRole("button", { name: "Day" }).click();
+    await sweep("Day");
+    await shot(page, "11-axis-day");
+    await page.getByRole("button", { name: "Week" }).click();
+    await sweep("Week");
+    await shot(page, "12-axis-week");
+    // Every preset, from the widest to the closest.
+    for (let prev = ""; prev !== (await zoomText()); ) {
+      prev = await zoomText();
+      await zoomOut.click();
+    }
+    for (let prev = ""; prev !== (await zoomText()); ) {
+      prev = await zoomText();
+      await sweep(prev);
+      await zoomIn.click();
+    }
+    assert.deepEqual(problems, [], "the time axis's labels");
     assert.deepEqual(errors, []);
   });
 
@@ -307,6 +410,45 @@ describe("schedule board", () => {
     const facts = await page.locator("dialog .facts").textContent();
     assert.match(facts ?? "", new RegExp(`Legs imported${GENERATED.legs.toLocaleString("en")}`));
     await shot(page, "10-import");
+    assert.deepEqual(errors, []);
+  });
+
+  test("a rotation whose id has a comma shows its legs, and their details follow live edits", async () => {
+    const { page, errors } = await open();
+    const rot = "E2E,1";
+    await api(PLANNER, "POST", "/api/rotations", { id: rot });
+    try {
+      const leg = {
+        id: "e2e-comma-1", airline: "LH", number: 7101, origin: "FRA", destination: "CPH",
+        departure: "2026-03-29T10:00:00Z", arrival: "2026-03-29T11:30:00Z",
+      };
+      await api(PLANNER, "POST", `/api/rotations/${encodeURIComponent(rot)}/legs`, leg);
+      // The board asks for its lanes' legs with the rotations parameter
+      // repeated, one id each: a comma is part of an id.
+      const asked = [];
+      page.on("request", (r) => {
+        const u = new URL(r.url());
+        if (u.pathname === "/api/board/legs") asked.push(u.searchParams.getAll("rotations"));
+      });
+      await signIn(page, VIEWER);
+      await page.locator('.leg[data-rotation="LH-R0001"]').first().waitFor();
+      assert.ok(asked.some((ids) => ids.length > 1 && ids.includes("LH-R0001")), `lanes asked for one id a value: ${JSON.stringify(asked)}`);
+      await showRotation(page, rot, "2026-03-29");
+      const el = page.locator(`.leg[data-rotation="${rot}"][data-leg="e2e-comma-1"]`);
+      assert.match((await el.getAttribute("aria-label")) ?? "", /^LH7101 FRA to CPH/);
+      assert.ok(asked.some((ids) => ids.includes(rot)), `${rot} asked for: ${JSON.stringify(asked)}`);
+      // Its details are read again (that lane alone) when it changes.
+      await el.click();
+      const details = page.locator(".details .facts");
+      await details.getByText("29 Mar 10:00 UTC").waitFor();
+      await api(PLANNER, "PATCH", `/api/rotations/${encodeURIComponent(rot)}/legs/e2e-comma-1`, {
+        departure: "2026-03-29T10:30:00Z", arrival: "2026-03-29T12:00:00Z",
+      });
+      await details.getByText("29 Mar 10:30 UTC").waitFor();
+      assert.equal(await page.getByText("is no longer in rotation").count(), 0);
+    } finally {
+      await api(PLANNER, "DELETE", `/api/rotations/${encodeURIComponent(rot)}`);
+    }
     assert.deepEqual(errors, []);
   });
 });

@@ -177,10 +177,16 @@ export class Api {
     return data as T;
   }
 
-  /** A query that sees at least everything this client wrote. */
-  get<T>(path: string, params: Record<string, string | number | undefined> = {}, signal?: AbortSignal): Promise<T> {
+  /**
+   * A query that sees at least everything this client wrote. An array
+   * is the parameter repeated, once per element (empty ones included).
+   */
+  get<T>(path: string, params: Record<string, string | number | string[] | undefined> = {}, signal?: AbortSignal): Promise<T> {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") q.set(k, String(v));
+    for (const [k, v] of Object.entries(params)) {
+      if (Array.isArray(v)) for (const x of v) q.append(k, x);
+      else if (v !== undefined && v !== "") q.set(k, String(v));
+    }
     if (this.position > 0) q.set("min_position", String(this.position));
     const qs = q.toString();
     return this.request<T>("GET", qs ? `${path}?${qs}` : path, undefined, signal);
@@ -193,6 +199,16 @@ export class Api {
   session(): Promise<Session> {
     return this.request<Session>("GET", "/api/session");
   }
+}
+
+/**
+ * The rotations parameter of /api/board/legs: repeated, one rotation id
+ * per value, since an id may contain commas. (Given once, the server
+ * reads the value as a comma-separated list: a lone id with a comma gets
+ * an empty value beside it, which the server ignores.)
+ */
+export function rotationsParam(ids: string[]): string[] {
+  return ids.length === 1 && ids[0].includes(",") ? [ids[0], ""] : ids;
 }
 
 export function enc(s: string): string {

@@ -9,7 +9,7 @@
 // window and lane range (/api/board/legs), debounced while scrolling, and
 // kept per lane until a live change or a filter invalidates them.
 
-import { Api, ApiError, type Lane, type Leg, type Violation, type WindowAnswer, CHECK_NAMES } from "./api";
+import { Api, ApiError, type Lane, type Leg, type Violation, type WindowAnswer, CHECK_NAMES, rotationsParam } from "./api";
 import { DAY, HOUR, MINUTE, dateTime, dayLabel, duration, hhmm, shortDay } from "./time";
 
 const LABEL_W = 176;
@@ -88,7 +88,8 @@ export class Board {
   private readonly axisInner: HTMLElement;
   private readonly labelsInner: HTMLElement;
   private readonly empty: HTMLElement;
-  private readonly axisDay: HTMLElement; // the day at the left edge, always shown
+  private pinned: HTMLElement | null = null; // the axis's label of the day at the left edge
+  private pinnedWidth = 0; // … and its text's width
   private readonly days: HTMLElement; // the day lines, under
   private readonly rows: HTMLElement; // the lanes
 
@@ -125,8 +126,7 @@ export class Board {
     const axis = h("div", "board-axis");
     axis.setAttribute("aria-hidden", "true");
     this.axisInner = h("div", "axis-inner");
-    this.axisDay = h("div", "axis-current");
-    axis.append(this.axisInner, this.axisDay);
+    axis.append(this.axisInner);
     const labels = h("div", "board-labels");
     this.labelsInner = h("div", "labels-inner");
     labels.append(this.labelsInner);
@@ -325,10 +325,34 @@ export class Board {
     this.labelsInner.style.transform = `translateY(${-this.viewport.scrollTop}px)`;
     if (!this.to) return;
     const v = this.visible();
-    const day = this.pxPerHour * 24 >= 130 ? dayLabel(v.t0) : shortDay(v.t0);
-    if (this.axisDay.textContent !== day) this.axisDay.textContent = day;
     this.update(v, false);
+    this.pinDay(v.t0);
     this.ensureData(v);
+  }
+
+  /**
+   * Keeps the day at the left edge named: its label's text slides right
+   * with the scroll, until it reaches the end of its day and is pushed
+   * out by the next — so it never covers another label.
+   */
+  private pinDay(t0: number): void {
+    const span = this.labelDays() * DAY;
+    const d = Math.floor(t0 / span) * span;
+    const el = this.axisEls.get(d) ?? null;
+    if (this.pinned !== el) {
+      if (this.pinned) (this.pinned.firstElementChild as HTMLElement).style.transform = "";
+      this.pinned = el;
+      this.pinnedWidth = el ? (el.firstElementChild as HTMLElement).offsetWidth : 0; // measured once per day
+    }
+    if (!el) return;
+    const room = (span / HOUR) * this.pxPerHour - this.pinnedWidth; // how far the text can move within its days
+    const shift = Math.max(0, Math.min(this.x(t0) - this.x(d), room)); // x(t0): the scroll, read before the DOM changed
+    (el.firstElementChild as HTMLElement).style.transform = shift > 0 ? `translateX(${shift}px)` : "";
+  }
+
+  /** How many days one label of the axis names: as many as its text needs. */
+  private labelDays(): number {
+    return [1, 2, 7].find((n) => n * 24 * this.pxPerHour >= 64) ?? 7;
   }
 
   /** Renders now, all of it (before moving the focus to a leg). */
@@ -406,6 +430,7 @@ export class Board {
     this.views.clear();
     this.dayLines.clear();
     this.axisEls.clear();
+    this.pinned = null;
     this.rows.replaceChildren();
     this.days.replaceChildren();
     this.axisInner.replaceChildren();
@@ -417,6 +442,10 @@ export class Board {
     if (t0 === this.axisRange[0] && t1 === this.axisRange[1] && this.axisEls.size) return;
     this.axisRange = [t0, t1];
     const d0 = Math.floor(t0 / DAY) * DAY;
+    // Day labels name a day each, or (zoomed out far) every other day or
+    // week, each as wide as the days it names; hours are below them.
+    const span = this.labelDays() * DAY;
+    const l0 = Math.floor(t0 / span) * span;
     for (const [d, el] of this.dayLines) {
       if (d < d0 || d >= t1) {
         el.remove();
@@ -424,10 +453,19 @@ export class Board {
       }
     }
     for (const [t, el] of this.axisEls) {
-      if (t < d0 || t >= t1 || (t % DAY !== 0 && t < t0)) {
+      if (t < l0 || t >= t1 || (t % DAY !== 0 && t < t0)) {
         el.remove();
         this.axisEls.delete(t);
       }
+    }
+    for (let d = l0; d < t1; d += span) {
+      if (this.axisEls.has(d)) continue;
+      const label = h("div", "axis-day");
+      label.append(h("span", "axis-day-text", span === DAY && this.pxPerHour * 24 >= 130 ? dayLabel(d) : shortDay(d)));
+      label.style.left = `${this.x(d)}px`;
+      label.style.width = `${(span / HOUR) * this.pxPerHour}px`;
+      this.axisInner.append(label);
+      this.axisEls.set(d, label);
     }
     const tickHours = [1, 2, 3, 6, 12, 24].find((n) => n * this.pxPerHour >= 44) ?? 24;
     for (let d = d0; d < t1; d += DAY) {
@@ -436,13 +474,6 @@ export class Board {
         line.style.left = `${this.x(d)}px`;
         this.days.append(line);
         this.dayLines.set(d, line);
-      }
-      if (!this.axisEls.has(d)) {
-        const label = h("div", "axis-day", this.pxPerHour * 24 >= 130 ? dayLabel(d) : shortDay(d));
-        label.style.left = `${this.x(d)}px`;
-        label.style.width = `${24 * this.pxPerHour}px`;
-        this.axisInner.append(label);
-        this.axisEls.set(d, label);
       }
       if (tickHours < 24) {
         for (let t = d + tickHours * HOUR; t < d + DAY; t += tickHours * HOUR) {
@@ -746,7 +777,7 @@ export class Board {
     try {
       const ans = await this.api.get<WindowAnswer>(
         "/api/board/legs",
-        { from: new Date(from).toISOString(), to: new Date(to).toISOString(), rotations: ids.join(",") },
+        { from: new Date(from).toISOString(), to: new Date(to).toISOString(), rotations: rotationsParam(ids) },
         ctrl.signal,
       );
       const got = new Set<string>();

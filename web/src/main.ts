@@ -8,6 +8,7 @@ import {
   CHECKS,
   CHECK_NAMES,
   enc,
+  rotationsParam,
   type Check,
   type CheckPage,
   type CommandResult,
@@ -549,7 +550,7 @@ class App {
     try {
       const t = sel.leg.dep;
       const ans = await this.api.get<{ lanes: { legs: LegView[]; violations: Violation[] }[] }>("/api/board/legs", {
-        rotations: lane.rotation,
+        rotations: rotationsParam([lane.rotation]),
         from: new Date(t - 2 * DAY).toISOString(),
         to: new Date(t + 2 * DAY).toISOString(),
       });

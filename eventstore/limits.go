@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -178,4 +179,41 @@ func checkDistinctIDs(events []NewEvent) error {
 		seen[events[i].ID] = i
 	}
 	return nil
+}
+
+// ValidateFilter checks what a subscription follows: a valid stream id
+// or tag, or the whole log.
+func (l Limits) ValidateFilter(f Filter) error {
+	switch f.Kind {
+	case FilterStream:
+		return l.ValidateStreamID(f.Stream)
+	case FilterTag:
+		return l.ValidateTag(f.Tag)
+	case FilterAll:
+		return nil
+	default:
+		return fmt.Errorf("unknown filter kind %d", f.Kind)
+	}
+}
+
+// ValidateSnapshot checks a snapshot before a backend compares it with its
+// stream: a valid stream id, a seq, a schema version, a size within the
+// append limit.
+func (l Limits) ValidateSnapshot(snap Snapshot) error {
+	if err := l.ValidateStreamID(snap.Stream); err != nil {
+		return err
+	}
+	if snap.Seq == 0 || snap.Version < 0 {
+		return fmt.Errorf("%w: stream %q seq %d version %d", ErrInvalidSnapshot, snap.Stream, snap.Seq, snap.Version)
+	}
+	if len(snap.Data) > l.MaxAppendBytes {
+		return fmt.Errorf("%w: snapshot of %q is %d bytes, limit %d", ErrInvalidSnapshot, snap.Stream, len(snap.Data), l.MaxAppendBytes)
+	}
+	return nil
+}
+
+// SnapshotBeyondVersion is the error for a snapshot taken after the
+// stream's last event.
+func SnapshotBeyondVersion(snap Snapshot, version uint64) error {
+	return fmt.Errorf("%w: snapshot of %q at seq %d, but the stream is at version %d", ErrInvalidSnapshot, snap.Stream, snap.Seq, version)
 }

@@ -18,6 +18,19 @@ type Tail interface {
 	Changed(f Filter) <-chan struct{}
 }
 
+// ReadFiltered is Tail.ReadFiltered for a Store: the read that matches
+// f's kind.
+func ReadFiltered(ctx context.Context, s Store, f Filter, cursor uint64, max int) ([]Event, error) {
+	switch f.Kind {
+	case FilterStream:
+		return s.ReadStream(ctx, f.Stream, cursor, max)
+	case FilterTag:
+		return s.ReadTag(ctx, f.Tag, cursor, max)
+	default:
+		return s.ReadAll(ctx, cursor, max)
+	}
+}
+
 // NewSubscription returns a Subscription that pulls from t: it reads pages
 // of at most batch events from its cursor, and when it finds nothing it
 // sleeps until t signals a commit. Because the subscriber's own calls do

@@ -307,14 +307,7 @@ func (s *Store) lastSeq(stream string, maxPos uint64) (uint64, error) {
 
 // ReadFiltered implements eventstore.Tail.
 func (s *Store) ReadFiltered(ctx context.Context, f eventstore.Filter, cursor uint64, max int) ([]eventstore.Event, error) {
-	switch f.Kind {
-	case eventstore.FilterStream:
-		return s.ReadStream(ctx, f.Stream, cursor, max)
-	case eventstore.FilterTag:
-		return s.ReadTag(ctx, f.Tag, cursor, max)
-	default:
-		return s.ReadAll(ctx, cursor, max)
-	}
+	return eventstore.ReadFiltered(ctx, s, f, cursor, max)
 }
 
 // Changed implements eventstore.Tail.
@@ -325,18 +318,8 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	switch f.Kind {
-	case eventstore.FilterStream:
-		if err := s.limits.ValidateStreamID(f.Stream); err != nil {
-			return nil, fmt.Errorf("subscribe: %w", err)
-		}
-	case eventstore.FilterTag:
-		if err := s.limits.ValidateTag(f.Tag); err != nil {
-			return nil, fmt.Errorf("subscribe: %w", err)
-		}
-	case eventstore.FilterAll:
-	default:
-		return nil, fmt.Errorf("subscribe: unknown filter kind %d", f.Kind)
+	if err := s.limits.ValidateFilter(f); err != nil {
+		return nil, fmt.Errorf("subscribe: %w", err)
 	}
 	return eventstore.NewSubscription(s, f, from, 0), nil
 }
@@ -347,24 +330,18 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap eventstore.Snapshot) erro
 		return err
 	}
 	defer s.leave()
-	if err := s.limits.ValidateStreamID(snap.Stream); err != nil {
+	if err := s.limits.ValidateSnapshot(snap); err != nil {
 		return fmt.Errorf("save snapshot: %w", err)
 	}
 	if err := checkCtx(ctx); err != nil {
 		return err
-	}
-	if snap.Seq == 0 || snap.Version < 0 {
-		return fmt.Errorf("%w: stream %q seq %d version %d", eventstore.ErrInvalidSnapshot, snap.Stream, snap.Seq, snap.Version)
-	}
-	if len(snap.Data) > s.limits.MaxAppendBytes {
-		return fmt.Errorf("%w: snapshot of %q is %d bytes, limit %d", eventstore.ErrInvalidSnapshot, snap.Stream, len(snap.Data), s.limits.MaxAppendBytes)
 	}
 	v, err := s.StreamVersion(ctx, snap.Stream)
 	if err != nil {
 		return err
 	}
 	if snap.Seq > v {
-		return fmt.Errorf("%w: snapshot of %q at seq %d, but the stream is at version %d", eventstore.ErrInvalidSnapshot, snap.Stream, snap.Seq, v)
+		return eventstore.SnapshotBeyondVersion(snap, v)
 	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()

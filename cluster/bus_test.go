@@ -4,35 +4,31 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/logbook/logbook/eventstore"
+	"github.com/logbook/logbook/internal/testenv"
 	"github.com/logbook/logbook/kafkabus"
 )
 
-// kafkaBus names a fresh topic on the test broker (LOGBOOK_TEST_KAFKA,
-// started by scripts/test.sh).
+// kafkaBus names a fresh topic on the test broker.
 func kafkaBus(t *testing.T) string {
 	t.Helper()
-	addr := os.Getenv("LOGBOOK_TEST_KAFKA")
-	if addr == "" {
-		if os.Getenv("LOGBOOK_SKIP_EXTERNAL") == "1" {
-			t.Skip("LOGBOOK_SKIP_EXTERNAL=1: no Kafka")
-		}
-		t.Fatal("LOGBOOK_TEST_KAFKA is not set: run scripts/test.sh, or start scripts/kafka.sh and export its address (LOGBOOK_SKIP_EXTERNAL=1 skips)")
-	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return "kafka://" + addr + "/cluster-" + hex.EncodeToString(b)
+	return "kafka://" + strings.Join(testenv.Kafka(t), ",") + "/cluster-" + hex.EncodeToString(b)
 }
 
 // checkBus checks that the topic holds every event of the log exactly
 // once, each stream in one partition in order, and each event as stored.
 func checkBus(ctx context.Context, t *testing.T, bus string, log []eventstore.Event) {
 	t.Helper()
-	b, topic := parseBusURL(t, bus)
+	b, topic, err := kafkabus.ParseURL(bus)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The publisher may still be a transaction behind the store.
 	for {
 		last, err := kafkabus.LastPublished(ctx, b, topic)
@@ -79,17 +75,4 @@ func checkBus(ctx context.Context, t *testing.T, bus string, log []eventstore.Ev
 		}
 	}
 	t.Logf("the topic holds the %d events of the log exactly once, in %d partitions", total, len(parts))
-}
-
-func parseBusURL(t *testing.T, bus string) (kafkabus.Config, string) {
-	t.Helper()
-	// kafka://host:port/topic
-	rest := bus[len("kafka://"):]
-	for i := range rest {
-		if rest[i] == '/' {
-			return kafkabus.Config{Brokers: []string{rest[:i]}}, rest[i+1:]
-		}
-	}
-	t.Fatalf("bad bus URL %q", bus)
-	return kafkabus.Config{}, ""
 }

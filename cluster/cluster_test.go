@@ -18,7 +18,7 @@ import (
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/eventstore/pgstore"
 	"github.com/logbook/logbook/flights"
-	"github.com/logbook/logbook/internal/pgtest"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 const tokens = "planner-token planner\nviewer-token viewer\n"
@@ -34,29 +34,16 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-func storeURL(t *testing.T) (url, schema string) {
-	schema = pgtest.Schema(t)
-	url = pgtest.URL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	return url + sep + "search_path=" + schema, schema
-}
-
 // TestClusterSurvivesKills runs 3 write nodes, 2 read replicas and nginx
 // on loopback. Planners send commands through nginx while one write node
 // and one replica are killed with SIGKILL and restarted. Afterwards every
 // acknowledged command is in the store, once, and every view — each
 // replica's and each write node's — equals a rebuild from the store.
 func TestClusterSurvivesKills(t *testing.T) {
+	url, _ := testenv.SchemaURL(t)
+	bus := kafkaBus(t)
 	bin := buildBinary(t)
-	url, _ := storeURL(t)
 	dir := t.TempDir()
-	bus := ""
-	if k := kafkaBus(t); k != "" {
-		bus = k
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, Config{Binary: bin, Store: url, Bus: bus, Writers: 3, Replicas: 2, Dir: dir, Tokens: tokens})

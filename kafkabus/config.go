@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,4 +81,18 @@ func partitioner(topic string) kgo.TopicPartitioner {
 
 func partitionOf(tp kgo.TopicPartitioner, stream string, partitions int) int32 {
 	return int32(tp.Partition(&kgo.Record{Key: []byte(stream)}, partitions))
+}
+
+// ParseURL reads kafka://host:port[,host:port…]/topic, the form of
+// logbook's --bus flag.
+func ParseURL(s string) (Config, string, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "kafka" || u.Host == "" {
+		return Config{}, "", fmt.Errorf("%q: want kafka://host:port[,host:port…]/topic", s)
+	}
+	topic := strings.Trim(u.Path, "/")
+	if topic == "" || strings.Contains(topic, "/") {
+		return Config{}, "", fmt.Errorf("%q: name one topic after the brokers, kafka://host:port/topic", s)
+	}
+	return Config{Brokers: strings.Split(u.Host, ",")}, topic, nil
 }

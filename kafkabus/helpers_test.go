@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"reflect"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,27 +16,14 @@ import (
 
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/eventstore/pebblestore"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
-const (
-	envKafka = "LOGBOOK_TEST_KAFKA"
-	envSkip  = "LOGBOOK_SKIP_EXTERNAL"
-)
-
-// testConfig returns the broker the integration tests run against. They
-// need a real one: without it they fail, unless external tests are
-// explicitly skipped.
+// testConfig returns the broker the integration tests run against: a
+// real one (testenv).
 func testConfig(t testing.TB) Config {
 	t.Helper()
-	addr := os.Getenv(envKafka)
-	if addr == "" {
-		if os.Getenv(envSkip) == "1" {
-			t.Skip(envKafka + " is not set and " + envSkip + "=1: skipping the Kafka integration test")
-		}
-		t.Fatal(envKafka + " is not set: the kafkabus tests need a real Kafka broker. Start one with " +
-			"`scripts/kafka.sh start` and run with " + envKafka + "=127.0.0.1:19092, or set " + envSkip + "=1 to skip them")
-	}
-	return Config{Brokers: strings.Split(addr, ",")}
+	return Config{Brokers: testenv.Kafka(t)}
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)

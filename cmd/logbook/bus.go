@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,15 +22,11 @@ type busFlag struct {
 }
 
 func parseBus(s string) (*busFlag, error) {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "kafka" || u.Host == "" {
-		return nil, usageError{fmt.Sprintf("--bus %q: want kafka://host:port[,host:port…]/topic", s)}
+	cfg, topic, err := kafkabus.ParseURL(s)
+	if err != nil {
+		return nil, usageError{"--bus " + err.Error()}
 	}
-	topic := strings.Trim(u.Path, "/")
-	if topic == "" || strings.Contains(topic, "/") {
-		return nil, usageError{fmt.Sprintf("--bus %q: name one topic after the brokers, kafka://host:port/topic", s)}
-	}
-	return &busFlag{cfg: kafkabus.Config{Brokers: strings.Split(u.Host, ",")}, topic: topic}, nil
+	return &busFlag{cfg: cfg, topic: topic}, nil
 }
 
 // replicaStore feeds a read replica's view from Kafka, falling back to

@@ -5,15 +5,15 @@ import (
 
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/eventstore/storetest"
-	"github.com/logbook/logbook/internal/pgtest"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 func opener(opts Options) storetest.Opener {
 	return func(t *testing.T) eventstore.Store {
 		t.Helper()
 		opts := opts
-		opts.Schema = pgtest.Schema(t)
-		s, err := Open(t.Context(), pgtest.URL(t), opts)
+		opts.Schema = testenv.Schema(t)
+		s, err := Open(t.Context(), testenv.URL(t), opts)
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}

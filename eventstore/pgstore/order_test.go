@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/eventstore"
-	"github.com/logbook/logbook/internal/pgtest"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 // TestLateCommitsAreNotSkipped is the failure of sequence-based stores
@@ -24,7 +24,7 @@ import (
 // acknowledged event exactly once, at gap-free positions, whole appends
 // together, each stream in order.
 func TestLateCommitsAreNotSkipped(t *testing.T) {
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	url, schema := testenv.URL(t), testenv.Schema(t)
 	var slowOnce sync.Once
 	slowStarted := make(chan struct{})
 	release := make(chan struct{})
@@ -196,7 +196,7 @@ func evs(n int, typ string) []eventstore.NewEvent {
 // TestSequencerFailover closes the process that sequences; the other one
 // must take over, and appends made meanwhile complete.
 func TestSequencerFailover(t *testing.T) {
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	url, schema := testenv.URL(t), testenv.Schema(t)
 	open := func() *Store {
 		s, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
 		if err != nil {
@@ -250,7 +250,7 @@ func TestSequencerFailover(t *testing.T) {
 // TestExclusive: of two processes, one runs the function at a time, and
 // the other takes over when the first stops.
 func TestExclusive(t *testing.T) {
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	url, schema := testenv.URL(t), testenv.Schema(t)
 	var running, peak, runs, holder atomic.Int32
 	work := func(i int32) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
@@ -308,7 +308,7 @@ func TestExclusive(t *testing.T) {
 // append is readable, so a caller that reloads the stream on a conflict
 // finds what beat it.
 func TestConflictWaitsForTheWinner(t *testing.T) {
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	url, schema := testenv.URL(t), testenv.Schema(t)
 	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, NoSequencer: true})
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +362,7 @@ func TestConflictWaitsForTheWinner(t *testing.T) {
 // of 10,000 positions; an append that one cuts in two must still be
 // answered with all of its positions.
 func TestAppendAcrossStretches(t *testing.T) {
-	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	url, schema := testenv.URL(t), testenv.Schema(t)
 	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, NoSequencer: true})
 	if err != nil {
 		t.Fatal(err)
@@ -413,7 +413,7 @@ func TestAppendAcrossStretches(t *testing.T) {
 
 // TestProgress: saved positions only move forward, per name.
 func TestProgress(t *testing.T) {
-	s, err := Open(t.Context(), pgtest.URL(t), Options{Schema: pgtest.Schema(t), MaxConns: 4})
+	s, err := Open(t.Context(), testenv.URL(t), Options{Schema: testenv.Schema(t), MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,33 +40,30 @@ func checkBus(ctx context.Context, t *testing.T, bus string, log []eventstore.Ev
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	parts, err := kafkabus.ReadTopic(ctx, b, topic)
+	recs, err := kafkabus.ReadTopic(ctx, b, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := make(map[uint64]int)
 	partitionOf := make(map[string]int32)
-	total := 0
-	for p, evs := range parts {
-		var last uint64
-		for _, ev := range evs {
-			total++
-			seen[ev.Position]++
-			if ev.Position <= last {
-				t.Fatalf("partition %d: position %d after %d", p, ev.Position, last)
-			}
-			last = ev.Position
-			if q, ok := partitionOf[ev.Stream]; ok && q != p {
-				t.Fatalf("stream %s in partitions %d and %d", ev.Stream, q, p)
-			}
-			partitionOf[ev.Stream] = p
-			if ev.Position == 0 || ev.Position > uint64(len(log)) {
-				t.Fatalf("partition %d holds position %d, beyond the log's %d", p, ev.Position, len(log))
-			}
-			want := log[ev.Position-1]
-			if ev.ID != want.ID || ev.Stream != want.Stream || ev.Seq != want.Seq || string(ev.Data) != string(want.Data) {
-				t.Fatalf("position %d: Kafka has %s/%d %s, the store %s/%d %s", ev.Position, ev.Stream, ev.Seq, ev.ID, want.Stream, want.Seq, want.ID)
-			}
+	last := make(map[int32]uint64)
+	for _, r := range recs {
+		ev, p := r.Event, r.Partition
+		seen[ev.Position]++
+		if ev.Position <= last[p] {
+			t.Fatalf("partition %d: position %d after %d", p, ev.Position, last[p])
+		}
+		last[p] = ev.Position
+		if q, ok := partitionOf[ev.Stream]; ok && q != p {
+			t.Fatalf("stream %s in partitions %d and %d", ev.Stream, q, p)
+		}
+		partitionOf[ev.Stream] = p
+		if ev.Position == 0 || ev.Position > uint64(len(log)) {
+			t.Fatalf("partition %d holds position %d, beyond the log's %d", p, ev.Position, len(log))
+		}
+		want := log[ev.Position-1]
+		if ev.ID != want.ID || ev.Stream != want.Stream || ev.Seq != want.Seq || string(ev.Data) != string(want.Data) {
+			t.Fatalf("position %d: Kafka has %s/%d %s, the store %s/%d %s", ev.Position, ev.Stream, ev.Seq, ev.ID, want.Stream, want.Seq, want.ID)
 		}
 	}
 	for pos := uint64(1); pos <= uint64(len(log)); pos++ {
@@ -74,5 +71,5 @@ func checkBus(ctx context.Context, t *testing.T, bus string, log []eventstore.Ev
 			t.Fatalf("position %d is in the topic %d times", pos, seen[pos])
 		}
 	}
-	t.Logf("the topic holds the %d events of the log exactly once, in %d partitions", total, len(parts))
+	t.Logf("the topic holds the %d events of the log exactly once, in %d partitions", len(recs), len(last))
 }

@@ -3,6 +3,7 @@ package kafkabus
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -10,12 +11,20 @@ import (
 	"github.com/logbook/logbook/eventstore"
 )
 
-// ReadTopic returns every committed event in topic, partition by
-// partition, each in offset order, up to the partitions' last stable
-// offsets as of the call: what a consumer that starts now would receive.
-// It is for audits and tests (did every position arrive exactly once?);
-// it holds the whole topic in memory.
-func ReadTopic(ctx context.Context, cfg Config, topic string) (map[int32][]eventstore.Event, error) {
+// Record is an event as read back from the topic, with where it was.
+type Record struct {
+	Event     eventstore.Event
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+}
+
+// ReadTopic returns every committed event in topic, each partition's in
+// offset order, up to the partitions' last stable offsets as of the call:
+// what a consumer that starts now would receive. It is for audits and
+// tests (did every position arrive exactly once?); it holds the whole
+// topic in memory.
+func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) {
 	admCl, err := cfg.client()
 	if err != nil {
 		return nil, err
@@ -37,7 +46,7 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) (map[int32][]event
 			offsets[o.Partition] = kgo.NewOffset().AtStart()
 		}
 	})
-	out := make(map[int32][]eventstore.Event)
+	var out []Record
 	if len(want) == 0 {
 		return out, nil
 	}
@@ -73,7 +82,7 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) (map[int32][]event
 				if err != nil && derr == nil {
 					derr = err
 				}
-				out[r.Partition] = append(out[r.Partition], ev)
+				out = append(out, Record{Event: ev, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp})
 			}
 			if r.Offset >= end-1 {
 				delete(want, r.Partition)

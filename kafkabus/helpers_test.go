@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/eventstore/pebblestore"
@@ -145,66 +144,16 @@ func readLog(t testing.TB, st eventstore.Store) []eventstore.Event {
 	}
 }
 
-// topicRecord is an event as read back from the topic, with where it was.
-type topicRecord struct {
-	ev        eventstore.Event
-	partition int32
-	offset    int64
-	timestamp time.Time
-}
-
-// readTopic reads everything committed in topic, read_committed, from the
-// start of each partition to its last stable offset.
-func readTopic(t testing.TB, cfg Config, topic string) []topicRecord {
+// readTopic reads everything committed in topic.
+func readTopic(t testing.TB, cfg Config, topic string) []Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := cfg.client()
+	recs, err := ReadTopic(ctx, cfg, topic)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reading topic %s: %v", topic, err)
 	}
-	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
-	cl.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	need := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			need[o.Partition] = o.Offset
-		}
-	})
-	cl, err = cfg.client(
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []topicRecord
-	for len(need) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading topic %s: %v (still to read: %v)", topic, ctx.Err(), need)
-		}
-		for _, r := range fetches.Records() {
-			if end, ok := need[r.Partition]; ok && r.Offset >= end-1 {
-				delete(need, r.Partition)
-			}
-			if r.Attrs.IsControl() {
-				continue
-			}
-			ev, err := decodeRecord(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, topicRecord{ev: ev, partition: r.Partition, offset: r.Offset, timestamp: r.Timestamp})
-		}
-	}
-	return out
+	return recs
 }
 
 // checkTopic checks that topic holds the store's log exactly: every
@@ -218,7 +167,7 @@ func checkTopic(t testing.TB, cfg Config, topic string, log []eventstore.Event, 
 	lastPos := map[int32]uint64{}
 	tp := partitioner(topic)
 	for _, r := range recs {
-		p := r.ev.Position
+		p := r.Event.Position
 		seen[p]++
 		if seen[p] > 1 {
 			t.Errorf("position %d published %d times", p, seen[p])
@@ -229,19 +178,19 @@ func checkTopic(t testing.TB, cfg Config, topic string, log []eventstore.Event, 
 			continue
 		}
 		want := log[p-1]
-		if !reflect.DeepEqual(r.ev, want) {
-			t.Errorf("position %d differs:\n got %+v\nwant %+v", p, r.ev, want)
+		if !reflect.DeepEqual(r.Event, want) {
+			t.Errorf("position %d differs:\n got %+v\nwant %+v", p, r.Event, want)
 		}
-		if r.partition != partitionOf(tp, want.Stream, partitions) {
-			t.Errorf("position %d (stream %s) in partition %d, want %d", p, want.Stream, r.partition, partitionOf(tp, want.Stream, partitions))
+		if r.Partition != partitionOf(tp, want.Stream, partitions) {
+			t.Errorf("position %d (stream %s) in partition %d, want %d", p, want.Stream, r.Partition, partitionOf(tp, want.Stream, partitions))
 		}
-		if r.timestamp.UnixMilli() != want.Time.UnixMilli() {
-			t.Errorf("position %d: record time %v, commit time %v", p, r.timestamp, want.Time)
+		if r.Timestamp.UnixMilli() != want.Time.UnixMilli() {
+			t.Errorf("position %d: record time %v, commit time %v", p, r.Timestamp, want.Time)
 		}
-		if p <= lastPos[r.partition] {
-			t.Errorf("partition %d: position %d after %d", r.partition, p, lastPos[r.partition])
+		if p <= lastPos[r.Partition] {
+			t.Errorf("partition %d: position %d after %d", r.Partition, p, lastPos[r.Partition])
 		}
-		lastPos[r.partition] = p
+		lastPos[r.Partition] = p
 	}
 	missing := 0
 	for p := uint64(1); p <= uint64(len(log)); p++ {

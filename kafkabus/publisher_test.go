@@ -231,20 +231,13 @@ func TestPublishAfterRetentionEmptiedTheTopic(t *testing.T) {
 	if p2.Published() != h2-h {
 		t.Fatalf("the second publisher published %d events, want only the %d new ones", p2.Published(), h2-h)
 	}
-	parts, err := ReadTopic(ctx, cfg, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, evs := range parts {
-		for _, ev := range evs {
-			n++
-			if ev.Position <= h {
-				t.Fatalf("position %d, published before retention, was published again", ev.Position)
-			}
+	recs := readTopic(t, cfg, topic)
+	for _, r := range recs {
+		if r.Event.Position <= h {
+			t.Fatalf("position %d, published before retention, was published again", r.Event.Position)
 		}
 	}
-	if n != int(h2-h) {
-		t.Fatalf("the topic holds %d events, want %d", n, h2-h)
+	if len(recs) != int(h2-h) {
+		t.Fatalf("the topic holds %d events, want %d", len(recs), h2-h)
 	}
 }

@@ -179,7 +179,7 @@ func randomID(rng *rand.Rand) eventstore.ID {
 }
 
 // countOrNA prints a count a backend may not keep.
-func countOrNA(n *uint64) string {
+func countOrNA[T int | uint64](n *T) string {
 	if n == nil {
 		return "n/a (not counted by this backend)"
 	}

@@ -81,7 +81,7 @@ func (r CrushResult) Rows() [][2]string {
 		{"errors", fmt.Sprint(r.Errors)},
 		{"backend queries", fmt.Sprint(r.BackendQueries)},
 		{"peak concurrent backend queries", fmt.Sprint(r.PeakConcurrentBackendQueries)},
-		{"peak busy database connections", intOrNA(r.PeakBusyConns)},
+		{"peak busy database connections", countOrNA(r.PeakBusyConns)},
 		{"peak RSS MiB", fmt.Sprintf("%.0f", r.PeakRSSMB)},
 	}
 }
@@ -379,13 +379,6 @@ func samplePeak(busy func() int) (stop func() int) {
 		}
 	}()
 	return func() int { close(done); <-finished; return int(peak.Load()) }
-}
-
-func intOrNA(n *int) string {
-	if n == nil {
-		return "n/a"
-	}
-	return fmt.Sprint(*n)
 }
 
 // newRunID returns 8 random hex digits that keep a run's stream names

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // recentAppends is how many sequenced appends a process remembers, for
@@ -87,7 +86,7 @@ func (s *Store) publishUpTo(ctx context.Context, head uint64) {
 		if head <= from {
 			return
 		}
-		if err := s.publish(ctx, s.pool, from, min(head, from+10_000), head); err != nil {
+		if err := s.publish(ctx, from, min(head, from+10_000), head); err != nil {
 			return
 		}
 	}
@@ -105,12 +104,6 @@ func (s *Store) dedicated(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var _ querier = (*pgxpool.Pool)(nil)
-
 // span is where one append's events lie in the log.
 type span struct {
 	append      int64
@@ -123,8 +116,8 @@ type span struct {
 // a whole append, but a stretch that ends before it may cut an append in
 // two: that append is carried over to the next stretch, and answered
 // only once all of it has been seen.
-func (s *Store) publish(ctx context.Context, q querier, from, to, head uint64) error {
-	rows, err := q.Query(ctx, `SELECT append_no, position, stream, tags FROM events
+func (s *Store) publish(ctx context.Context, from, to, head uint64) error {
+	rows, err := s.pool.Query(ctx, `SELECT append_no, position, stream, tags FROM events
 		WHERE position > $1 AND position <= $2 ORDER BY position`, int64(from), int64(to))
 	if err != nil {
 		return err

@@ -303,7 +303,7 @@ http {
 		default $request_id;
 	}
 	map "$request_method $uri" $pool {
-		{{if .Replicas}}"~^GET /(?:api/(?:violations|checks/|validity|board/|live|rotations/[^/]+/violations)|queries/|view/)" replicas;{{end}}
+		{{if .Replicas}}"~^GET /(?:api/(?:violations|checks/|validity|validation/|board/|live|rotations/[^/]+/violations)|queries/)" replicas;{{end}}
 		default writers;
 	}
 	upstream writers {

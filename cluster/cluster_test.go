@@ -262,7 +262,7 @@ func readAll(t *testing.T, s eventstore.Store) []eventstore.Event {
 
 func viewDigest(ctx context.Context, t *testing.T, n *Node, head uint64) (string, uint64) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/view/digest?min_position=%d", n.Addr, head), nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/api/validation/digest?min_position=%d", n.Addr, head), nil)
 	req.Header.Set("Authorization", "Bearer viewer-token")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -34,7 +34,7 @@ func TestCommandsOnly(t *testing.T) {
 	defer srv.Close()
 	expect(t, call(t, srv, plannerToken, "POST", "/api/rotations", `{"id":"r1"}`), http.StatusCreated)
 	expect(t, call(t, srv, plannerToken, "GET", "/api/rotations/r1", ""), http.StatusOK)
-	for _, path := range []string{"/api/validity", "/api/checks/continuity", "/api/violations?min_position=1", "/api/board/meta"} {
+	for _, path := range []string{"/api/validity", "/api/checks/continuity", "/api/violations?min_position=1", "/api/board/meta", "/api/validation/digest"} {
 		expect(t, call(t, srv, plannerToken, "GET", path, ""), http.StatusMisdirectedRequest)
 	}
 }

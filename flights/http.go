@@ -46,7 +46,7 @@ func (s *Service) Handler(tokens *auth.Tokens) http.Handler {
 		query := h
 		h = func(pattern string, f func(http.ResponseWriter, *http.Request) error) {
 			if strings.HasPrefix(pattern, "GET /api/violations") || strings.HasPrefix(pattern, "GET /api/checks/") ||
-				pattern == "GET /api/validity" || pattern == "GET /api/rotations/{id}/violations" ||
+				pattern == "GET /api/validity" || pattern == "GET /api/validation/digest" || pattern == "GET /api/rotations/{id}/violations" ||
 				strings.HasPrefix(pattern, "GET /api/board/") || pattern == "GET /api/live" || pattern == "GET /api/session" {
 				query(pattern, f)
 				return
@@ -92,6 +92,7 @@ func (s *Service) Handler(tokens *auth.Tokens) http.Handler {
 	h("GET /api/violations/counts", s.query(counts))
 	h("GET /api/checks/{check}", s.query(check))
 	h("GET /api/validity", s.query(validity))
+	h("GET /api/validation/digest", s.query(digest))
 	// The web UI's board, live changes and uploads (board.go, live.go, upload.go).
 	h("GET /api/board/lanes", s.query(boardLanes))
 	h("GET /api/board/legs", s.query(boardLegs))
@@ -746,6 +747,16 @@ func check(r *http.Request, v *Validation) (any, error) {
 		Position uint64 `json:"position"`
 		Page
 	}{c, n == 0, n, pos, page}, nil
+}
+
+// digest answers the view's fingerprint (Validation.Digest), which the
+// cluster test compares across replicas and with a rebuild.
+func digest(_ *http.Request, v *Validation) (any, error) {
+	d, pos := v.Digest()
+	return struct {
+		Digest   string `json:"digest"`
+		Position uint64 `json:"position"`
+	}{d, pos}, nil
 }
 
 func validity(_ *http.Request, v *Validation) (any, error) {

@@ -10,14 +10,12 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/logbook/logbook/auth"
 	"github.com/logbook/logbook/eventstore"
 	"github.com/logbook/logbook/flights"
 	"github.com/logbook/logbook/metrics"
-	"github.com/logbook/logbook/problem"
 	"github.com/logbook/logbook/query"
 	"github.com/logbook/logbook/replica"
 	"github.com/logbook/logbook/webui"
@@ -130,7 +128,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
 	}
 	mux.Handle("/api/", svc.Handler(tokens))
-	mux.Handle("GET /view/digest", tokens.Require(viewDigest(svc)))
 	mux.Handle("/", webui.Handler())
 	if *readOnly {
 		// A replica joins the pool once it has replayed the log: until
@@ -183,36 +180,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	log.Info("logbook stopped")
 	return nil
-}
-
-// viewDigest answers the validation view's digest and position, once the
-// view has reached min_position: the cluster test compares replicas with
-// a rebuild from the store this way.
-func viewDigest(svc *flights.Service) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if svc.Validation == nil {
-			problem.Error(w, http.StatusMisdirectedRequest, "this write node keeps no validation view (commands only)")
-			return
-		}
-		var min uint64
-		if v := r.URL.Query().Get("min_position"); v != "" {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				problem.Error(w, http.StatusBadRequest, "min_position must be a non-negative integer")
-				return
-			}
-			min = n
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-		defer cancel()
-		if err := svc.Validation.WaitFor(ctx, min); err != nil {
-			problem.Error(w, http.StatusServiceUnavailable, "the view did not reach min_position: "+err.Error())
-			return
-		}
-		digest, pos := svc.Validation.Current().Digest()
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, "{\"digest\":%q,\"position\":%d}\n", digest, pos)
-	}
 }
 
 // healthz answers 200 with the log's head when the store can be read.

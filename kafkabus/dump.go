@@ -30,6 +30,14 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 		return nil, err
 	}
 	adm := kadm.NewClient(admCl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		admCl.Close()
+		return nil, fmt.Errorf("kafkabus: start offsets of %s: %w", topic, err)
+	}
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
@@ -41,9 +49,10 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 	want := make(map[int32]int64)
 	offsets := make(map[int32]kgo.Offset)
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
+		// A partition retention has emptied has nothing to wait for.
+		if start, _ := starts.Lookup(topic, o.Partition); o.Offset > start.Offset {
 			want[o.Partition] = o.Offset
-			offsets[o.Partition] = kgo.NewOffset().AtStart()
+			offsets[o.Partition] = kgo.NewOffset().At(start.Offset)
 		}
 	})
 	var out []Record

@@ -219,6 +219,9 @@ func TestPublishAfterRetentionEmptiedTheTopic(t *testing.T) {
 	if last, err := LastPublished(ctx, cfg, topic); err != nil || last != 0 {
 		t.Fatalf("LastPublished of the emptied topic = %d, %v", last, err)
 	}
+	if recs := readTopic(t, cfg, topic); len(recs) != 0 {
+		t.Fatalf("the emptied topic reads %d records", len(recs))
+	}
 
 	writeEvents(t, ctx, st, "new", 10, 2, 100)
 	h2 := head(t, st)

@@ -5,7 +5,7 @@
 #
 #   scripts/kafka.sh start    # prints the bootstrap address once it serves
 #   scripts/kafka.sh stop
-#   LOGBOOK_TEST_KAFKA=$(scripts/kafka.sh start) go test -race ./kafkabus/
+#   LOGBOOK_TEST_KAFKA=$(scripts/kafka.sh start) go test -race ./engine/kafkabus/
 #
 # KAFKA_PORT (default 19092) and KAFKA_CONTROLLER_PORT (19093) pick the
 # ports. The broker's data and log live in .cache/kafka (ignored), and

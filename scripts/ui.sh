@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the web UI (web/) into webui/dist, which the logbook binary
+# Builds the web UI (web/) into internal/webui/dist, which the logbook binary
 # embeds — only when its sources changed since the last build. Installs
 # the npm packages from package-lock.json when they changed. Safe to run
 # again; prints nothing much when there is nothing to do.
@@ -24,7 +24,7 @@ inputs_hash() {
 }
 stamp=web/node_modules/.logbook-ui-build
 want=$(inputs_hash)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f webui/dist/index.html ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f internal/webui/dist/index.html ]; then
 	exit 0
 fi
 
@@ -36,6 +36,6 @@ if [ ! -f web/node_modules/.lock-hash ] || [ "$(cat web/node_modules/.lock-hash)
 	echo "$lockhash" >web/node_modules/.lock-hash
 fi
 
-log "building the web UI into webui/dist"
+log "building the web UI into internal/webui/dist"
 (cd web && npx --no-install tsc --noEmit && npx --no-install vite build --logLevel warn)
 echo "$want" >"$stamp"

@@ -2,10 +2,10 @@ import { defineConfig, type Plugin } from "vite";
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
-// The build goes into webui/dist, which the Go package webui embeds. Vite
+// The build goes into internal/webui/dist, which the Go package internal/webui embeds. Vite
 // must not empty it (it holds the committed keep-file), so the previous
 // build's files are removed here instead.
-const outDir = fileURLToPath(new URL("../webui/dist", import.meta.url));
+const outDir = fileURLToPath(new URL("../internal/webui/dist", import.meta.url));
 
 function cleanPreviousBuild(): Plugin {
   return {

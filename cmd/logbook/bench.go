@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/logbook/logbook/bench"
+	"github.com/logbook/logbook/internal/bench"
 )
 
 const benchDataDir = "./data-bench"

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/logbook/logbook/eventstore"
-	"github.com/logbook/logbook/eventstore/pgstore"
-	"github.com/logbook/logbook/kafkabus"
-	"github.com/logbook/logbook/metrics"
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/pgstore"
+	"github.com/logbook/logbook/engine/kafkabus"
+	"github.com/logbook/logbook/engine/metrics"
 )
 
 // busFlag is --bus kafka://host:port[,host:port…]/topic.

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/logbook/logbook/cluster"
+	"github.com/logbook/logbook/internal/cluster"
 )
 
 // runCluster starts write nodes, read replicas and nginx on this machine,

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/logbook/logbook/bench"
+	"github.com/logbook/logbook/internal/bench"
 )
 
 func runBenchCrush(ctx context.Context, e *env, args []string) error {

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/logbook/logbook/flights"
+	"github.com/logbook/logbook/services/flights"
 )
 
 func runFlights(ctx context.Context, e *env, args []string) error {

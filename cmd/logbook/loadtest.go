@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/logbook/logbook/loadtest"
+	"github.com/logbook/logbook/internal/loadtest"
 )
 
 func runLoadtest(ctx context.Context, e *env, args []string) error {

@@ -12,13 +12,13 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/logbook/logbook/auth"
-	"github.com/logbook/logbook/eventstore"
-	"github.com/logbook/logbook/flights"
-	"github.com/logbook/logbook/metrics"
-	"github.com/logbook/logbook/query"
-	"github.com/logbook/logbook/replica"
-	"github.com/logbook/logbook/webui"
+	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/services/flights"
+	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/query"
+	"github.com/logbook/logbook/engine/replica"
+	"github.com/logbook/logbook/internal/webui"
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {

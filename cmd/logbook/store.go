@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logbook/logbook/eventstore"
-	"github.com/logbook/logbook/eventstore/pebblestore"
-	"github.com/logbook/logbook/eventstore/pgstore"
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/eventstore/pgstore"
 )
 
 // storeFlags are the flags of every command that opens a store.

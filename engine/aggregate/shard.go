@@ -1,0 +1,387 @@
+package aggregate
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+type reqKind uint8
+
+const (
+	reqCommand reqKind = iota
+	reqCreate
+	reqState
+)
+
+type request[S, C, E any] struct {
+	kind     reqKind
+	id       string
+	cmd      C
+	key      string
+	expect   int64
+	ctx      context.Context
+	start    time.Time
+	attempts int
+
+	// Answer, written by the shard before it closes done.
+	result  Result[E]
+	state   S
+	version uint64
+	err     error
+	done    chan struct{}
+}
+
+// entry is one live aggregate in a shard's cache.
+type entry[S, C, E any] struct {
+	id, stream string
+	state      S
+	version    uint64
+	keys       keyRing
+	snapshotAt uint64 // version of the last snapshot saved or loaded
+
+	busy     bool                // an append is in flight
+	queue    []*request[S, C, E] // commands waiting for it
+	lru      *list.Element
+	lastUsed time.Time
+}
+
+// span is the part of an append one command contributed.
+type span[S, C, E any] struct {
+	req        *request[S, C, E]
+	start, end int    // its events in the append
+	before     uint64 // the aggregate's version before it (in the decided state)
+}
+
+type completion[S, C, E any] struct {
+	e      *entry[S, C, E]
+	spans  []span[S, C, E]
+	events []E
+	state  S // the state after all spans, if the append succeeds
+	res    eventstore.AppendResult
+	err    error
+}
+
+type shard[S, C, E any] struct {
+	rt       *Runtime[S, C, E]
+	in       chan *request[S, C, E]
+	done     chan *completion[S, C, E]
+	entries  map[string]*entry[S, C, E]
+	lru      *list.List // front: most recently used
+	capacity int
+	inflight int
+}
+
+func newShard[S, C, E any](rt *Runtime[S, C, E], capacity int) *shard[S, C, E] {
+	return &shard[S, C, E]{
+		rt:       rt,
+		in:       make(chan *request[S, C, E], 256),
+		done:     make(chan *completion[S, C, E], 256),
+		entries:  make(map[string]*entry[S, C, E]),
+		lru:      list.New(),
+		capacity: capacity,
+	}
+}
+
+// maxBatchCommands bounds how many queued commands of one aggregate are
+// decided into one append.
+const maxBatchCommands = 256
+
+// maxBatchBytes bounds the encoded size of an append that batches several
+// commands (the store refuses appends over its MaxAppendBytes, 16 MiB by
+// default).
+const maxBatchBytes = 4 << 20
+
+func encodedSize(evs []eventstore.NewEvent) int {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.Type) + len(ev.Data)
+		for _, t := range ev.Tags {
+			n += len(t)
+		}
+		for k, v := range ev.Meta {
+			n += len(k) + len(v)
+		}
+	}
+	return n
+}
+
+func (sh *shard[S, C, E]) run() {
+	var tick <-chan time.Time
+	if idle := sh.rt.opts.IdleTimeout; idle > 0 {
+		t := time.NewTicker(max(idle/4, 10*time.Millisecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	in := sh.in
+	for in != nil || sh.inflight > 0 {
+		select {
+		case req, ok := <-in:
+			if !ok {
+				in = nil // closed: finish the appends in flight, then stop
+				continue
+			}
+			sh.handle(req)
+		case c := <-sh.done:
+			sh.complete(c)
+		case now := <-tick:
+			sh.evictIdle(now)
+		}
+	}
+}
+
+func (sh *shard[S, C, E]) handle(req *request[S, C, E]) {
+	if err := req.ctx.Err(); err != nil {
+		sh.finish(req, err)
+		return
+	}
+	e, err := sh.get(req.id)
+	if err != nil {
+		sh.finish(req, err)
+		return
+	}
+	if req.kind == reqState {
+		if e.version == 0 {
+			sh.finish(req, fmt.Errorf("%w: %s", ErrNotFound, e.stream))
+			return
+		}
+		req.state, req.version = e.state, e.version
+		sh.finish(req, nil)
+		return
+	}
+	if e.busy {
+		e.queue = append(e.queue, req)
+		return
+	}
+	sh.decide(e, []*request[S, C, E]{req})
+}
+
+// decide runs the commands one after another on the aggregate's state and
+// starts one append with all their events.
+func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
+	state, version := e.state, e.version
+	var (
+		events []E
+		batch  []eventstore.NewEvent
+		spans  []span[S, C, E]
+		keys   map[string]bool
+		size   int
+	)
+	for i, req := range reqs {
+		if err := req.ctx.Err(); err != nil {
+			sh.finish(req, err)
+			continue
+		}
+		if req.key != "" {
+			if k, ok := e.keys.get(req.key); ok {
+				req.result = Result[E]{ID: e.id, FirstSeq: k.first, Version: k.last, Position: k.pos, Duplicate: true}
+				sh.rt.metrics.command(req.start, outcomeDuplicate)
+				sh.finish(req, nil)
+				continue
+			}
+			if keys[req.key] {
+				// The same key twice in one append: decide the second
+				// after the first is stored, when it will be a duplicate.
+				e.queue = append(reqs[i:i+1:i+1], e.queue...)
+				continue
+			}
+		}
+		if req.expect >= 0 && uint64(req.expect) != version {
+			sh.reject(req, &eventstore.ConflictError{Stream: e.stream, Expected: eventstore.Exactly(uint64(req.expect)), Actual: version})
+			continue
+		}
+		if req.kind == reqCreate && version != 0 {
+			sh.reject(req, fmt.Errorf("aggregate: create %s: %w", e.stream, ErrExists))
+			continue
+		}
+		out, part, next, err := sh.decideOne(e, state, req)
+		if err != nil {
+			sh.reject(req, err)
+			continue
+		}
+		n := encodedSize(part)
+		if len(spans) > 0 && size+n > maxBatchBytes {
+			// Would make the append too large: leave this and the rest
+			// for the next append.
+			e.queue = append(slices.Clone(reqs[i:]), e.queue...)
+			break
+		}
+		size += n
+		spans = append(spans, span[S, C, E]{req: req, start: len(events), end: len(events) + len(out), before: version})
+		events = append(events, out...)
+		batch = append(batch, part...)
+		state, version = next, version+uint64(len(out))
+		if req.key != "" {
+			if keys == nil {
+				keys = map[string]bool{}
+			}
+			keys[req.key] = true
+		}
+	}
+	if len(spans) == 0 {
+		sh.drain(e)
+		return
+	}
+	if len(batch) == 0 {
+		// Only no-op commands: nothing to write, and their answer is the
+		// current version.
+		for _, sp := range spans {
+			sp.req.result = Result[E]{ID: e.id, Version: e.version}
+			sh.rt.metrics.command(sp.req.start, outcomeOK)
+			sh.finish(sp.req, nil)
+		}
+		sh.drain(e)
+		return
+	}
+	e.busy = true
+	sh.inflight++
+	c := &completion[S, C, E]{e: e, spans: spans, events: events, state: state}
+	expect := eventstore.Exactly(e.version)
+	store := sh.rt.store
+	go func() {
+		c.res, c.err = store.Append(context.Background(), e.stream, expect, batch)
+		sh.done <- c
+	}()
+}
+
+// decideOne runs one command on state: its events, encoded for the store,
+// and the state after them. On error nothing of the command is kept.
+func (sh *shard[S, C, E]) decideOne(e *entry[S, C, E], state S, req *request[S, C, E]) ([]E, []eventstore.NewEvent, S, error) {
+	def := &sh.rt.def
+	out, err := def.Decide(state, req.cmd)
+	if err != nil {
+		return nil, nil, state, err
+	}
+	enc := make([]eventstore.NewEvent, len(out))
+	for i, ev := range out {
+		if enc[i], err = sh.encode(e, ev, req.key); err != nil {
+			return nil, nil, state, err
+		}
+		state = def.Evolve(state, ev)
+	}
+	return out, enc, state, nil
+}
+
+func (sh *shard[S, C, E]) encode(e *entry[S, C, E], ev E, key string) (eventstore.NewEvent, error) {
+	def := &sh.rt.def
+	typ, ver, data, err := def.Events.Encode(ev)
+	if err != nil {
+		return eventstore.NewEvent{}, err
+	}
+	tags := []string{def.Kind}
+	if def.Tags != nil {
+		tags = append(tags, def.Tags(e.id, ev)...)
+	}
+	ne := eventstore.NewEvent{Type: typ, Version: ver, Data: data, Tags: tags}
+	if key != "" {
+		ne.Meta = map[string]string{metaIdempotencyKey: key}
+	}
+	return ne, nil
+}
+
+func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
+	sh.inflight--
+	e := c.e
+	e.busy = false
+	switch {
+	case c.err == nil:
+		e.state, e.version = c.state, c.res.LastSeq
+		for _, sp := range c.spans {
+			r := Result[E]{ID: e.id, Version: sp.before + uint64(sp.end-sp.start)}
+			if sp.end > sp.start {
+				r.Events = c.events[sp.start:sp.end:sp.end]
+				r.FirstSeq = c.res.FirstSeq + uint64(sp.start)
+				r.Position = c.res.FirstPosition + uint64(sp.end) - 1
+				if sp.req.key != "" {
+					e.keys.put(sp.req.key, keyResult{first: r.FirstSeq, last: r.Version, pos: r.Position}, sh.rt.opts.IdempotencyKeys)
+				}
+			}
+			sp.req.result = r
+			sh.rt.metrics.command(sp.req.start, outcomeOK)
+			sh.finish(sp.req, nil)
+		}
+		sh.rt.metrics.appended(len(c.events))
+		sh.maybeSnapshot(e)
+	case isRefusal(c.err):
+		// The store refused the append as too large or malformed:
+		// nothing was written, and the cached state still holds. Only
+		// the commands of this append fail.
+		for _, sp := range c.spans {
+			sh.reject(sp.req, fmt.Errorf("aggregate: append to %s: %w", e.stream, c.err))
+		}
+	case errors.Is(c.err, eventstore.ErrVersionConflict):
+		// Another writer (another process on the same store) moved the
+		// aggregate: catch up from the store and decide again.
+		if err := sh.catchUp(e); err != nil {
+			sh.failAll(c, err)
+			sh.evict(e)
+			return
+		}
+		var retry []*request[S, C, E]
+		for _, sp := range c.spans {
+			sp.req.attempts++
+			if sp.req.attempts > sh.rt.opts.MaxRetries {
+				sh.rt.metrics.command(sp.req.start, outcomeConflict)
+				sh.finish(sp.req, fmt.Errorf("aggregate: %s changed concurrently %d times: %w", e.stream, sp.req.attempts, c.err))
+				continue
+			}
+			retry = append(retry, sp.req)
+		}
+		e.queue = append(retry, e.queue...)
+	default:
+		// The store failed; whether the events landed is unknown, so the
+		// cached state cannot be trusted: forget it.
+		sh.failAll(c, fmt.Errorf("aggregate: append to %s: %w", e.stream, c.err))
+		sh.evict(e)
+		return
+	}
+	sh.drain(e)
+}
+
+// isRefusal reports whether the store refused an append for its input
+// (limits, malformed events): a definite "nothing written", unlike other
+// errors, whose outcome is unknown.
+func isRefusal(err error) bool {
+	var le *eventstore.LimitError
+	return errors.As(err, &le) || errors.Is(err, eventstore.ErrEmptyAppend)
+}
+
+func (sh *shard[S, C, E]) failAll(c *completion[S, C, E], err error) {
+	for _, sp := range c.spans {
+		sh.rt.metrics.command(sp.req.start, outcomeError)
+		sh.finish(sp.req, err)
+	}
+	for _, q := range c.e.queue {
+		sh.finish(q, err)
+	}
+	c.e.queue = nil
+}
+
+// drain decides the commands that queued while the aggregate was busy.
+func (sh *shard[S, C, E]) drain(e *entry[S, C, E]) {
+	if e.busy || len(e.queue) == 0 {
+		return
+	}
+	n := min(len(e.queue), maxBatchCommands)
+	next := e.queue[:n:n]
+	e.queue = e.queue[n:]
+	if len(e.queue) == 0 {
+		e.queue = nil
+	}
+	sh.decide(e, next)
+}
+
+func (sh *shard[S, C, E]) reject(req *request[S, C, E], err error) {
+	sh.rt.metrics.command(req.start, outcomeRejected)
+	sh.finish(req, err)
+}
+
+func (sh *shard[S, C, E]) finish(req *request[S, C, E], err error) {
+	req.err = err
+	close(req.done)
+}

@@ -1,0 +1,146 @@
+// Package auth is bearer-token authentication with two roles: planners
+// change the schedule, viewers only read. Tokens come from a file (one
+// "token role" per line) or an environment variable ("token:role,…").
+package auth
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/logbook/logbook/engine/problem"
+)
+
+// Role is what a token may do.
+type Role string
+
+const (
+	Planner Role = "planner"
+	Viewer  Role = "viewer"
+)
+
+// CanWrite reports whether the role may change the schedule.
+func (r Role) CanWrite() bool { return r == Planner }
+
+// Tokens maps tokens to roles. Tokens are kept only as SHA-256 digests,
+// and looked up by digest: a timing difference then says something about a
+// hash, not about the token.
+type Tokens struct {
+	byDigest map[[32]byte]Role
+}
+
+// Add registers a token.
+func (t *Tokens) Add(token string, role Role) error {
+	if len(token) < 8 {
+		return fmt.Errorf("auth: token %q… is shorter than 8 characters", prefix(token))
+	}
+	if role != Planner && role != Viewer {
+		return fmt.Errorf("auth: unknown role %q (planner or viewer)", role)
+	}
+	if t.byDigest == nil {
+		t.byDigest = map[[32]byte]Role{}
+	}
+	t.byDigest[sha256.Sum256([]byte(token))] = role
+	return nil
+}
+
+// Len is the number of tokens.
+func (t *Tokens) Len() int { return len(t.byDigest) }
+
+func prefix(s string) string {
+	if len(s) > 3 {
+		return s[:3]
+	}
+	return s
+}
+
+// Lookup returns the role of token.
+func (t *Tokens) Lookup(token string) (Role, bool) {
+	r, ok := t.byDigest[sha256.Sum256([]byte(token))]
+	return r, ok
+}
+
+// ParseFile reads "token role" lines; blank lines and #-comments are skipped.
+func ParseFile(r io.Reader, name string) (*Tokens, error) {
+	t := &Tokens{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"token role\", got %d fields", name, n, len(f))
+		}
+		if err := t.Add(f[0], Role(f[1])); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+		}
+	}
+	return t, sc.Err()
+}
+
+// ParseEnv reads "token:role,token:role".
+func ParseEnv(v string) (*Tokens, error) {
+	t := &Tokens{}
+	for i, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		tok, role, ok := strings.Cut(item, ":")
+		if !ok {
+			return nil, fmt.Errorf("LOGBOOK_TOKENS item %d: want token:role", i+1)
+		}
+		if err := t.Add(tok, Role(role)); err != nil {
+			return nil, fmt.Errorf("LOGBOOK_TOKENS item %d: %w", i+1, err)
+		}
+	}
+	return t, nil
+}
+
+// Load reads tokens from file if given, else from LOGBOOK_TOKENS.
+func Load(file string) (*Tokens, error) {
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return ParseFile(f, file)
+	}
+	return ParseEnv(os.Getenv("LOGBOOK_TOKENS"))
+}
+
+// Require wraps h: no valid bearer token, 401; a viewer on a method that
+// changes things (anything but GET, HEAD, OPTIONS), 403.
+func (t *Tokens) Require(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authz := r.Header.Get("Authorization")
+		tok, ok := strings.CutPrefix(authz, "Bearer ")
+		if !ok || tok == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
+			problem.Error(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)")
+			return
+		}
+		role, ok := t.Lookup(tok)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="logbook", error="invalid_token"`)
+			problem.Error(w, http.StatusUnauthorized, "unknown bearer token")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if !role.CanWrite() {
+				problem.Error(w, http.StatusForbidden, fmt.Sprintf("role %s may only read; changing the schedule needs a planner token", role))
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,490 @@
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// The write path.
+//
+//	Append (caller's goroutine): validate, fill in ids, encode records
+//	  -> reqs -> sequencer: expected version, seq and position, one Pebble
+//	     batch for many appends, ApplyNoSyncWait
+//	  -> groups -> syncer: wait for the WAL fsync, raise the durable head,
+//	     wake subscribers, answer the writers.
+//
+// Invariants, kept here:
+//   - positions are assigned by the sequencer alone, consecutively, in the
+//     order batches are applied, so the log has no gaps and commit order is
+//     position order;
+//   - the events of one append go into one batch, so a crash keeps all of
+//     them or none (Pebble applies a WAL batch atomically on recovery);
+//   - the durable head only moves to the end of a group after that group's
+//     fsync, and groups are synced in order (the syncer takes them FIFO
+//     and Pebble syncs its WAL in order), so every position at or below the
+//     head is durable.
+//
+// While the syncer waits for one group's fsync, the sequencer is already
+// building the next: that overlap, plus many appends per fsync, is where
+// the throughput comes from.
+
+const (
+	maxGroupReqs  = 4096
+	maxGroupBytes = 32 << 20
+)
+
+type appendReq struct {
+	stream    string
+	expect    eventstore.ExpectedVersion
+	events    []eventstore.NewEvent
+	clientIDs bool   // some event ids came from the caller and must be checked
+	recs      []byte // encoded records, back to back
+	ends      []int  // recs[ends[i-1]:ends[i]] is event i
+
+	result eventstore.AppendResult
+	err    error
+	done   chan struct{}
+}
+
+func (r *appendReq) rec(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = r.ends[i-1]
+	}
+	return r.recs[start:r.ends[i]]
+}
+
+type group struct {
+	batch    *pebble.Batch
+	reqs     []*appendReq
+	firstPos uint64 // 0 if the group wrote nothing
+	lastPos  uint64
+	streams  []string
+	tags     map[string]struct{}
+	err      error // the whole group failed
+	index    []indexEntry
+	arena    []byte // backing store of index keys
+}
+
+// indexEntry is a stream or tag index key waiting to be added to the
+// group's batch. Event keys go into the batch as they come (positions only
+// grow); index keys are sorted first, because Pebble's memtable inserts a
+// batch in order and an insert next to the previous one skips the search
+// from the top of the skiplist. With many small appends to many streams,
+// unsorted index keys made the memtable insert the costliest step.
+type indexEntry struct {
+	key []byte
+	pos uint64 // value of a stream key; 0 for a tag key, whose value is empty
+}
+
+func (g *group) keyArena(n int) []byte {
+	if cap(g.arena)-len(g.arena) < n {
+		g.arena = make([]byte, 0, max(n, 16<<10))
+	}
+	return g.arena[len(g.arena):len(g.arena)]
+}
+
+func (g *group) addIndex(key []byte, pos uint64) {
+	g.arena = g.arena[:len(g.arena)+len(key)]
+	g.index = append(g.index, indexEntry{key: key, pos: pos})
+}
+
+// flushIndex adds the sorted index keys to the batch.
+func (g *group) flushIndex() {
+	slices.SortFunc(g.index, func(a, b indexEntry) int { return bytes.Compare(a.key, b.key) })
+	var v [8]byte
+	for _, e := range g.index {
+		if e.key[0] == prefixTag {
+			_ = g.batch.Set(e.key, nil, nil)
+			continue
+		}
+		binary.BigEndian.PutUint64(v[:], e.pos)
+		_ = g.batch.Set(e.key, v[:], nil)
+	}
+}
+
+type idLoc struct {
+	stream   string
+	seq, pos uint64
+}
+
+// sequencerState is touched only by the sequencer goroutine.
+type sequencerState struct {
+	nextPos  uint64
+	versions map[string]uint64 // cache of stream versions, including applied but not yet synced appends
+	key      []byte            // scratch
+}
+
+// Append implements eventstore.Store.
+func (s *Store) Append(ctx context.Context, stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (eventstore.AppendResult, error) {
+	if err := s.limits.ValidateAppend(stream, expect, events); err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("append to %q: %w", stream, err)
+	}
+	if err := checkCtx(ctx); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	req := &appendReq{stream: stream, expect: expect, events: events, done: make(chan struct{})}
+	size := 0
+	for i := range events {
+		size += encodedSize(stream, &events[i])
+	}
+	req.recs = make([]byte, 0, size)
+	req.ends = make([]int, len(events))
+	for i := range events {
+		ev := events[i]
+		if ev.ID.IsZero() {
+			ev.ID = eventstore.NewID()
+			events[i].ID = ev.ID // the caller learns the id, and a retry of the same slice is idempotent
+		} else {
+			req.clientIDs = true
+		}
+		req.recs = encodeEvent(req.recs, stream, &ev)
+		req.ends[i] = len(req.recs)
+	}
+
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return eventstore.AppendResult{}, eventstore.ErrClosed
+	}
+	s.reqs <- req
+	s.mu.RUnlock()
+
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	select {
+	case <-req.done:
+		return req.result, req.err
+	case <-done:
+		// The append may still commit; like any database, a cancelled
+		// write has an unknown outcome. Retrying with the same event ids
+		// is safe.
+		return eventstore.AppendResult{}, ctx.Err()
+	}
+}
+
+// sequence is the sequencer goroutine.
+func (s *Store) sequence() {
+	defer close(s.groups)
+	for req := range s.reqs {
+		g := &group{}
+		s.admit(g, req)
+	drain:
+		for len(g.reqs) < maxGroupReqs && (g.batch == nil || g.batch.Len() < maxGroupBytes) {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break drain
+				}
+				s.admit(g, r)
+			default:
+				break drain
+			}
+		}
+		if g.batch != nil && g.err == nil {
+			g.flushIndex()
+			var err error
+			if s.opts.NoSync {
+				err = s.db.Apply(g.batch, pebble.NoSync)
+			} else {
+				err = s.db.ApplyNoSyncWait(g.batch, pebble.Sync)
+			}
+			if err != nil {
+				s.fail(err)
+				g.err = s.failure()
+				// Positions handed out to this group are lost with it;
+				// the store refuses writes from now on, so no gap can
+				// become visible.
+			}
+		}
+		s.trimVersions()
+		s.groups <- g
+	}
+}
+
+// admit decides one append and adds its writes to the group's batch.
+func (s *Store) admit(g *group, req *appendReq) {
+	g.reqs = append(g.reqs, req)
+	if err := s.failure(); err != nil {
+		req.err = err
+		return
+	}
+	cur, err := s.version(req.stream)
+	if err != nil {
+		req.err = fmt.Errorf("append to %q: reading stream version: %w", req.stream, err)
+		return
+	}
+	if req.clientIDs {
+		res, dup, err := s.checkIDs(g, req, cur)
+		if err != nil {
+			req.err = fmt.Errorf("append to %q: %w", req.stream, err)
+			return
+		}
+		if dup {
+			req.result = res
+			return
+		}
+	}
+	if !req.expect.Satisfied(cur) {
+		req.err = &eventstore.ConflictError{Stream: req.stream, Expected: req.expect, Actual: cur}
+		return
+	}
+	if g.batch == nil {
+		g.batch = s.db.NewBatchWithSize(len(req.recs) + len(req.events)*(48+2*len(req.stream)))
+	}
+	now := time.Now().UnixNano()
+	st := &s.seq
+	firstPos := st.nextPos
+	for i := range req.events {
+		rec := req.rec(i)
+		seq, pos := cur+1+uint64(i), firstPos+uint64(i)
+		patchSeqTime(rec, seq, now)
+		st.key = eventKey(st.key[:0], pos)
+		_ = g.batch.Set(st.key, rec, nil)
+		g.addIndex(streamKey(g.keyArena(len(req.stream)+10), req.stream, seq), pos)
+		for _, tag := range req.events[i].Tags {
+			g.addIndex(tagKey(g.keyArena(len(tag)+10), tag, pos), 0)
+			if g.tags == nil {
+				g.tags = make(map[string]struct{})
+			}
+			g.tags[tag] = struct{}{}
+		}
+		s.recent.add(req.events[i].ID, pos)
+	}
+	n := uint64(len(req.events))
+	if g.firstPos == 0 {
+		g.firstPos = firstPos
+	}
+	st.nextPos += n
+	s.setVersion(req.stream, cur+n)
+	g.lastPos = st.nextPos - 1
+	g.streams = append(g.streams, req.stream)
+	req.result = eventstore.AppendResult{
+		Stream:        req.stream,
+		FirstSeq:      cur + 1,
+		LastSeq:       cur + n,
+		FirstPosition: firstPos,
+		LastPosition:  g.lastPos,
+	}
+}
+
+// checkIDs decides whether an append with caller-given ids is a retry of
+// one already stored. Two places can hold the original:
+//
+//   - the recent-id table, which remembers the last RecentIDs events
+//     written, whatever their stream or expected version;
+//   - the stream itself, right after the expected version: if an append
+//     expecting version E finds the stream past E, its original (if it was
+//     stored) is exactly the events E+1, E+2, … — a point read, however old.
+//
+// An append whose exact expected version is satisfied cannot have been
+// stored before (it would have moved the version past E), so beyond the
+// recent table it needs no lookup at all. That keeps the common path free
+// of random index reads; only Any appends rely on the recent table alone.
+func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.AppendResult, bool, error) {
+	var locs []idLoc // allocated on the first hit: most appends have none
+	found := 0
+	for i := range req.events {
+		pos, ok := s.recent.get(req.events[i].ID)
+		if !ok {
+			continue
+		}
+		loc, err := s.locate(g, pos)
+		if err != nil {
+			return eventstore.AppendResult{}, false, err
+		}
+		if locs == nil {
+			locs = make([]idLoc, len(req.events))
+		}
+		locs[i] = loc
+		found++
+	}
+	if found < len(req.events) && !req.expect.Satisfied(cur) && req.expect != eventstore.Any {
+		base := uint64(0)
+		if req.expect >= 0 {
+			base = uint64(req.expect)
+		}
+		if cur > base {
+			at := make([]idLoc, len(req.events))
+			n, err := s.storedAt(req, base+1, at)
+			if err != nil {
+				return eventstore.AppendResult{}, false, err
+			}
+			if found == 0 || n == len(req.events) {
+				locs, found = at, n
+			}
+		}
+	}
+	if found == 0 {
+		return eventstore.AppendResult{}, false, nil
+	}
+	for i, loc := range locs {
+		id := req.events[i].ID
+		switch {
+		case loc.stream == "":
+			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event %d id %s is new but other ids of the append were stored", eventstore.ErrDuplicateEventID, i, id)
+		case loc.stream != req.stream:
+			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event id %s belongs to stream %q", eventstore.ErrDuplicateEventID, id, loc.stream)
+		case i > 0 && (loc.seq != locs[i-1].seq+1 || loc.pos != locs[i-1].pos+1):
+			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event ids of the append were stored by different appends", eventstore.ErrDuplicateEventID)
+		}
+	}
+	return eventstore.AppendResult{
+		Stream:        req.stream,
+		FirstSeq:      locs[0].seq,
+		LastSeq:       locs[len(locs)-1].seq,
+		FirstPosition: locs[0].pos,
+		LastPosition:  locs[len(locs)-1].pos,
+		Duplicate:     true,
+	}, true, nil
+}
+
+// locate finds the stream and seq of the event at pos: in the group being
+// built, whose batch is not applied yet, or else in Pebble, whose reads
+// from the sequencer see batches applied but not yet synced.
+func (s *Store) locate(g *group, pos uint64) (idLoc, error) {
+	if g.firstPos != 0 && pos >= g.firstPos {
+		for _, r := range g.reqs {
+			res := r.result
+			if r.err == nil && !res.Duplicate && res.FirstPosition <= pos && pos <= res.LastPosition {
+				return idLoc{stream: r.stream, seq: res.FirstSeq + (pos - res.FirstPosition), pos: pos}, nil
+			}
+		}
+	}
+	rec, closer, err := s.db.Get(eventKey(nil, pos))
+	if err != nil {
+		return idLoc{}, fmt.Errorf("event %d of the recent-id table: %w", pos, err)
+	}
+	defer closer.Close()
+	var in interner
+	ev, err := decodeEvent(pos, rec, &in)
+	if err != nil {
+		return idLoc{}, err
+	}
+	return idLoc{stream: ev.Stream, seq: ev.Seq, pos: pos}, nil
+}
+
+// storedAt compares the append's ids with the stream's events from seq
+// on, filling locs for those that match; it reads Pebble directly, so it
+// also sees appends applied but not yet synced.
+func (s *Store) storedAt(req *appendReq, seq uint64, locs []idLoc) (int, error) {
+	prefix := streamPrefix(nil, req.stream)
+	iter, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: streamKey(nil, req.stream, seq),
+		UpperBound: prefixEnd(prefix),
+	})
+	if err != nil {
+		return 0, err
+	}
+	var positions []uint64
+	for ok := iter.First(); ok && len(positions) < len(req.events); ok = iter.Next() {
+		positions = append(positions, be64(iter.Value()))
+	}
+	if err := iter.Close(); err != nil {
+		return 0, err
+	}
+	evs, err := s.loadEvents(req.stream, positions)
+	if err != nil {
+		return 0, err
+	}
+	found := 0
+	for i := range evs {
+		if evs[i].ID == req.events[i].ID {
+			locs[i] = idLoc{stream: req.stream, seq: evs[i].Seq, pos: evs[i].Position}
+			found++
+		}
+	}
+	return found, nil
+}
+
+// version returns the stream's version as the sequencer sees it: including
+// appends applied but not yet synced.
+func (s *Store) version(stream string) (uint64, error) {
+	if v, ok := s.seq.versions[stream]; ok {
+		return v, nil
+	}
+	v, err := s.lastSeq(stream, ^uint64(0))
+	if err != nil {
+		return 0, err
+	}
+	s.setVersion(stream, v)
+	return v, nil
+}
+
+func (s *Store) setVersion(stream string, v uint64) {
+	s.seq.versions[stream] = v
+}
+
+// trimVersions bounds the version cache. It runs between groups, after the
+// group's batch is applied: a version dropped in the middle of a group would
+// be read back from the stream index, which does not hold the group's
+// writes yet, and the stream's next append would reuse sequence numbers.
+func (s *Store) trimVersions() {
+	m := s.seq.versions
+	if len(m) <= s.opts.VersionCacheSize {
+		return
+	}
+	// Drop about half, in Go's random map order: cheap, and a dropped
+	// version is just read back from the stream index.
+	n := len(m) / 2
+	for k := range m {
+		delete(m, k)
+		n--
+		if n == 0 {
+			break
+		}
+	}
+}
+
+// syncLoop is the syncer goroutine.
+func (s *Store) syncLoop() {
+	defer close(s.done)
+	for g := range s.groups {
+		if g.batch != nil {
+			if g.err == nil && !s.opts.NoSync {
+				if err := g.batch.SyncWait(); err != nil {
+					s.fail(err)
+					g.err = s.failure()
+				}
+			}
+			if g.err == nil {
+				// An earlier group's fsync failed: positions before
+				// this group's may not be on disk, so the head must not
+				// move past them, even if this group's own sync passed.
+				g.err = s.failure()
+			}
+			if g.err != nil {
+				for _, r := range g.reqs {
+					if r.err == nil {
+						r.err = g.err
+					}
+				}
+			} else if g.lastPos > 0 {
+				s.durable.Store(g.lastPos)
+				s.notify.Publish(g.streams, g.tags)
+			}
+			_ = g.batch.Close()
+		} else if err := s.failure(); err != nil {
+			// Nothing of its own to sync, but a duplicate answer may rest
+			// on an earlier group's writes whose fsync has just failed.
+			for _, r := range g.reqs {
+				if r.err == nil {
+					r.err = err
+				}
+			}
+		}
+		for _, r := range g.reqs {
+			close(r.done)
+		}
+	}
+}

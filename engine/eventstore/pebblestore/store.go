@@ -1,0 +1,297 @@
+// Package pebblestore is the embedded event store: one process, a data
+// directory, Pebble underneath.
+//
+// Every append passes through a single sequencer goroutine (commit.go),
+// which checks expected versions, assigns sequence numbers and positions
+// and applies many appends as one Pebble batch; a syncer goroutine waits for
+// that batch's WAL fsync and only then publishes the new durable head and
+// answers the writers. Readers never look past the durable head, so nothing
+// a crash could take back is ever seen.
+package pebblestore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/internal/pebbleformat"
+)
+
+// Options configure a Store. The zero value is the production setting.
+type Options struct {
+	Limits eventstore.Limits
+	// NoSync skips the fsync on append. For tests only: an acknowledged
+	// append may be lost in a crash.
+	NoSync bool
+	// CacheBytes sizes Pebble's block cache (default 128 MiB).
+	CacheBytes int64
+	// MemTableBytes sizes each Pebble memtable (default 64 MiB).
+	MemTableBytes uint64
+	// MaxReadBatch caps the max argument of reads (default 10,000).
+	MaxReadBatch int
+	// VersionCacheSize bounds how many stream versions the sequencer keeps
+	// in memory (default 1,000,000).
+	VersionCacheSize int
+	// RecentIDs is how many of the latest events' ids the store remembers
+	// to recognize a retried append with expected version Any (default
+	// 100,000). Retries with an exact expected version are recognized
+	// whatever their age.
+	RecentIDs int
+	// Logger receives Pebble's errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Store is the Pebble-backed eventstore.Store.
+type Store struct {
+	db     *pebble.DB
+	opts   Options
+	limits eventstore.Limits
+	fs     *countingFS
+
+	// durable is the position of the last event whose batch is synced.
+	// Readers bound every read by it.
+	durable atomic.Uint64
+	notify  eventstore.Notifier
+
+	mu     sync.RWMutex // guards closed against concurrent sends on reqs
+	closed bool
+	reqs   chan *appendReq
+	groups chan *group
+	done   chan struct{} // closed when the syncer has finished
+	failed atomic.Pointer[error]
+
+	snapMu sync.Mutex // serializes snapshot read-compare-write
+
+	// dbMu keeps the database open under the calls that read it (and
+	// SaveSnapshot): each holds a read lock, taken with TryRLock so that
+	// calls nested in one another cannot deadlock with a waiting Close;
+	// Close takes the write lock for good before closing the database.
+	dbMu sync.RWMutex
+
+	seq    sequencerState // owned by the sequencer goroutine
+	recent *recentIDs     // owned by the sequencer goroutine
+}
+
+var _ eventstore.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store in dir. Only one process may
+// have a directory open at a time.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 128 << 20
+	}
+	if opts.MemTableBytes == 0 {
+		opts.MemTableBytes = 64 << 20
+	}
+	if opts.MaxReadBatch <= 0 {
+		opts.MaxReadBatch = 10_000
+	}
+	if opts.VersionCacheSize <= 0 {
+		opts.VersionCacheSize = 1_000_000
+	}
+	if opts.RecentIDs <= 0 {
+		opts.RecentIDs = 100_000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Store{
+		opts:   opts,
+		limits: opts.Limits.WithDefaults(),
+		fs:     &countingFS{FS: vfs.Default},
+		reqs:   make(chan *appendReq, 1024),
+		groups: make(chan *group, 2),
+		done:   make(chan struct{}),
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	popts := &pebble.Options{
+		FS:                 s.fs,
+		Cache:              cache,
+		MemTableSize:       opts.MemTableBytes,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{opts.Logger},
+	}
+	popts.EnsureDefaults()
+	// Index lookups by exact key (ids, stream heads) are common and mostly
+	// miss: bloom filters make a miss cost no block read.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	s.db = db
+	if err := s.recover(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	go s.sequence()
+	go s.syncLoop()
+	return s, nil
+}
+
+// recover checks the format marker and finds the last position.
+func (s *Store) recover() error {
+	if err := pebbleformat.Claim(s.db, formatKey, formatVersion, "store"); err != nil {
+		return err
+	}
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
+	if err != nil {
+		return err
+	}
+	var last uint64
+	if iter.Last() {
+		last = be64(iter.Key()[1:])
+	}
+	if err := iter.Close(); err != nil {
+		return err
+	}
+	s.durable.Store(last)
+	s.seq = sequencerState{nextPos: last + 1, versions: make(map[string]uint64)}
+	s.recent = newRecentIDs(s.opts.RecentIDs)
+	// Refill the recent-id table from the tail of the log, so that a
+	// retry sent across a restart is still recognized.
+	from := uint64(1)
+	if last > uint64(s.opts.RecentIDs) {
+		from = last - uint64(s.opts.RecentIDs) + 1
+	}
+	iter, err = s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(nil, from), UpperBound: eventKey(nil, last+1)})
+	if err != nil {
+		return err
+	}
+	for ok := iter.First(); ok; ok = iter.Next() {
+		v, err := iter.ValueAndErr()
+		if err != nil || len(v) < fixedBytes {
+			_ = iter.Close()
+			return fmt.Errorf("reading recent event ids: %w", cmp.Or(err, errCorrupt))
+		}
+		s.recent.add(eventstore.ID(v[offID:fixedBytes]), be64(iter.Key()[1:]))
+	}
+	if err := iter.Close(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Close stops accepting appends, waits for those in flight, and closes
+// the database. Subscriptions return eventstore.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.reqs)
+	s.mu.Unlock()
+	<-s.done
+	s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
+	s.notify.Close()
+	return s.db.Close()
+}
+
+// enter guards a use of the database against Close: it fails with
+// eventstore.ErrClosed once Close has begun, else the caller must leave.
+func (s *Store) enter() error {
+	if !s.dbMu.TryRLock() {
+		return eventstore.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.dbMu.RUnlock() }
+
+// Fsyncs counts the fsync calls made on the store's files since Open.
+func (s *Store) Fsyncs() uint64 { return s.fs.syncs.Load() }
+
+// Metrics exposes Pebble's metrics for diagnostics.
+func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
+
+// Limits returns the limits in force.
+func (s *Store) Limits() eventstore.Limits { return s.limits }
+
+func (s *Store) failure() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records a write failure. After a failed WAL write or fsync the
+// store's state on disk is unknown, so it refuses every later append; the
+// process should restart and recover from the directory.
+func (s *Store) fail(err error) {
+	err = fmt.Errorf("pebblestore: write failed, store unusable until reopened: %w", err)
+	s.failed.CompareAndSwap(nil, &err)
+	s.opts.Logger.Error("event store write failed", "err", err)
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(string, ...any) {}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}
+
+// countingFS counts fsyncs, so that benchmarks can report how well group
+// commit shares them.
+type countingFS struct {
+	vfs.FS
+	syncs atomic.Uint64
+}
+
+func (fs *countingFS) wrap(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return f, err
+	}
+	return &countingFile{File: f, n: &fs.syncs}, nil
+}
+
+func (fs *countingFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	return fs.wrap(fs.FS.Create(name, c))
+}
+
+func (fs *countingFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	return fs.wrap(fs.FS.ReuseForWrite(oldname, newname, c))
+}
+
+func (fs *countingFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, o ...vfs.OpenOption) (vfs.File, error) {
+	return fs.wrap(fs.FS.OpenReadWrite(name, c, o...))
+}
+
+type countingFile struct {
+	vfs.File
+	n *atomic.Uint64
+}
+
+func (f *countingFile) Sync() error     { f.n.Add(1); return f.File.Sync() }
+func (f *countingFile) SyncData() error { f.n.Add(1); return f.File.SyncData() }
+func (f *countingFile) SyncTo(length int64) (bool, error) {
+	full, err := f.File.SyncTo(length)
+	if full {
+		f.n.Add(1)
+	}
+	return full, err
+}
+
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,238 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// Every read returns positioned events only: a committed append that the
+// sequencer has not reached yet is invisible, as if it had not committed.
+const eventColumns = `stream, seq, position, id, type, version, tags, meta, data, time`
+
+func (s *Store) clampMax(max int) int {
+	if max <= 0 || max > s.opts.MaxReadBatch {
+		return s.opts.MaxReadBatch
+	}
+	return max
+}
+
+func (s *Store) query(ctx context.Context, op string, sql string, args ...any) ([]eventstore.Event, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	return out, nil
+}
+
+func scanEvents(rows pgx.Rows) ([]eventstore.Event, error) {
+	defer rows.Close()
+	var out []eventstore.Event
+	var seq, pos int64
+	var version int32
+	var meta *string
+	for rows.Next() {
+		var ev eventstore.Event
+		if err := rows.Scan(&ev.Stream, &seq, &pos, &ev.ID, &ev.Type, &version, &ev.Tags, &meta, &ev.Data, &ev.Time); err != nil {
+			return nil, err
+		}
+		ev.Seq, ev.Position, ev.Version = uint64(seq), uint64(pos), int(version)
+		if len(ev.Tags) == 0 {
+			ev.Tags = nil
+		}
+		if meta != nil {
+			if err := json.Unmarshal([]byte(*meta), &ev.Meta); err != nil {
+				return nil, fmt.Errorf("event %d: meta: %w", pos, err)
+			}
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// Head implements eventstore.Store.
+func (s *Store) Head(ctx context.Context) (uint64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var h int64
+	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&h); err != nil {
+		return 0, s.fail("head", err)
+	}
+	return uint64(h), nil
+}
+
+// ReadAll implements eventstore.Store.
+func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore.Event, error) {
+	if from == 0 {
+		from = 1
+	}
+	return s.query(ctx, fmt.Sprintf("read all from %d", from),
+		`SELECT `+eventColumns+` FROM events WHERE position >= $1 ORDER BY position LIMIT $2`,
+		int64(min(from, 1<<62)), s.clampMax(max))
+}
+
+// ReadStream implements eventstore.Store.
+func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]eventstore.Event, error) {
+	if err := s.limits.ValidateStreamID(stream); err != nil {
+		return nil, fmt.Errorf("read stream: %w", err)
+	}
+	if from == 0 {
+		from = 1
+	}
+	return s.query(ctx, fmt.Sprintf("read stream %q", stream),
+		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq >= $2 AND position IS NOT NULL ORDER BY seq LIMIT $3`,
+		stream, int64(min(from, 1<<62)), s.clampMax(max))
+}
+
+// ReadStreamBackward implements eventstore.Store.
+func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint64, max int) ([]eventstore.Event, error) {
+	if err := s.limits.ValidateStreamID(stream); err != nil {
+		return nil, fmt.Errorf("read stream backward: %w", err)
+	}
+	if from == 0 || from > 1<<62 {
+		from = 1 << 62
+	}
+	return s.query(ctx, fmt.Sprintf("read stream %q backward", stream),
+		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq <= $2 AND position IS NOT NULL ORDER BY seq DESC LIMIT $3`,
+		stream, int64(from), s.clampMax(max))
+}
+
+// ReadTag implements eventstore.Store.
+func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) ([]eventstore.Event, error) {
+	if err := s.limits.ValidateTag(tag); err != nil {
+		return nil, fmt.Errorf("read tag: %w", err)
+	}
+	if from == 0 {
+		from = 1
+	}
+	return s.query(ctx, fmt.Sprintf("read tag %q", tag),
+		`SELECT e.stream, e.seq, e.position, e.id, e.type, e.version, e.tags, e.meta, e.data, e.time
+		FROM (SELECT position FROM event_tags WHERE tag = $1 AND position >= $2 ORDER BY position LIMIT $3) t
+		JOIN events e ON e.position = t.position ORDER BY e.position`,
+		tag, int64(min(from, 1<<62)), s.clampMax(max))
+}
+
+// ListStreams implements eventstore.Store. A stream is listed once its
+// first append has committed, perhaps a moment before its events can be
+// read.
+func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]string, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	rows, err := s.pool.Query(ctx, `SELECT stream FROM streams WHERE stream > $1 ORDER BY stream LIMIT $2`, after, s.clampMax(max))
+	if err != nil {
+		return nil, s.fail("list streams", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, s.fail("list streams", err)
+	}
+	return names, nil
+}
+
+// StreamVersion implements eventstore.Store: the last readable seq.
+func (s *Store) StreamVersion(ctx context.Context, stream string) (uint64, error) {
+	if err := s.limits.ValidateStreamID(stream); err != nil {
+		return 0, fmt.Errorf("stream version: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var v int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT seq FROM events WHERE stream = $1 AND position IS NOT NULL ORDER BY seq DESC LIMIT 1), 0)`, stream).Scan(&v)
+	if err != nil {
+		return 0, s.fail(fmt.Sprintf("version of %q", stream), err)
+	}
+	return uint64(v), nil
+}
+
+// ReadFiltered implements eventstore.Tail.
+func (s *Store) ReadFiltered(ctx context.Context, f eventstore.Filter, cursor uint64, max int) ([]eventstore.Event, error) {
+	return eventstore.ReadFiltered(ctx, s, f, cursor, max)
+}
+
+// Changed implements eventstore.Tail.
+func (s *Store) Changed(f eventstore.Filter) <-chan struct{} { return s.notify.Changed(f) }
+
+// Subscribe implements eventstore.Store.
+func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64) (eventstore.Subscription, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.limits.ValidateFilter(f); err != nil {
+		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	return eventstore.NewSubscription(s, f, from, 0), nil
+}
+
+// SaveSnapshot implements eventstore.Store. A snapshot never replaces a
+// newer one.
+func (s *Store) SaveSnapshot(ctx context.Context, snap eventstore.Snapshot) error {
+	if err := s.limits.ValidateSnapshot(snap); err != nil {
+		return fmt.Errorf("save snapshot: %w", err)
+	}
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	v, err := s.StreamVersion(ctx, snap.Stream)
+	if err != nil {
+		return err
+	}
+	if snap.Seq > v {
+		return eventstore.SnapshotBeyondVersion(snap, v)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	data := snap.Data
+	if data == nil {
+		data = []byte{}
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO snapshots AS o VALUES ($1, $2, $3, $4)
+		ON CONFLICT (stream) DO UPDATE SET seq = excluded.seq, version = excluded.version, data = excluded.data
+		WHERE o.seq <= excluded.seq`, snap.Stream, int64(snap.Seq), int32(snap.Version), data)
+	return s.fail(fmt.Sprintf("save snapshot of %q", snap.Stream), err)
+}
+
+// LoadSnapshot implements eventstore.Store.
+func (s *Store) LoadSnapshot(ctx context.Context, stream string) (eventstore.Snapshot, bool, error) {
+	if err := s.limits.ValidateStreamID(stream); err != nil {
+		return eventstore.Snapshot{}, false, fmt.Errorf("load snapshot: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return eventstore.Snapshot{}, false, err
+	}
+	defer s.leave()
+	snap := eventstore.Snapshot{Stream: stream}
+	var seq int64
+	var version int32
+	err := s.pool.QueryRow(ctx, `SELECT seq, version, data FROM snapshots WHERE stream = $1`, stream).Scan(&seq, &version, &snap.Data)
+	if err == pgx.ErrNoRows {
+		return eventstore.Snapshot{}, false, nil
+	}
+	if err != nil {
+		return eventstore.Snapshot{}, false, s.fail(fmt.Sprintf("load snapshot of %q", stream), err)
+	}
+	snap.Seq, snap.Version = uint64(seq), int(version)
+	return snap, true, nil
+}

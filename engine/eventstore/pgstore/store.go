@@ -1,0 +1,265 @@
+// Package pgstore is the event store on PostgreSQL, for when one machine
+// is not enough: several logbook processes share one database, each with
+// this Store, and they see one log.
+//
+// Writers append in parallel, each in its own transaction, without a
+// global lock; the events they commit have no global position yet. One
+// sequencer at a time (an advisory lock elects it among the processes)
+// gives committed events their positions, whole appends at a time, and
+// moves the head. Readers only ever see positioned events, and positions
+// are only ever handed out in increasing order in committed sequencer
+// transactions, so the log readers see is a gap-free prefix that never
+// grows in the middle: an append that commits late gets a later position,
+// it does not appear behind a reader's cursor. An append returns once its
+// events have positions. docs/ARCHITECTURE.md weighs this against the
+// alternatives.
+package pgstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Schema holds the store's tables; default the URL's search_path
+	// parameter, else "logbook". It is created if missing.
+	Schema string
+	// MaxConns bounds the connection pool; default 64. The persistence
+	// query permitter keeps concurrent queries below its own limit, which
+	// should be below this one.
+	MaxConns int32
+	Limits   eventstore.Limits
+	// NoSequencer keeps this process from ever sequencing: some other
+	// process sharing the database must. For tests of that split.
+	NoSequencer bool
+	// MaxReadBatch caps the events one read returns; default 4096.
+	MaxReadBatch int
+	// Poll is the safety net under LISTEN/NOTIFY: how often the head is
+	// read when no notification came; default 200ms.
+	Poll time.Duration
+	// beforeCommit, for tests, runs inside an append's transaction just
+	// before it commits.
+	beforeCommit func(ctx context.Context, stream string) error
+}
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+// Store is an eventstore.Store on PostgreSQL.
+type Store struct {
+	pool    *pgxpool.Pool
+	schema  string
+	lockKey int64
+	headCh  string // NOTIFY channel: the head moved (payload: new head)
+	kickCh  string // NOTIFY channel: an append committed, wake the sequencer
+	limits  eventstore.Limits
+	opts    Options
+
+	notify eventstore.Notifier
+
+	mu      sync.Mutex
+	known   uint64              // the head this process has published to its subscribers
+	waiters map[int64]*waiter   // appends waiting for their positions, by append_no
+	recent  map[int64][2]uint64 // positions of appends seen lately, for waiters that register late
+	carry   *span               // the append the last stretch published cut in two
+	order   []int64             // recent's keys, oldest first
+
+	reqs       chan *appendReq
+	kickLocal  chan struct{} // wakes this process's sequencer, if it is the one
+	sequencing atomic.Bool
+	kicking    atomic.Bool
+	kicks      atomic.Uint64 // kicks asked for, so a NOTIFY in flight knows to send again
+	headMoved  chan struct{} // wakes the follower
+
+	closeMu sync.RWMutex
+	closed  bool
+	closing <-chan struct{} // closed by Close
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type waiter struct {
+	done  chan struct{}
+	first uint64
+	last  uint64
+	err   error
+}
+
+var _ eventstore.Store = (*Store)(nil)
+var _ eventstore.Tail = (*Store)(nil)
+
+// Open connects to the database at url, creates the schema if needed, and
+// starts following the log (and, if no other process is, sequencing it).
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if opts.Schema == "" {
+		opts.Schema = cfg.ConnConfig.RuntimeParams["search_path"]
+	}
+	if opts.Schema == "" {
+		opts.Schema = "logbook"
+	}
+	if !schemaName.MatchString(opts.Schema) {
+		return nil, fmt.Errorf("pgstore: schema %q: want lower-case letters, digits and _", opts.Schema)
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 64
+	}
+	if opts.MaxReadBatch <= 0 {
+		opts.MaxReadBatch = 4096
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 200 * time.Millisecond
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("logbook sequencer " + opts.Schema))
+	s := &Store{
+		pool:      pool,
+		schema:    opts.Schema,
+		lockKey:   int64(h.Sum64() >> 1),
+		headCh:    opts.Schema + "_head",
+		kickCh:    opts.Schema + "_appended",
+		limits:    opts.Limits.WithDefaults(),
+		opts:      opts,
+		waiters:   make(map[int64]*waiter),
+		recent:    make(map[int64][2]uint64),
+		reqs:      make(chan *appendReq, 1024),
+		kickLocal: make(chan struct{}, 1),
+		headMoved: make(chan struct{}, 1),
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&s.known); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: read head: %w", err)
+	}
+	bg, stop := context.WithCancel(context.Background())
+	s.stop, s.closing = stop, bg.Done()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.follow(bg) }()
+	for range appenders {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.appender(bg) }()
+	}
+	if !opts.NoSequencer {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.sequencer(bg) }()
+	}
+	return s, nil
+}
+
+// migrate creates the schema under an advisory lock, so processes that
+// start together do not trip over each other's DDL.
+func (s *Store) migrate(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockKey+1); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.schema}.Sanitize()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, schemaSQL)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: create schema %s: %w", s.schema, err)
+	}
+	return nil
+}
+
+// Limits reports the limits appends are checked against.
+func (s *Store) Limits() eventstore.Limits { return s.limits }
+
+// Pool is the connection pool, for callers that report its statistics.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Sequencing reports whether this process is the one sequencing the log.
+func (s *Store) Sequencing() bool { return s.sequencing.Load() }
+
+func (s *Store) enter() error {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return eventstore.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.closeMu.RUnlock() }
+
+// Close stops following and sequencing and closes the pool. Reads in
+// flight finish first; appends still waiting for their outcome, and every
+// later call, fail with eventstore.ErrClosed (an append so answered may
+// have committed: a retry with its event ids tells).
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	s.stop()
+	s.mu.Lock()
+	for a, w := range s.waiters {
+		w.err = eventstore.ErrClosed
+		close(w.done)
+		delete(s.waiters, a)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.notify.Close()
+	s.pool.Close()
+	return nil
+}
+
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// fail adds context to a database error, and tells a caller whose call
+// raced with Close that the store is closed rather than what the pool said.
+func (s *Store) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	s.closeMu.RLock()
+	closed := s.closed
+	s.closeMu.RUnlock()
+	if closed {
+		return eventstore.ErrClosed
+	}
+	return fmt.Errorf("pgstore: %s: %w", op, err)
+}

@@ -1,0 +1,181 @@
+package projection
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/internal/pebbleformat"
+)
+
+// PebbleView is the storage of a durable view: a Pebble database of its
+// own, where each Apply hands the view's update function one batch, adds
+// the checkpoint to the same batch and commits it. Pebble applies a batch
+// whole or not at all, also when replaying its WAL after a crash, so the
+// view's state and its checkpoint never part: exactly-once by the first
+// strategy of the package documentation.
+//
+// Keys starting with byte 0x00 are the runtime's; the view's own keys must
+// not.
+type PebbleView struct {
+	db     *pebble.DB
+	update func(b *pebble.Batch, events []eventstore.Event) error
+	write  *pebble.WriteOptions
+
+	mu     sync.Mutex // serializes Apply and Close
+	pos    uint64     // the committed checkpoint, guarded by mu
+	closed bool
+}
+
+// PebbleOptions configure a PebbleView.
+type PebbleOptions struct {
+	// Sync makes each Apply wait for its batch to reach the disk. Exactly-
+	// once does not need it: a crash can only lose the newest batches,
+	// state and checkpoint together, and the runner applies them again.
+	// It saves that replay after a machine crash, for an fsync per batch.
+	Sync bool
+	// Logger receives Pebble's errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+var (
+	checkpointKey    = []byte("\x00checkpoint")
+	viewFormatKey    = []byte("\x00format")
+	viewFormat       = "logbook-view-1"
+	errBadCheckpoint = errors.New("malformed checkpoint")
+)
+
+// OpenPebbleView opens (creating if needed) the view database in dir.
+// Apply calls update with an indexed batch, whose reads see the batch's
+// own writes over the committed state: update writes the effect of events
+// into it and must not commit or close it. An error from update discards
+// the whole batch.
+func OpenPebbleView(dir string, opts PebbleOptions, update func(b *pebble.Batch, events []eventstore.Event) error) (*PebbleView, error) {
+	if update == nil {
+		return nil, errors.New("projection: open view: no update function")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	popts := &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             viewLogger{opts.Logger},
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("projection: open view %s: %w", dir, err)
+	}
+	v := &PebbleView{db: db, update: update, write: pebble.NoSync}
+	if opts.Sync {
+		v.write = pebble.Sync
+	}
+	if err := v.load(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("projection: open view %s: %w", dir, err)
+	}
+	return v, nil
+}
+
+// load checks the format marker and reads the checkpoint.
+func (v *PebbleView) load() error {
+	if err := pebbleformat.Claim(v.db, viewFormatKey, viewFormat, "view"); err != nil {
+		return err
+	}
+	var err error
+	v.pos, err = readCheckpoint(v.db)
+	return err
+}
+
+func readCheckpoint(r pebble.Reader) (uint64, error) {
+	b, closer, err := r.Get(checkpointKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(b) != 8 {
+		return 0, errBadCheckpoint
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// Checkpoint implements View.
+func (v *PebbleView) Checkpoint(context.Context) (uint64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.pos, nil
+}
+
+// Apply implements View: the update function's writes and the checkpoint
+// in one batch, one commit.
+func (v *PebbleView) Apply(_ context.Context, batch []eventstore.Event) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return fmt.Errorf("projection: apply to a closed view: %w", pebble.ErrClosed)
+	}
+	b := v.db.NewIndexedBatch()
+	defer b.Close()
+	if err := v.update(b, batch); err != nil {
+		return err
+	}
+	last := batch[len(batch)-1].Position
+	var cp [8]byte
+	binary.BigEndian.PutUint64(cp[:], last)
+	// Set last: should update have touched the key, this write wins.
+	if err := b.Set(checkpointKey, cp[:], nil); err != nil {
+		return err
+	}
+	if err := b.Commit(v.write); err != nil {
+		return fmt.Errorf("commit view batch: %w", err)
+	}
+	v.pos = last
+	return nil
+}
+
+// Read calls fn with a consistent snapshot of the view and the checkpoint
+// it reflects. fn must not close r. Reads may run during Apply; they see
+// each batch entirely or not at all.
+func (v *PebbleView) Read(fn func(r pebble.Reader, pos uint64) error) error {
+	snap := v.db.NewSnapshot()
+	defer snap.Close()
+	pos, err := readCheckpoint(snap)
+	if err != nil {
+		return fmt.Errorf("projection: read view checkpoint: %w", err)
+	}
+	return fn(snap, pos)
+}
+
+// Close closes the database. No Read may be running or start after.
+func (v *PebbleView) Close() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return nil
+	}
+	v.closed = true
+	return v.db.Close()
+}
+
+type viewLogger struct{ l *slog.Logger }
+
+func (p viewLogger) Infof(string, ...any) {}
+func (p viewLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble (view): " + fmt.Sprintf(format, args...))
+}
+func (p viewLogger) Fatalf(format string, args ...any) {
+	msg := "pebble (view): " + fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}

@@ -1,0 +1,386 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// ErrStopped is returned by WaitFor once the runner that was to apply the
+// position has stopped; when Run failed, its error is wrapped as well.
+var ErrStopped = errors.New("projection: runner stopped")
+
+// Options configure a Runner or a Live view.
+type Options struct {
+	// Name identifies the view in errors, logs and metrics. Views reporting
+	// to one Registerer need distinct names: replicas of one view are
+	// "orders-1", "orders-2".
+	Name string
+	// Filter selects what the view sees: eventstore.All() (the zero value)
+	// or eventstore.Tagged(tag). Stream filters are refused: a checkpoint
+	// is a global position.
+	Filter eventstore.Filter
+	// MaxBatch caps the events per Apply (default 1024). While catching
+	// up on FilterAll, the runner gathers pages up to it, so that a view
+	// that commits per batch commits less often.
+	MaxBatch int
+	// Registerer receives the lag metrics; nil records none.
+	Registerer prometheus.Registerer
+	// Logger receives background failures: a Live view's, and the read
+	// failures a Runner retries (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = "view"
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 1024
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Runner keeps one view up to date from a store: it resumes after the
+// view's checkpoint, catches up, then follows the log live. A Runner runs
+// once; to restart a view, make a new Runner for it.
+type Runner struct {
+	store eventstore.Store
+	view  View
+	opts  Options
+
+	// applied is the position of the last event the view holds: its
+	// checkpoint at start, then the end of each batch applied.
+	applied atomic.Uint64
+	loaded  atomic.Bool // applied holds the checkpoint
+
+	mu      sync.Mutex
+	wake    chan struct{} // closed on progress; made on demand by waiters
+	started bool
+	stopped bool
+	err     error // what Run returned
+}
+
+// NewRunner returns a runner of view over store; Run starts it.
+func NewRunner(store eventstore.Store, view View, opts Options) *Runner {
+	return &Runner{store: store, view: view, opts: opts.withDefaults()}
+}
+
+// Run applies events to the view until ctx ends (it then returns nil) or
+// something fails: reading the checkpoint, the subscription, or Apply.
+// Stop it before closing the store.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	r.mu.Lock()
+	if r.started {
+		r.mu.Unlock()
+		return fmt.Errorf("projection %s: runner already started", r.opts.Name)
+	}
+	r.started = true
+	r.mu.Unlock()
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = nil // asked to stop; what was interrupted does not matter
+		}
+		r.mu.Lock()
+		r.stopped, r.err = true, err
+		r.signalLocked()
+		r.mu.Unlock()
+	}()
+
+	if k := r.opts.Filter.Kind; k != eventstore.FilterAll && k != eventstore.FilterTag {
+		return fmt.Errorf("projection %s: filter %s: a view follows all events or a tag", r.opts.Name, r.opts.Filter)
+	}
+	if r.opts.Registerer != nil {
+		unreport, err := report(r.opts.Registerer, r.opts.Name, runnerLag(r))
+		if err != nil {
+			return fmt.Errorf("projection %s: %w", r.opts.Name, err)
+		}
+		defer unreport()
+	}
+	cp, err := r.view.Checkpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("projection %s: reading the checkpoint: %w", r.opts.Name, err)
+	}
+	r.applied.Store(cp)
+	r.loaded.Store(true) // before the wake-up: a tag waiter needs it
+	r.advance(cp)
+	// Reading can fail for a while — a shared store's database restarts,
+	// a network breaks — and a view that stopped for good would serve a
+	// stale schedule until someone rebuilt it. So a failed read is tried
+	// again, from the last applied position, with a growing pause; only a
+	// closed store or a failed Apply (the view's own fault) ends the run.
+	backoff := 50 * time.Millisecond
+	for {
+		applied, err := r.follow(ctx)
+		if err == nil || ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) || errors.Is(err, errApply) {
+			return err
+		}
+		if applied {
+			backoff = 50 * time.Millisecond
+		}
+		r.opts.Logger.Warn("projection: reading the store failed; retrying", "view", r.opts.Name, "after", r.applied.Load(), "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// errApply marks a failure of the view's own Apply, which a retry would
+// only repeat.
+var errApply = errors.New("projection: apply failed")
+
+// follow subscribes after the last applied position and applies what it
+// reads until an error; applied tells whether it got anywhere.
+func (r *Runner) follow(ctx context.Context) (applied bool, err error) {
+	from := r.applied.Load() + 1
+	sub, err := r.store.Subscribe(ctx, r.opts.Filter, from)
+	if err != nil {
+		return false, fmt.Errorf("projection %s: subscribe from %d: %w", r.opts.Name, from, err)
+	}
+	defer sub.Close()
+	for {
+		batch, err := r.next(ctx, sub)
+		if err != nil {
+			return applied, fmt.Errorf("projection %s: reading after %d: %w", r.opts.Name, r.applied.Load(), err)
+		}
+		for len(batch) > 0 {
+			n := min(len(batch), r.opts.MaxBatch)
+			if err := r.apply(ctx, batch[:n]); err != nil {
+				return applied, fmt.Errorf("%w: %w", errApply, err)
+			}
+			applied = true
+			batch = batch[n:]
+		}
+	}
+}
+
+// next waits for events, then gathers what is already readable up to
+// MaxBatch. Only FilterAll knows without a read that more is there: its
+// positions have no holes, so an end below the head means more to come.
+func (r *Runner) next(ctx context.Context, sub eventstore.Subscription) ([]eventstore.Event, error) {
+	batch, err := sub.Next(ctx)
+	if err != nil || r.opts.Filter.Kind != eventstore.FilterAll {
+		return batch, err
+	}
+	for len(batch) < r.opts.MaxBatch {
+		head, err := r.store.Head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if batch[len(batch)-1].Position >= head {
+			break
+		}
+		more, err := sub.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		batch = append(batch, more...)
+	}
+	return batch, nil
+}
+
+func (r *Runner) apply(ctx context.Context, batch []eventstore.Event) error {
+	first, last := batch[0].Position, batch[len(batch)-1].Position
+	// Cheap insurance for exactly-once: a backend that re-delivered
+	// would otherwise double-apply silently.
+	if prev := r.applied.Load(); first <= prev {
+		return fmt.Errorf("projection %s: store delivered position %d after %d", r.opts.Name, first, prev)
+	}
+	if err := r.view.Apply(ctx, batch); err != nil {
+		return fmt.Errorf("projection %s: applying positions %d..%d: %w", r.opts.Name, first, last, err)
+	}
+	r.advance(last)
+	return nil
+}
+
+func (r *Runner) advance(pos uint64) {
+	r.applied.Store(pos)
+	r.mu.Lock()
+	r.signalLocked()
+	r.mu.Unlock()
+}
+
+func (r *Runner) signalLocked() {
+	if r.wake != nil {
+		close(r.wake)
+		r.wake = nil
+	}
+}
+
+// Position returns the position of the last event the view has applied
+// (its checkpoint until the first batch).
+func (r *Runner) Position() uint64 { return r.applied.Load() }
+
+// Err returns the error Run returned, nil while it runs or if it was
+// stopped through its context.
+func (r *Runner) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// WaitFor blocks until the view reflects the log up to position pos: it
+// has applied pos, or (with a tag filter) everything up to pos it sees.
+// This is read-your-writes: wait for an append's LastPosition, then query.
+func (r *Runner) WaitFor(ctx context.Context, pos uint64) error {
+	return r.wait(ctx, pos, nil)
+}
+
+// WaitCaughtUp blocks until the view reflects the log up to its head as of
+// the call.
+func (r *Runner) WaitCaughtUp(ctx context.Context) error {
+	head, err := r.store.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("projection %s: %w", r.opts.Name, err)
+	}
+	return r.WaitFor(ctx, head)
+}
+
+// errAborted ends a wait whose abort channel closed.
+var errAborted = errors.New("projection: wait aborted")
+
+func (r *Runner) wait(ctx context.Context, pos uint64, abort <-chan struct{}) error {
+	if pos == 0 || r.applied.Load() >= pos {
+		return nil
+	}
+	if r.opts.Filter.Kind != eventstore.FilterAll {
+		// The event at pos may be one the view never sees, so nothing
+		// the runner does would wake us when it commits: wait for the log
+		// to reach pos first. From then on, every event the view still
+		// lacks up to pos is in the log, and applying it wakes us.
+		if err := waitHead(ctx, r.store, pos, abort); err != nil {
+			return err
+		}
+	}
+	for {
+		r.mu.Lock()
+		if r.wake == nil {
+			r.wake = make(chan struct{})
+		}
+		wake, stopped, runErr := r.wake, r.stopped, r.err
+		r.mu.Unlock()
+		ok, err := r.reached(ctx, pos)
+		if err != nil {
+			return fmt.Errorf("projection %s: %w", r.opts.Name, err)
+		}
+		if ok {
+			return nil
+		}
+		if stopped {
+			if runErr != nil {
+				return fmt.Errorf("%w: %w", ErrStopped, runErr)
+			}
+			return fmt.Errorf("%w: %s at %d, waiting for %d", ErrStopped, r.opts.Name, r.applied.Load(), pos)
+		}
+		select {
+		case <-wake:
+		case <-abort:
+			return errAborted
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// reached reports whether the view reflects the log up to pos. Beyond
+// applied >= pos, a tag view has also reached pos when the log holds no
+// event with the tag between what it applied and pos.
+func (r *Runner) reached(ctx context.Context, pos uint64) (bool, error) {
+	applied := r.applied.Load()
+	if applied >= pos {
+		return true, nil
+	}
+	if r.opts.Filter.Kind == eventstore.FilterAll || !r.loaded.Load() {
+		return false, nil
+	}
+	next, err := r.store.ReadTag(ctx, r.opts.Filter.Tag, applied+1, 1)
+	if err != nil {
+		return false, err
+	}
+	// The caller made sure the log has reached pos, so an empty read means
+	// nothing with the tag lies between applied and pos.
+	return len(next) == 0 || next[0].Position > pos, nil
+}
+
+// waitHead blocks until the log's head is at least pos.
+func waitHead(ctx context.Context, store eventstore.Store, pos uint64, abort <-chan struct{}) error {
+	head, err := store.Head(ctx)
+	if err != nil || head >= pos {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if abort != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			select {
+			case <-abort:
+				cancel()
+			case <-stop:
+			}
+		}()
+	}
+	sub, err := store.Subscribe(ctx, eventstore.All(), pos)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if _, err := sub.Next(ctx); err != nil {
+		select {
+		case <-abort:
+			return errAborted
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// Lag is how far a view is behind the log.
+type Lag struct {
+	// Events is the number of positions between the view and the log's
+	// head; 0 when the view reflects the head (a tag view may be at an
+	// earlier position with nothing it sees after it).
+	Events uint64
+	// Age is how long ago the oldest event the view lacks was committed;
+	// 0 when it lacks none.
+	Age time.Duration
+}
+
+// Lag measures the view against the log's head now.
+func (r *Runner) Lag(ctx context.Context) (Lag, error) {
+	applied := r.applied.Load()
+	head, err := r.store.Head(ctx)
+	if err != nil || applied >= head {
+		return Lag{}, err
+	}
+	var next []eventstore.Event
+	if r.opts.Filter.Kind == eventstore.FilterTag {
+		next, err = r.store.ReadTag(ctx, r.opts.Filter.Tag, applied+1, 1)
+	} else {
+		next, err = r.store.ReadAll(ctx, applied+1, 1)
+	}
+	if err != nil {
+		return Lag{}, err
+	}
+	if len(next) == 0 || next[0].Position > head {
+		return Lag{}, nil // nothing the view sees up to the head
+	}
+	return Lag{Events: head - applied, Age: max(0, time.Since(next[0].Time))}, nil
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/logbook/logbook/engine/aggregate"
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// The counter aggregate of `logbook bench commands`: the smallest domain
+// that still goes the whole way — decide, append with fsync, evolve, reply.
+
+type counterState struct {
+	N int `json:"n"`
+}
+
+type increment struct{ By int }
+
+type incremented struct {
+	By int `json:"by"`
+}
+
+var errNegative = errors.New("counter: increment must be positive")
+
+func counterDefinition() aggregate.Definition[counterState, increment, incremented] {
+	return aggregate.Definition[counterState, increment, incremented]{
+		Kind: "counter",
+		Decide: func(s counterState, c increment) ([]incremented, error) {
+			if c.By <= 0 {
+				return nil, errNegative
+			}
+			return []incremented{{By: c.By}}, nil
+		},
+		Evolve: func(s counterState, e incremented) counterState { return counterState{N: s.N + e.By} },
+		Events: aggregate.NewJSONCodec[incremented]().Register("Incremented", 1, incremented{}),
+	}
+}
+
+// CommandsConfig describes a command workload.
+type CommandsConfig struct {
+	Aggregates int
+	Commands   int
+	Writers    int
+	Shards     int // 0: the runtime's default
+}
+
+// CommandsResult is what `logbook bench commands` reports.
+type CommandsResult struct {
+	Aggregates     int     `json:"aggregates"`
+	Commands       int     `json:"commands"`
+	Writers        int     `json:"writers"`
+	Shards         int     `json:"shards"`
+	Seconds        float64 `json:"seconds"`
+	CommandsPerSec float64 `json:"commands_per_sec"`
+	P50MS          float64 `json:"p50_ms"`
+	P99MS          float64 `json:"p99_ms"`
+	MaxMS          float64 `json:"max_ms"`
+	Errors         int64   `json:"errors"`
+	Fsyncs         *uint64 `json:"fsyncs,omitempty"` // nil: the backend does not count them
+	PeakRSSMB      float64 `json:"peak_rss_mb"`
+}
+
+// Rows renders the result as a two-column table.
+func (r CommandsResult) Rows() [][2]string {
+	return [][2]string{
+		{"aggregates / writers / shards", fmt.Sprintf("%d / %d / %d", r.Aggregates, r.Writers, r.Shards)},
+		{"commands", fmt.Sprint(r.Commands)},
+		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
+		{"commands/s", fmt.Sprintf("%.0f", r.CommandsPerSec)},
+		{"command p50 / p99 / max ms", fmt.Sprintf("%.3f / %.3f / %.3f", r.P50MS, r.P99MS, r.MaxMS)},
+		{"errors", fmt.Sprint(r.Errors)},
+		{"fsyncs", countOrNA(r.Fsyncs)},
+		{"peak RSS MiB", fmt.Sprintf("%.0f", r.PeakRSSMB)},
+	}
+}
+
+// RunCommands sends cfg.Commands increments from cfg.Writers closed-loop
+// writers to random counters, then checks that the counters add up.
+func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig, fsyncs func() uint64) (CommandsResult, error) {
+	if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 {
+		return CommandsResult{}, errors.New("bench commands: aggregates, commands and writers must be positive")
+	}
+	rt, err := aggregate.New(store, counterDefinition(), aggregate.Options{Shards: cfg.Shards})
+	if err != nil {
+		return CommandsResult{}, err
+	}
+	defer rt.Close()
+	cfg.Shards = rt.Options().Shards
+	runID := newRunID()
+	ids := make([]string, cfg.Aggregates)
+	for i := range ids {
+		ids[i] = runID + "-" + strconv.Itoa(i)
+	}
+	var (
+		next    atomic.Int64
+		errs    atomic.Int64
+		firstMu sync.Mutex
+		first   error
+		wg      sync.WaitGroup
+	)
+	lat := make([]Latencies, cfg.Writers)
+	var before uint64
+	if fsyncs != nil {
+		before = fsyncs()
+	}
+	start := time.Now()
+	for w := range cfg.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			lat[w] = make(Latencies, 0, cfg.Commands/cfg.Writers+1)
+			for next.Add(1) <= int64(cfg.Commands) {
+				id := ids[rng.IntN(len(ids))]
+				t0 := time.Now()
+				_, err := rt.Execute(ctx, id, increment{By: 1})
+				lat[w] = append(lat[w], time.Since(t0))
+				if err != nil {
+					errs.Add(1)
+					firstMu.Lock()
+					if first == nil {
+						first = err
+					}
+					firstMu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if first != nil {
+		return CommandsResult{}, fmt.Errorf("bench commands: %d commands failed, first: %w", errs.Load(), first)
+	}
+	// Every acknowledged increment must be in some counter, exactly once.
+	total := 0
+	for _, id := range ids {
+		s, _, err := rt.State(ctx, id)
+		if err != nil && !errors.Is(err, aggregate.ErrNotFound) {
+			return CommandsResult{}, err
+		}
+		total += s.N
+	}
+	if total != cfg.Commands {
+		return CommandsResult{}, fmt.Errorf("bench commands: counters add up to %d, %d commands were acknowledged", total, cfg.Commands)
+	}
+	var all Latencies
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	p50, p99, mx := all.Summary()
+	r := CommandsResult{
+		Aggregates: cfg.Aggregates, Commands: cfg.Commands, Writers: cfg.Writers, Shards: cfg.Shards,
+		Seconds:        round(elapsed.Seconds(), 3),
+		CommandsPerSec: round(float64(cfg.Commands)/elapsed.Seconds(), 0),
+		P50MS:          round(p50, 3), P99MS: round(p99, 3), MaxMS: round(mx, 3),
+		Errors:    errs.Load(),
+		PeakRSSMB: round(PeakRSSMB(), 1),
+	}
+	if fsyncs != nil {
+		n := fsyncs() - before
+		r.Fsyncs = &n
+	}
+	return r, nil
+}

@@ -1,0 +1,77 @@
+package flights
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// rebuild feeds a fresh view the whole log, in pages of n events.
+func rebuild(t *testing.T, store eventstore.Store, n int) *Validation {
+	t.Helper()
+	v := NewValidation()
+	for from := uint64(1); ; {
+		evs, err := store.ReadAll(context.Background(), from, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return v
+		}
+		if err := v.Apply(context.Background(), evs); err != nil {
+			t.Fatal(err)
+		}
+		from = evs[len(evs)-1].Position + 1
+	}
+}
+
+// TestDigest: the live view and rebuilds from the log, fed in any page
+// size, have one digest; a change to the schedule changes it.
+func TestDigest(t *testing.T) {
+	ctx := context.Background()
+	svc, store := newService(t)
+	for _, id := range []string{"r1", "r2"} {
+		if _, err := svc.Rotations.Execute(ctx, id, CreateRotation{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.Rotations.Execute(ctx, "r1", AddLegs{Legs: []Leg{
+		leg("a", "LH", 400, "FRA", "JFK", 600, 480),
+		leg("c", "LH", 402, "MUC", "FRA", 1800, 60), // a continuity violation
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Rotations.Execute(ctx, "r2", AddLegs{Legs: []Leg{leg("x", "LH", 400, "FRA", "JFK", 600, 480)}}); err != nil {
+		t.Fatal(err)
+	}
+	live, livePos := wait(t, svc).Digest()
+	for _, n := range []int{1, 2, 1000} {
+		d, pos := rebuild(t, store, n).Digest()
+		if d != live || pos != livePos {
+			t.Fatalf("rebuild in pages of %d: %s@%d, live view %s@%d", n, d, pos, live, livePos)
+		}
+	}
+	if _, err := svc.Rotations.Execute(ctx, "r2", MoveLeg{LegID: "x", Departure: base.Add(700 * time.Minute), Arrival: base.Add(1100 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if moved, _ := wait(t, svc).Digest(); moved == live {
+		t.Fatal("a moved leg did not change the digest")
+	}
+}
+
+// TestDigestRoute: the API answers the view's digest once the view has
+// reached min_position.
+func TestDigestRoute(t *testing.T) {
+	srv, svc := newAPI(t)
+	res := expect(t, call(t, srv, plannerToken, "POST", "/api/rotations", `{"id":"r1"}`), http.StatusCreated)
+	pos := res.header.Get("X-Logbook-Position")
+	got := expect(t, call(t, srv, viewerToken, "GET", "/api/validation/digest?min_position="+pos, ""), http.StatusOK)
+	want, wantPos := svc.Validation.Current().Digest()
+	if got.body["digest"] != want || got.body["position"] != float64(wantPos) {
+		t.Fatalf("digest answer %s, view %s at %d", got.raw, want, wantPos)
+	}
+	expect(t, call(t, srv, viewerToken, "GET", "/api/validation/digest?min_position=x", ""), http.StatusBadRequest)
+}

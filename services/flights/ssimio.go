@@ -1,0 +1,391 @@
+package flights
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/logbook/logbook/engine/aggregate"
+	"github.com/logbook/logbook/services/flights/ssim"
+)
+
+// Conversions between the schedule and SSIM, the bulk importer and the
+// exporter.
+
+func toDated(l *Leg) (ssim.DatedLeg, error) {
+	doo, err := ssim.ParseDate(l.DayOfOrigin)
+	if err != nil {
+		return ssim.DatedLeg{}, fmt.Errorf("leg %s: %w", l.ID, err)
+	}
+	typ := l.AircraftType
+	if typ == "" {
+		typ = "320"
+	}
+	return ssim.DatedLeg{
+		Airline: l.Airline, Number: l.Number, Suffix: l.Suffix, IVI: 1, LegSeq: 1, ServiceType: 'J',
+		Origin: l.Origin, Destination: l.Destination, Departure: l.Departure, Arrival: l.Arrival,
+		DayOfOrigin: doo, AircraftType: typ,
+	}, nil
+}
+
+func fromDated(d *ssim.DatedLeg, id string) Leg {
+	return Leg{
+		ID: id, Airline: d.Airline, Number: d.Number, Suffix: d.Suffix,
+		Origin: d.Origin, Destination: d.Destination, DayOfOrigin: d.DayOfOrigin.String(),
+		Departure: d.Departure.UTC(), Arrival: d.Arrival.UTC(), AircraftType: d.AircraftType,
+	}
+}
+
+// WriteSchedule writes rotations as an SSIM file (weekly patterns) and a
+// rotation file that puts every leg back into its rotation. A designator
+// that several legs share appears once per leg in the rotation file, in
+// the order the legs appear in the SSIM file's expansion (see docs/ssim.md).
+func WriteSchedule(schedule, rotations io.Writer, airline string, rots []RotationLegs) error {
+	var from, to time.Time
+	type placed struct {
+		leg ssim.DatedLeg
+		rot string
+	}
+	var all []placed
+	for _, r := range rots {
+		for i := range r.Legs {
+			d, err := toDated(&r.Legs[i])
+			if err != nil {
+				return err
+			}
+			all = append(all, placed{d, r.ID})
+			if from.IsZero() || d.Departure.Before(from) {
+				from = d.Departure
+			}
+			if d.Departure.After(to) {
+				to = d.Departure
+			}
+		}
+	}
+	w := ssim.NewCompactWriter(schedule, ssim.CarrierInfo{
+		Airline: airline, Season: seasonOf(from), ValidFrom: ssim.DateOf(from).AddDays(-1), ValidTo: ssim.DateOf(to).AddDays(1),
+		Created: ssim.DateOf(time.Now()), Title: "logbook generated schedule",
+	})
+	for i := range all {
+		if err := w.Write(all[i].leg); err != nil {
+			return fmt.Errorf("ssim: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	// The rotation file lists legs in the order a reader of the SSIM file
+	// meets them, so that shared designators are matched in that order.
+	sort.SliceStable(all, func(i, j int) bool { return lessDated(&all[i].leg, &all[j].leg) })
+	rows := make([]ssim.RotationAssignment, len(all))
+	for i, p := range all {
+		rows[i] = ssim.RotationAssignment{Rotation: p.rot, Leg: p.leg.Designator()}
+	}
+	return ssim.WriteRotations(rotations, rows)
+}
+
+// lessDated orders dated legs the way the import matches legs that share
+// a designator with the lines of the rotation file: by departure, then
+// designator, destination and arrival. Two legs with one designator may
+// leave at the same minute for different places; ties must not be left to
+// chance, or they could swap rotations.
+func lessDated(a, b *ssim.DatedLeg) bool {
+	if !a.Departure.Equal(b.Departure) {
+		return a.Departure.Before(b.Departure)
+	}
+	if da, db := a.Designator().String(), b.Designator().String(); da != db {
+		return da < db
+	}
+	if a.Destination != b.Destination {
+		return a.Destination < b.Destination
+	}
+	return a.Arrival.Before(b.Arrival)
+}
+
+func seasonOf(t time.Time) string {
+	y := t.Year() % 100
+	if t.Month() >= time.April && t.Month() < time.November {
+		return fmt.Sprintf("S%02d", y)
+	}
+	return fmt.Sprintf("W%02d", y)
+}
+
+// ImportOptions tune Import.
+type ImportOptions struct {
+	Strict   bool                  // stop at the first rejected record
+	Progress func(done, total int) // legs submitted so far, of total; may be nil
+	Workers  int                   // concurrent commands (default 64)
+}
+
+// ImportResult is what `flights import --json` prints.
+type ImportResult struct {
+	Records          int              `json:"records"`
+	FlightLegRecords int              `json:"flight_leg_records"`
+	DatedLegs        int              `json:"dated_legs"`
+	Rejected         int              `json:"rejected"`
+	Rotations        int              `json:"rotations"`
+	LegsImported     int              `json:"legs_imported"`
+	Unassigned       int              `json:"unassigned_legs"`
+	Seconds          float64          `json:"seconds"`
+	Rejections       []ssim.Rejection `json:"rejections"`
+	Position         uint64           `json:"position"`
+	ssimStats        ssim.Stats
+}
+
+// chunk bounds the legs of one AddLegs command (and so of one event).
+const chunk = 500
+
+// Import bulk-loads an SSIM file, with a rotation file or without one
+// (then legs are chained by their onward-flight fields). It goes straight
+// to the write model: one CreateRotation and a few AddLegs commands per
+// rotation, many in flight at once — not command by command through HTTP.
+// Every command carries an idempotency key derived from the file's
+// content, so importing the same files again changes nothing.
+func Import(ctx context.Context, svc *Service, schedule io.Reader, rotations io.Reader, opts ImportOptions) (ImportResult, error) {
+	start := time.Now()
+	var res ImportResult
+	var rejMu sync.Mutex
+	reject := func(r ssim.Rejection) {
+		rejMu.Lock()
+		res.Rejections = append(res.Rejections, r)
+		rejMu.Unlock()
+	}
+	var legs []ssim.DatedLeg
+	st, err := ssim.Read(schedule, ssim.Options{Strict: opts.Strict, OnReject: reject}, func(l ssim.DatedLeg) error {
+		legs = append(legs, l)
+		return nil
+	})
+	res.ssimStats = st
+	res.Records, res.FlightLegRecords, res.DatedLegs = st.Records, st.FlightLegRecords, st.DatedLegs
+	if err != nil {
+		res.Rejected = len(res.Rejections)
+		return res, fmt.Errorf("import: %w", err)
+	}
+	// The order duplicates are matched in (see WriteSchedule).
+	sort.SliceStable(legs, func(i, j int) bool { return lessDated(&legs[i], &legs[j]) })
+
+	// Leg ids: the designator, numbered when several legs share it.
+	ids := make([]string, len(legs))
+	byDesignator := make(map[ssim.Designator][]int, len(legs))
+	for i := range legs {
+		d := legs[i].Designator()
+		byDesignator[d] = append(byDesignator[d], i)
+		ids[i] = GeneratedLegID(Designator{d.Airline, d.Number, d.Suffix, d.Origin, d.DayOfOrigin.String()}, len(byDesignator[d]))
+	}
+
+	groups := map[string][]int{}
+	var order []string
+	if rotations != nil {
+		rows, rejs, err := ssim.ReadRotations(rotations)
+		for _, r := range rejs {
+			reject(r)
+		}
+		if err != nil {
+			return res, fmt.Errorf("import: %w", err)
+		}
+		if opts.Strict && len(rejs) > 0 {
+			return res, fmt.Errorf("import: %w", rejs[0])
+		}
+		used := make(map[ssim.Designator]int)
+		assigned := make([]bool, len(legs))
+		for _, row := range rows {
+			cands := byDesignator[row.Leg]
+			n := used[row.Leg]
+			if n >= len(cands) {
+				r := ssim.Rejection{Line: row.Line, Record: row.Leg.String(), Reason: fmt.Sprintf("rotations: no dated leg %v in the schedule", row.Leg)}
+				if n > 0 {
+					r.Reason = fmt.Sprintf("rotations: leg %v is listed %d times, the schedule has it %d times", row.Leg, n+1, len(cands))
+				}
+				if opts.Strict {
+					return res, fmt.Errorf("import: %w", r)
+				}
+				reject(r)
+				continue
+			}
+			used[row.Leg] = n + 1
+			i := cands[n]
+			assigned[i] = true
+			if _, ok := groups[row.Rotation]; !ok {
+				order = append(order, row.Rotation)
+			}
+			groups[row.Rotation] = append(groups[row.Rotation], i)
+		}
+		// Legs the rotation file does not mention fly alone.
+		for i := range legs {
+			if !assigned[i] {
+				id := "U-" + ids[i]
+				groups[id] = []int{i}
+				order = append(order, id)
+				res.Unassigned++
+			}
+		}
+	} else {
+		for _, chain := range ssim.ChainByOnward(legs) {
+			id := "C-" + ids[chain[0]]
+			groups[id] = chain
+			order = append(order, id)
+		}
+	}
+
+	// Within a rotation, a leg that overlaps an earlier one is refused
+	// here, with its record's line, rather than failing the whole
+	// rotation's command.
+	var jobs []importJob
+	total := 0
+	for _, rid := range order {
+		idx := groups[rid]
+		sort.SliceStable(idx, func(a, b int) bool { return legs[idx[a]].Departure.Before(legs[idx[b]].Departure) })
+		var kept []Leg
+		for _, i := range idx {
+			l := fromDated(&legs[i], ids[i])
+			if err := l.Validate(); err != nil {
+				reject(ssim.Rejection{Line: legs[i].Record, Record: ids[i], Reason: err.Error()})
+				continue
+			}
+			if n := len(kept); n > 0 && overlaps(&kept[n-1], &l) {
+				reject(ssim.Rejection{Line: legs[i].Record, Record: ids[i], Reason: fmt.Sprintf("overlaps leg %s of rotation %s", kept[n-1].ID, rid)})
+				continue
+			}
+			kept = append(kept, l)
+		}
+		if opts.Strict && len(res.Rejections) > 0 {
+			return res, fmt.Errorf("import: %w", res.Rejections[0])
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		for from := 0; from < len(kept); from += chunk {
+			jobs = append(jobs, importJob{rid, kept[from:min(from+chunk, len(kept))]})
+		}
+		total += len(kept)
+		res.Rotations++
+	}
+
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 64
+	}
+	var (
+		next     atomic.Int64
+		done     atomic.Int64
+		maxPos   atomic.Uint64
+		firstErr error
+		errMu    sync.Mutex
+		wg       sync.WaitGroup
+	)
+	// A rotation's commands must run in order (create, then its chunks),
+	// so a worker takes whole rotations.
+	byRot := map[string][]importJob{}
+	var rotOrder []string
+	for _, j := range jobs {
+		if _, ok := byRot[j.rotation]; !ok {
+			rotOrder = append(rotOrder, j.rotation)
+		}
+		byRot[j.rotation] = append(byRot[j.rotation], j)
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(rotOrder) || ctx.Err() != nil {
+					return
+				}
+				rid := rotOrder[k]
+				err := importRotation(ctx, svc, rid, byRot[rid], &maxPos)
+				if err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("import rotation %s: %w", rid, err)
+					}
+					errMu.Unlock()
+					return
+				}
+				n := 0
+				for _, j := range byRot[rid] {
+					n += len(j.legs)
+				}
+				d := done.Add(int64(n))
+				if opts.Progress != nil {
+					opts.Progress(int(d), total)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.LegsImported = int(done.Load())
+	res.Rejected = len(res.Rejections)
+	res.Position = maxPos.Load()
+	res.Seconds = time.Since(start).Seconds()
+	sort.SliceStable(res.Rejections, func(i, j int) bool { return res.Rejections[i].Line < res.Rejections[j].Line })
+	if res.Rejections == nil {
+		res.Rejections = []ssim.Rejection{}
+	}
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return res, firstErr
+}
+
+// importJob is one AddLegs command of an import.
+type importJob struct {
+	rotation string
+	legs     []Leg
+}
+
+// importRotation creates a rotation and adds its legs, in order.
+func importRotation(ctx context.Context, svc *Service, rid string, jobs []importJob, maxPos *atomic.Uint64) error {
+	note := func(p uint64) {
+		for {
+			cur := maxPos.Load()
+			if p <= cur || maxPos.CompareAndSwap(cur, p) {
+				return
+			}
+		}
+	}
+	res, err := svc.Rotations.Execute(ctx, rid, CreateRotation{}, aggregate.WithIdempotencyKey("import:create"))
+	if err != nil {
+		return err
+	}
+	note(res.Position)
+	for _, j := range jobs {
+		key := fmt.Sprintf("import:%s:%s:%d", j.legs[0].ID, j.legs[len(j.legs)-1].ID, len(j.legs))
+		res, err := svc.Rotations.Execute(ctx, rid, AddLegs{Legs: j.legs}, aggregate.WithIdempotencyKey(key))
+		if err != nil {
+			return err
+		}
+		note(res.Position)
+	}
+	return nil
+}
+
+// Export writes the schedule the validation view holds as SSIM and a
+// rotation file.
+func Export(v *Validation, schedule, rotations io.Writer) (int, error) {
+	rots := v.Rotations()
+	if len(rots) == 0 {
+		return 0, fmt.Errorf("export: the schedule is empty")
+	}
+	airline := ""
+	n := 0
+	for _, r := range rots {
+		for _, l := range r.Legs {
+			if airline == "" {
+				airline = l.Airline
+			} else if airline != l.Airline {
+				airline = "*" // several carriers
+			}
+			n++
+		}
+	}
+	if strings.Contains(airline, "*") {
+		return 0, fmt.Errorf("export: legs of several airlines; one carrier block per file is supported")
+	}
+	return n, WriteSchedule(schedule, rotations, airline, rots)
+}

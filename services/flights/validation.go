@@ -1,0 +1,791 @@
+package flights
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// Check names one of the three validations of seed 000 §1.4.
+type Check string
+
+const (
+	Continuity          Check = "continuity"           // a leg departs where the previous one arrived
+	MinGroundTime       Check = "min_ground_time"      // ground time ≥ airport's and airplane's minimum
+	DuplicateDesignator Check = "duplicate_designator" // no two legs share a flight designator
+)
+
+// Checks lists the checks in a fixed order.
+var Checks = []Check{Continuity, MinGroundTime, DuplicateDesignator}
+
+// Violation is one broken rule. Pair checks (continuity, ground time) name
+// two consecutive legs of a rotation; a duplicate designator names one leg
+// (each leg whose designator another leg shares is one violation).
+type Violation struct {
+	ID       string    `json:"id"`
+	Check    Check     `json:"check"`
+	Rotation string    `json:"rotation"`
+	Legs     []string  `json:"legs"`
+	Airlines []string  `json:"airlines"`
+	Airport  string    `json:"airport"`
+	Time     time.Time `json:"time"` // the (second) leg's departure
+	Detail   string    `json:"detail"`
+}
+
+// Validation is the validation read model: the schedule as the log
+// describes it, and its violations, kept up to date event by event. Every
+// change touches only the rotations, airports and designators it concerns,
+// and queries walk ordered indexes, so their cost follows the size of the
+// answer, not of the schedule.
+type Validation struct {
+	mu         sync.RWMutex
+	checkpoint uint64
+
+	legs        map[string]*vleg
+	rotations   map[string]*vrot
+	airplanes   map[string]*Airplane
+	rotPlane    map[string]string // rotation -> registration of its airplane
+	airportMGT  map[string]int
+	airportPrev map[string]map[*vleg]struct{} // airport -> legs arriving there that have a next leg
+	designators map[Designator][]*vleg
+
+	violations map[string]*Violation
+	byCheck    *btree.BTreeG[vkey] // key: check
+	byAirline  *btree.BTreeG[vkey] // key: airline
+	byTime     *btree.BTreeG[vkey] // key: ""
+	byRotation map[string]map[string]*Violation
+	counts     map[Check]int
+}
+
+type vleg struct {
+	Leg
+	rotation *vrot
+	next     *vleg
+}
+
+type vrot struct {
+	id    string
+	legs  []*vleg // sorted by departure
+	pairs map[string]*Violation
+}
+
+type vkey struct {
+	k  string
+	t  int64
+	id string
+}
+
+func lessKey(a, b vkey) bool {
+	if a.k != b.k {
+		return a.k < b.k
+	}
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.id < b.id
+}
+
+// NewValidation returns an empty view.
+func NewValidation() *Validation {
+	return &Validation{
+		legs:        map[string]*vleg{},
+		rotations:   map[string]*vrot{},
+		airplanes:   map[string]*Airplane{},
+		rotPlane:    map[string]string{},
+		airportMGT:  map[string]int{},
+		airportPrev: map[string]map[*vleg]struct{}{},
+		designators: map[Designator][]*vleg{},
+		violations:  map[string]*Violation{},
+		byCheck:     btree.NewG(32, lessKey),
+		byAirline:   btree.NewG(32, lessKey),
+		byTime:      btree.NewG(32, lessKey),
+		byRotation:  map[string]map[string]*Violation{},
+		counts:      map[Check]int{},
+	}
+}
+
+// Checkpoint is the position of the last event applied (projection.View).
+func (v *Validation) Checkpoint(context.Context) (uint64, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.checkpoint, nil
+}
+
+// Position is the position of the last event applied; cheaper than
+// Checkpoint for callers that hold no context.
+func (v *Validation) Position() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.checkpoint
+}
+
+// Stream prefixes of the three aggregates.
+const (
+	rotationPrefix = "rotation-"
+	airplanePrefix = "airplane-"
+	airportPrefix  = "airport-"
+)
+
+// Apply applies a batch of events in log order (projection.View). Events
+// already applied (position at or below the checkpoint) are skipped, so
+// replays are harmless. Queries see a batch whole or not at all.
+func (v *Validation) Apply(_ context.Context, batch []eventstore.Event) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i := range batch {
+		ev := &batch[i]
+		if ev.Position <= v.checkpoint {
+			continue
+		}
+		if err := v.apply(ev); err != nil {
+			return fmt.Errorf("validation view: event %d (%s on %s): %w", ev.Position, ev.Type, ev.Stream, err)
+		}
+		v.checkpoint = ev.Position
+	}
+	return nil
+}
+
+func (v *Validation) apply(ev *eventstore.Event) error {
+	switch {
+	case strings.HasPrefix(ev.Stream, rotationPrefix):
+		id := ev.Stream[len(rotationPrefix):]
+		switch ev.Type {
+		case "RotationCreated":
+			if v.rotations[id] == nil {
+				v.rotations[id] = &vrot{id: id, pairs: map[string]*Violation{}}
+			}
+		case "RotationRemoved":
+			v.removeRotation(id)
+		case "LegsAdded":
+			var e LegsAdded
+			if err := json.Unmarshal(ev.Data, &e); err != nil {
+				return err
+			}
+			v.addLegs(id, e.Legs)
+		case "LegRemoved":
+			var e LegRemoved
+			if err := json.Unmarshal(ev.Data, &e); err != nil {
+				return err
+			}
+			v.removeLeg(id, e.LegID)
+		case "LegMoved":
+			var e LegMoved
+			if err := json.Unmarshal(ev.Data, &e); err != nil {
+				return err
+			}
+			v.moveLeg(id, e)
+		}
+	case strings.HasPrefix(ev.Stream, airplanePrefix):
+		reg := ev.Stream[len(airplanePrefix):]
+		a := v.airplanes[reg]
+		if a == nil {
+			a = &Airplane{Registration: reg}
+			v.airplanes[reg] = a
+		}
+		old := *a
+		e, err := decodeAirplaneEvent(ev)
+		if err != nil || e == nil {
+			return err
+		}
+		*a = EvolveAirplane(*a, e)
+		v.airplaneChanged(old, *a)
+	case strings.HasPrefix(ev.Stream, airportPrefix):
+		if ev.Type == "AirportMinGroundTimeSet" {
+			var e AirportMinGroundTimeSet
+			if err := json.Unmarshal(ev.Data, &e); err != nil {
+				return err
+			}
+			code := ev.Stream[len(airportPrefix):]
+			v.airportMGT[code] = e.Minutes
+			touched := map[*vrot]struct{}{}
+			for l := range v.airportPrev[code] {
+				touched[l.rotation] = struct{}{}
+			}
+			for r := range touched {
+				v.recomputePairs(r)
+			}
+		}
+	}
+	return nil
+}
+
+func decodeAirplaneEvent(ev *eventstore.Event) (AirplaneEvent, error) {
+	var e AirplaneEvent
+	var err error
+	switch ev.Type {
+	case "AirplaneCreated":
+		var x AirplaneCreated
+		err, e = json.Unmarshal(ev.Data, &x), x
+	case "AirplaneRemoved":
+		e = AirplaneRemoved{}
+	case "RotationAssigned":
+		var x RotationAssigned
+		err, e = json.Unmarshal(ev.Data, &x), x
+	case "RotationUnassigned":
+		var x RotationUnassigned
+		err, e = json.Unmarshal(ev.Data, &x), x
+	case "AirplaneMinGroundTimeSet":
+		var x AirplaneMinGroundTimeSet
+		err, e = json.Unmarshal(ev.Data, &x), x
+	}
+	return e, err
+}
+
+// airplaneChanged re-checks the rotations an airplane change concerns.
+func (v *Validation) airplaneChanged(old, cur Airplane) {
+	if old.Rotation != "" && v.rotPlane[old.Rotation] == old.Registration && (cur.Rotation != old.Rotation || cur.Removed) {
+		delete(v.rotPlane, old.Rotation)
+		v.recomputeRotation(old.Rotation)
+	}
+	if cur.Rotation != "" && !cur.Removed && (cur.Rotation != old.Rotation ||
+		v.rotPlane[cur.Rotation] == cur.Registration && cur.MinGroundTime != old.MinGroundTime) {
+		// The latest assignment wins when two airplanes name one rotation.
+		v.rotPlane[cur.Rotation] = cur.Registration
+		v.recomputeRotation(cur.Rotation)
+	}
+}
+
+func (v *Validation) recomputeRotation(id string) {
+	if r := v.rotations[id]; r != nil {
+		v.recomputePairs(r)
+	}
+}
+
+func (v *Validation) addLegs(rotID string, legs []Leg) {
+	r := v.rotations[rotID]
+	if r == nil {
+		r = &vrot{id: rotID, pairs: map[string]*Violation{}}
+		v.rotations[rotID] = r
+	}
+	if len(legs) == 1 {
+		// A planner's single leg touches two pairs, however long the
+		// rotation: re-evaluate those, not the rotation.
+		l := &vleg{Leg: legs[0], rotation: r}
+		v.legs[legKey(rotID, l.ID)] = l
+		v.addDesignator(l)
+		v.insertLeg(r, l)
+		return
+	}
+	for i := range legs {
+		l := &vleg{Leg: legs[i], rotation: r}
+		v.legs[legKey(rotID, l.ID)] = l
+		v.addDesignator(l)
+		r.legs = append(r.legs, l)
+	}
+	sort.SliceStable(r.legs, func(i, j int) bool { return r.legs[i].Departure.Before(r.legs[j].Departure) })
+	v.recomputePairs(r)
+}
+
+func (v *Validation) removeLeg(rotID, id string) {
+	l := v.legs[legKey(rotID, id)]
+	if l == nil {
+		return
+	}
+	v.deleteLeg(l.rotation, l)
+	delete(v.legs, legKey(rotID, id))
+	v.removeDesignator(l)
+}
+
+func (v *Validation) moveLeg(rotID string, e LegMoved) {
+	l := v.legs[legKey(rotID, e.LegID)]
+	if l == nil {
+		return
+	}
+	r := l.rotation
+	v.deleteLeg(r, l)
+	l.Departure, l.Arrival = e.Departure, e.Arrival
+	v.refreshDuplicate(l)
+	v.insertLeg(r, l)
+}
+
+// insertLeg puts l in its place in r: the pair it splits goes, the two it
+// makes are evaluated. Legs of a rotation never overlap, so departures are
+// unique and order them.
+func (v *Validation) insertLeg(r *vrot, l *vleg) {
+	at := sort.Search(len(r.legs), func(j int) bool { return l.Departure.Before(r.legs[j].Departure) })
+	var prev, next *vleg
+	if at > 0 {
+		prev = r.legs[at-1]
+	}
+	if at < len(r.legs) {
+		next = r.legs[at]
+	}
+	if prev != nil && next != nil {
+		v.dropPair(r, prev, next)
+	}
+	r.legs = slices.Insert(r.legs, at, l)
+	v.setNext(prev, l)
+	v.setNext(l, next)
+	if prev != nil {
+		v.addPair(r, prev, l)
+	}
+	if next != nil {
+		v.addPair(r, l, next)
+	}
+}
+
+// deleteLeg takes l out of r: its two pairs go, the pair its neighbours
+// now make is evaluated.
+func (v *Validation) deleteLeg(r *vrot, l *vleg) {
+	i := sort.Search(len(r.legs), func(j int) bool { return !r.legs[j].Departure.Before(l.Departure) })
+	for i < len(r.legs) && r.legs[i] != l {
+		i++ // not reached while departures are unique; kept for safety
+	}
+	if i == len(r.legs) {
+		return
+	}
+	var prev, next *vleg
+	if i > 0 {
+		prev = r.legs[i-1]
+		v.dropPair(r, prev, l)
+	}
+	if i+1 < len(r.legs) {
+		next = r.legs[i+1]
+		v.dropPair(r, l, next)
+	}
+	r.legs = slices.Delete(r.legs, i, i+1)
+	v.setNext(l, nil)
+	v.setNext(prev, next)
+	if prev != nil && next != nil {
+		v.addPair(r, prev, next)
+	}
+}
+
+// setNext records a's successor, keeping the airport index — legs that
+// have a successor, by the airport they arrive at — in step.
+func (v *Validation) setNext(a, next *vleg) {
+	if a == nil {
+		return
+	}
+	switch {
+	case a.next == nil && next != nil:
+		v.linkPrev(a)
+	case a.next != nil && next == nil:
+		v.unlinkPrev(a)
+	}
+	a.next = next
+}
+
+func (v *Validation) dropPair(r *vrot, a, b *vleg) {
+	for _, c := range []Check{Continuity, MinGroundTime} {
+		if x := r.pairs[pairID(c, a, b)]; x != nil {
+			v.removeViolation(x)
+			delete(r.pairs, x.ID)
+		}
+	}
+}
+
+func (v *Validation) addPair(r *vrot, a, b *vleg) {
+	for _, x := range v.pairViolations(r, v.planeMGT(r), a, b) {
+		r.pairs[x.ID] = x
+		v.addViolation(x)
+	}
+}
+
+func (v *Validation) planeMGT(r *vrot) int {
+	if reg := v.rotPlane[r.id]; reg != "" {
+		if a := v.airplanes[reg]; a != nil && !a.Removed {
+			return a.MinGroundTime
+		}
+	}
+	return 0
+}
+
+// pairViolations evaluates the two pair rules on consecutive legs a, b.
+func (v *Validation) pairViolations(r *vrot, planeMGT int, a, b *vleg) []*Violation {
+	var out []*Violation
+	if a.Destination != b.Origin {
+		out = append(out, &Violation{
+			ID: pairID(Continuity, a, b), Check: Continuity, Rotation: r.id,
+			Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: b.Origin, Time: b.Departure,
+			Detail: fmt.Sprintf("%s arrives at %s but %s departs from %s", a.Designator(), a.Destination, b.Designator(), b.Origin),
+		})
+	}
+	need := max(v.airportMinGround(a.Destination), planeMGT)
+	if gap := b.Departure.Sub(a.Arrival); gap < time.Duration(need)*time.Minute {
+		out = append(out, &Violation{
+			ID: pairID(MinGroundTime, a, b), Check: MinGroundTime, Rotation: r.id,
+			Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: a.Destination, Time: b.Departure,
+			Detail: fmt.Sprintf("ground time %s at %s between %s and %s, minimum %d min", fmtGap(gap), a.Destination, a.Designator(), b.Designator(), need),
+		})
+	}
+	return out
+}
+
+func (v *Validation) removeRotation(id string) {
+	r := v.rotations[id]
+	if r == nil {
+		return
+	}
+	for _, l := range r.legs {
+		v.unlinkPrev(l)
+		delete(v.legs, legKey(id, l.ID))
+		v.removeDesignator(l)
+	}
+	r.legs = nil
+	v.recomputePairs(r)
+	delete(v.rotations, id)
+}
+
+// recomputePairs re-evaluates every consecutive pair of one rotation and
+// updates only the violations that changed: for bulk loads and for
+// changes that concern all its pairs (an airplane's minimum).
+func (v *Validation) recomputePairs(r *vrot) {
+	fresh := make(map[string]*Violation)
+	for i, l := range r.legs {
+		var next *vleg
+		if i+1 < len(r.legs) {
+			next = r.legs[i+1]
+		}
+		v.setNext(l, next)
+	}
+	planeMGT := v.planeMGT(r)
+	for i := 0; i+1 < len(r.legs); i++ {
+		for _, x := range v.pairViolations(r, planeMGT, r.legs[i], r.legs[i+1]) {
+			fresh[x.ID] = x
+		}
+	}
+	for id, old := range r.pairs {
+		if nv, ok := fresh[id]; !ok || nv.Detail != old.Detail || !nv.Time.Equal(old.Time) {
+			v.removeViolation(old)
+			delete(r.pairs, id)
+		}
+	}
+	for id, nv := range fresh {
+		if _, ok := r.pairs[id]; !ok {
+			r.pairs[id] = nv
+			v.addViolation(nv)
+		}
+	}
+}
+
+func (v *Validation) linkPrev(l *vleg) {
+	m := v.airportPrev[l.Destination]
+	if m == nil {
+		m = map[*vleg]struct{}{}
+		v.airportPrev[l.Destination] = m
+	}
+	m[l] = struct{}{}
+}
+
+func (v *Validation) unlinkPrev(l *vleg) {
+	if m := v.airportPrev[l.Destination]; m != nil {
+		delete(m, l)
+	}
+	l.next = nil
+}
+
+func (v *Validation) airportMinGround(code string) int {
+	if m, ok := v.airportMGT[code]; ok {
+		return m
+	}
+	return DefaultAirportMinGroundTime
+}
+
+func fmtGap(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtGap(-d)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func airlines(a, b *vleg) []string {
+	if a.Airline == b.Airline {
+		return []string{a.Airline}
+	}
+	return []string{a.Airline, b.Airline}
+}
+
+func pairID(c Check, a, b *vleg) string {
+	return string(c) + ":" + a.rotation.id + ":" + a.ID + ":" + b.ID
+}
+
+func legKey(rot, leg string) string { return rot + "\x00" + leg }
+
+func (v *Validation) addDesignator(l *vleg) {
+	d := l.Designator()
+	same := append(v.designators[d], l)
+	v.designators[d] = same
+	switch {
+	case len(same) == 2:
+		v.addViolation(dupViolation(same[0]))
+		v.addViolation(dupViolation(l))
+	case len(same) > 2:
+		v.addViolation(dupViolation(l))
+	}
+}
+
+func (v *Validation) removeDesignator(l *vleg) {
+	d := l.Designator()
+	same := v.designators[d]
+	for i, x := range same {
+		if x == l {
+			same = append(same[:i:i], same[i+1:]...)
+			break
+		}
+	}
+	if old := v.violations[dupID(l)]; old != nil {
+		v.removeViolation(old)
+	}
+	if len(same) == 1 {
+		if old := v.violations[dupID(same[0])]; old != nil {
+			v.removeViolation(old)
+		}
+	}
+	if len(same) == 0 {
+		delete(v.designators, d)
+	} else {
+		v.designators[d] = same
+	}
+}
+
+// refreshDuplicate re-indexes a moved leg's duplicate violation (its time
+// changed).
+func (v *Validation) refreshDuplicate(l *vleg) {
+	if old := v.violations[dupID(l)]; old != nil {
+		v.removeViolation(old)
+		v.addViolation(dupViolation(l))
+	}
+}
+
+func dupID(l *vleg) string { return string(DuplicateDesignator) + ":" + l.rotation.id + ":" + l.ID }
+
+func dupViolation(l *vleg) *Violation {
+	return &Violation{
+		ID: dupID(l), Check: DuplicateDesignator, Rotation: l.rotation.id,
+		Legs: []string{l.ID}, Airlines: []string{l.Airline}, Airport: l.Origin, Time: l.Departure,
+		Detail: fmt.Sprintf("flight designator %s is used by more than one leg", l.Designator()),
+	}
+}
+
+func (v *Validation) addViolation(x *Violation) {
+	v.violations[x.ID] = x
+	t := x.Time.UnixNano()
+	v.byCheck.ReplaceOrInsert(vkey{string(x.Check), t, x.ID})
+	v.byTime.ReplaceOrInsert(vkey{"", t, x.ID})
+	for _, a := range x.Airlines {
+		v.byAirline.ReplaceOrInsert(vkey{a, t, x.ID})
+	}
+	m := v.byRotation[x.Rotation]
+	if m == nil {
+		m = map[string]*Violation{}
+		v.byRotation[x.Rotation] = m
+	}
+	m[x.ID] = x
+	v.counts[x.Check]++
+}
+
+func (v *Validation) removeViolation(x *Violation) {
+	if v.violations[x.ID] != x {
+		return
+	}
+	delete(v.violations, x.ID)
+	t := x.Time.UnixNano()
+	v.byCheck.Delete(vkey{string(x.Check), t, x.ID})
+	v.byTime.Delete(vkey{"", t, x.ID})
+	for _, a := range x.Airlines {
+		v.byAirline.Delete(vkey{a, t, x.ID})
+	}
+	if m := v.byRotation[x.Rotation]; m != nil {
+		delete(m, x.ID)
+		if len(m) == 0 {
+			delete(v.byRotation, x.Rotation)
+		}
+	}
+	v.counts[x.Check]--
+}
+
+// Queries ------------------------------------------------------------------
+
+// Filter selects violations. Zero fields select everything.
+type Filter struct {
+	Check    Check
+	Rotation string
+	Airline  string
+	From, To time.Time // on the violation's time; To exclusive
+}
+
+// Page is one page of violations; Next is the cursor of the following
+// page, empty at the end.
+type Page struct {
+	Violations []Violation `json:"violations"`
+	Next       string      `json:"next,omitempty"`
+}
+
+// Counts are the number of violations per check.
+type Counts struct {
+	Continuity          int `json:"continuity"`
+	MinGroundTime       int `json:"min_ground_time"`
+	DuplicateDesignator int `json:"duplicate_designator"`
+	Total               int `json:"total"`
+}
+
+// Counts returns the violation counts.
+func (v *Validation) Counts() (Counts, uint64) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	c := Counts{
+		Continuity:          v.counts[Continuity],
+		MinGroundTime:       v.counts[MinGroundTime],
+		DuplicateDesignator: v.counts[DuplicateDesignator],
+	}
+	c.Total = c.Continuity + c.MinGroundTime + c.DuplicateDesignator
+	return c, v.checkpoint
+}
+
+// Stats are the schedule's size.
+type Stats struct {
+	Legs      int `json:"legs"`
+	Rotations int `json:"rotations"`
+	Airplanes int `json:"airplanes"`
+}
+
+// Stats returns the schedule's size.
+func (v *Validation) Stats() Stats {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	planes := 0
+	for _, a := range v.airplanes {
+		if a.Created && !a.Removed {
+			planes++
+		}
+	}
+	return Stats{Legs: len(v.legs), Rotations: len(v.rotations), Airplanes: planes}
+}
+
+// Rotations returns every rotation with its legs, in id order.
+func (v *Validation) Rotations() []RotationLegs {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]RotationLegs, 0, len(v.rotations))
+	for id, r := range v.rotations {
+		legs := make([]Leg, len(r.legs))
+		for i, l := range r.legs {
+			legs[i] = l.Leg
+		}
+		out = append(out, RotationLegs{ID: id, Legs: legs})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// RotationValid reports whether a rotation exists and has no violation.
+func (v *Validation) RotationValid(id string) (valid, exists bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.rotations[id] == nil {
+		return false, false
+	}
+	return len(v.byRotation[id]) == 0, true
+}
+
+// ErrBadCursor is returned for a cursor this view did not hand out.
+var ErrBadCursor = fmt.Errorf("%w: malformed page cursor", ErrInvalid)
+
+// Violations returns up to limit violations matching f, ordered by time
+// (then id), starting after cursor.
+func (v *Validation) Violations(f Filter, cursor string, limit int) (Page, error) {
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	match := func(x *Violation) bool {
+		return (f.Check == "" || x.Check == f.Check) &&
+			(f.Rotation == "" || x.Rotation == f.Rotation) &&
+			(f.Airline == "" || contains(x.Airlines, f.Airline)) &&
+			(f.From.IsZero() || !x.Time.Before(f.From)) &&
+			(f.To.IsZero() || x.Time.Before(f.To))
+	}
+	var out []Violation
+	var next string
+	take := func(x *Violation) bool {
+		if !match(x) {
+			return true
+		}
+		if len(out) == limit {
+			next = encodeCursor(out[len(out)-1])
+			return false
+		}
+		out = append(out, *x)
+		return true
+	}
+	if f.Rotation != "" {
+		// A rotation's violations are few: sort them.
+		all := make([]*Violation, 0, len(v.byRotation[f.Rotation]))
+		for _, x := range v.byRotation[f.Rotation] {
+			if after == nil || lessKey(*after, vkey{"", x.Time.UnixNano(), x.ID}) {
+				all = append(all, x)
+			}
+		}
+		sort.Slice(all, func(i, j int) bool {
+			return lessKey(vkey{"", all[i].Time.UnixNano(), all[i].ID}, vkey{"", all[j].Time.UnixNano(), all[j].ID})
+		})
+		for _, x := range all {
+			if !take(x) {
+				break
+			}
+		}
+		return Page{Violations: out, Next: next}, nil
+	}
+	tree, k := v.byTime, ""
+	switch {
+	case f.Airline != "":
+		tree, k = v.byAirline, f.Airline
+	case f.Check != "":
+		tree, k = v.byCheck, string(f.Check)
+	}
+	lo := vkey{k: k, t: -1 << 63}
+	if !f.From.IsZero() {
+		lo.t = f.From.UnixNano()
+	}
+	if after != nil && lessKey(lo, vkey{k, after.t, after.id}) {
+		lo = vkey{k, after.t, after.id + "\x00"}
+	}
+	hi := vkey{k: k + "\x00"}
+	if !f.To.IsZero() {
+		hi = vkey{k: k, t: f.To.UnixNano()}
+	}
+	tree.AscendRange(lo, hi, func(it vkey) bool { return take(v.violations[it.id]) })
+	return Page{Violations: out, Next: next}, nil
+}
+
+func contains(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func encodeCursor(x Violation) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(x.Time.UnixNano()))
+	return base64.RawURLEncoding.EncodeToString(append(b, x.ID...))
+}
+
+func decodeCursor(c string) (*vkey, error) {
+	if c == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 9 {
+		return nil, ErrBadCursor
+	}
+	return &vkey{t: int64(binary.BigEndian.Uint64(b)), id: string(b[8:])}, nil
+}

@@ -14,11 +14,12 @@ import (
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/services/flights"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/query"
 	"github.com/logbook/logbook/engine/replica"
 	"github.com/logbook/logbook/internal/webui"
+	"github.com/logbook/logbook/services/flights"
+	"github.com/logbook/logbook/services/flights/httpapi"
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -127,7 +128,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		mux.Handle("/queries/", tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
 		srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
 	}
-	mux.Handle("/api/", svc.Handler(tokens))
+	mux.Handle("/api/", httpapi.New(ctx, svc, tokens))
 	mux.Handle("/", webui.Handler())
 	if *readOnly {
 		// A replica joins the pool once it has replayed the log: until

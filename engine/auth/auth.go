@@ -116,21 +116,51 @@ func Load(file string) (*Tokens, error) {
 	return ParseEnv(os.Getenv("LOGBOOK_TOKENS"))
 }
 
+// Has reports whether a token of role r may use a route that needs role
+// need: Viewer is the least role, which every token has; any other role
+// only its holders.
+func (r Role) Has(need Role) bool { return need == Viewer || need == "" || r == need }
+
+// RequireRole wraps h: no valid bearer token, 401; a token without the
+// role need (Role.Has), 403.
+func (t *Tokens) RequireRole(need Role, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		role, ok := t.authenticate(w, r)
+		if !ok {
+			return
+		}
+		if !role.Has(need) {
+			problem.Error(w, http.StatusForbidden, fmt.Sprintf("role %s may not do this: it needs a %s token", role, need))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authenticate finds the request's bearer token's role, or answers 401.
+func (t *Tokens) authenticate(w http.ResponseWriter, r *http.Request) (Role, bool) {
+	authz := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(authz, "Bearer ")
+	if !ok || tok == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
+		problem.Error(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)")
+		return "", false
+	}
+	role, ok := t.Lookup(tok)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="logbook", error="invalid_token"`)
+		problem.Error(w, http.StatusUnauthorized, "unknown bearer token")
+		return "", false
+	}
+	return role, true
+}
+
 // Require wraps h: no valid bearer token, 401; a viewer on a method that
 // changes things (anything but GET, HEAD, OPTIONS), 403.
 func (t *Tokens) Require(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		authz := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(authz, "Bearer ")
-		if !ok || tok == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
-			problem.Error(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)")
-			return
-		}
-		role, ok := t.Lookup(tok)
+		role, ok := t.authenticate(w, r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="logbook", error="invalid_token"`)
-			problem.Error(w, http.StatusUnauthorized, "unknown bearer token")
 			return
 		}
 		switch r.Method {

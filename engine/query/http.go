@@ -14,9 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/problem"
 )
+
+// Route is the route table entry of NewHandler's queries (mounted at
+// /queries/): view queries, which read replicas serve.
+var Route = api.Spec{Method: "GET", Path: "/queries/", Role: auth.Viewer, Kind: api.ViewQuery}
 
 // HandlerOptions configure NewHandler.
 type HandlerOptions struct {

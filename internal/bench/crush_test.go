@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook/logbook/internal/bench"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/internal/bench"
 )
 
 func TestCrush(t *testing.T) {

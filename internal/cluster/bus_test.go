@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/internal/testenv"
 	"github.com/logbook/logbook/engine/kafkabus"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 // kafkaBus names a fresh topic on the test broker.

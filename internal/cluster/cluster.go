@@ -20,6 +20,10 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/query"
+	"github.com/logbook/logbook/services/flights/httpapi"
 )
 
 // Config describes a cluster.
@@ -298,13 +302,12 @@ http {
 	# Uploads and their status polls go to one node: an import's
 	# progress lives in the memory of the node that runs it.
 	map $uri $aggregate {
-		~^/api/imports imports;
-		~^/api/(?:rotations|airplanes|airports)/(?<id>[^/]+) $id;
-		default $request_id;
+		{{range .Affinity}}"~{{.Regexp}}" {{.Key}};
+		{{end}}default $request_id;
 	}
 	map "$request_method $uri" $pool {
-		{{if .Replicas}}"~^GET /(?:api/(?:violations|checks/|validity|validation/|board/|live|rotations/[^/]+/violations)|queries/)" replicas;{{end}}
-		default writers;
+		{{if .Replicas}}{{range .ReplicaRoutes}}"~^{{.}}" replicas;
+		{{end}}{{end}}default writers;
 	}
 	upstream writers {
 		hash $aggregate consistent;
@@ -338,6 +341,40 @@ http {
 }
 `))
 
+// affinity is a line of nginx's map from a request path to the key that
+// picks its write node.
+type affinity struct{ Regexp, Key string }
+
+// proxyRoutes derives nginx's routing from the route tables: commands and
+// aggregate reads hash on their first path wildcard (the aggregate id);
+// pinned routes all go to one node; view queries go to the replicas
+// (as "METHOD path" regular expressions).
+func proxyRoutes(specs []api.Spec) (aff []affinity, replicas []string) {
+	seen := map[string]bool{}
+	add := func(a affinity) {
+		if !seen[a.Regexp] {
+			seen[a.Regexp] = true
+			aff = append(aff, a)
+		}
+	}
+	for _, s := range specs {
+		if s.Pinned {
+			add(affinity{s.PathRegexp(""), "pinned"})
+		}
+	}
+	for _, s := range specs {
+		if !s.Pinned && (s.Kind == api.Command || s.Kind == api.AggregateRead) && len(s.Wildcards()) > 0 {
+			add(affinity{s.PathRegexp("id"), "$id"})
+		}
+	}
+	for _, s := range specs {
+		if s.Kind == api.ViewQuery {
+			replicas = append(replicas, s.Method+" "+strings.TrimPrefix(s.PathRegexp(""), "^"))
+		}
+	}
+	return aff, replicas
+}
+
 func (c *Cluster) startNginx(ctx context.Context) error {
 	listen := c.cfg.Addr
 	if listen == "" || strings.HasSuffix(listen, ":0") {
@@ -347,11 +384,14 @@ func (c *Cluster) startNginx(ctx context.Context) error {
 		}
 		listen = "127.0.0.1:" + strconv.Itoa(port)
 	}
+	aff, replicaRoutes := proxyRoutes(append(api.Specs(httpapi.Routes), query.Route))
 	data := struct {
 		Dir, Listen       string
 		Root              bool
 		Writers, Replicas []string
-	}{Dir: c.cfg.Dir, Listen: listen, Root: os.Geteuid() == 0}
+		Affinity          []affinity
+		ReplicaRoutes     []string
+	}{Dir: c.cfg.Dir, Listen: listen, Root: os.Geteuid() == 0, Affinity: aff, ReplicaRoutes: replicaRoutes}
 	for _, n := range c.Writers {
 		data.Writers = append(data.Writers, n.Addr)
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pgstore"
-	"github.com/logbook/logbook/services/flights"
 	"github.com/logbook/logbook/internal/testenv"
+	"github.com/logbook/logbook/services/flights"
 )
 
 const tokens = "planner-token planner\nviewer-token viewer\n"

@@ -1,12 +1,9 @@
 package flights
 
 import (
-	"net/http"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/logbook/logbook/engine/auth"
 )
 
 // The schedule board (the web UI's main screen, seed 000 Figure 1.1): one
@@ -238,123 +235,4 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// HTTP ------------------------------------------------------------------------
-
-// maxWindow bounds the span of one /api/board/legs request: a board shows
-// days or weeks, and a season-long window of many lanes would be an
-// answer of hundreds of megabytes.
-const maxWindow = 62 * 24 * time.Hour
-
-// maxWindowLanes bounds the rotations of one /api/board/legs request.
-const maxWindowLanes = 300
-
-func boardLanes(r *http.Request, v *Validation) (any, error) {
-	q := r.URL.Query()
-	f := LaneFilter{
-		Airline:  strings.ToUpper(strings.TrimSpace(q.Get("airline"))),
-		Airport:  strings.ToUpper(strings.TrimSpace(q.Get("airport"))),
-		Airplane: strings.TrimSpace(q.Get("airplane")),
-		Rotation: strings.TrimSpace(q.Get("rotation")),
-	}
-	var err error
-	if f.From, f.To, err = timeRange(r, false); err != nil {
-		return nil, err
-	}
-	return v.BoardLanes(f), nil
-}
-
-func boardLegs(r *http.Request, v *Validation) (any, error) {
-	from, to, err := timeRange(r, true)
-	if err != nil {
-		return nil, err
-	}
-	if to.Sub(from) > maxWindow {
-		return nil, badRequest("from %s to %s: a window spans at most %d days", from.Format(time.RFC3339), to.Format(time.RFC3339), maxWindow/(24*time.Hour))
-	}
-	ids, err := rotationIDs(r.URL.Query()["rotations"])
-	if err != nil {
-		return nil, err
-	}
-	return v.BoardWindow(ids, from, to), nil
-}
-
-// rotationIDs reads the rotations parameter of /api/board/legs. A
-// rotation id may contain commas, so the parameter is repeated, one id
-// per value, empty values ignored: rotations=R1&rotations=A,B names R1
-// and "A,B", and rotations=A,B&rotations= names "A,B" alone. Given once,
-// it is the older form, a comma-separated list: rotations=R1,R2 names R1
-// and R2 (and cannot name an id with a comma).
-func rotationIDs(values []string) ([]string, error) {
-	var ids []string
-	switch len(values) {
-	case 0:
-	case 1:
-		if values[0] != "" {
-			if n := strings.Count(values[0], ",") + 1; n > maxWindowLanes {
-				return nil, badRequest("rotations: %d given, at most %d", n, maxWindowLanes)
-			}
-			ids = strings.Split(values[0], ",")
-		}
-	default:
-		for _, id := range values {
-			if id != "" {
-				ids = append(ids, id)
-			}
-		}
-	}
-	if len(ids) == 0 {
-		return nil, badRequest("rotations is required: the parameter repeated, one rotation id each (rotations=R1&rotations=R2), or given once, a comma-separated list")
-	}
-	if len(ids) > maxWindowLanes {
-		return nil, badRequest("rotations: %d given, at most %d", len(ids), maxWindowLanes)
-	}
-	return ids, nil
-}
-
-func boardMeta(_ *http.Request, v *Validation) (any, error) { return v.BoardMeta(), nil }
-
-// timeRange reads from and to (RFC 3339 or a date); to must be after from.
-func timeRange(r *http.Request, required bool) (from, to time.Time, err error) {
-	q := r.URL.Query()
-	for _, p := range []struct {
-		name string
-		dst  *time.Time
-	}{{"from", &from}, {"to", &to}} {
-		s := q.Get(p.name)
-		if s == "" {
-			if required {
-				return from, to, badRequest("%s is required (RFC 3339 or YYYY-MM-DD)", p.name)
-			}
-			continue
-		}
-		t, err := parseTime(s)
-		if err != nil {
-			return from, to, badRequest("%s %q: want RFC 3339 or YYYY-MM-DD", p.name, s)
-		}
-		*p.dst = t.UTC()
-	}
-	if !from.IsZero() && !to.IsZero() && !to.After(from) {
-		return from, to, badRequest("to %s is not after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
-	}
-	return from, to, nil
-}
-
-// session answers who the bearer token is: the UI shows a viewer no
-// editing controls. (Require has already refused unknown tokens.)
-func (s *Service) session(tokens *auth.Tokens) func(http.ResponseWriter, *http.Request) error {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		role, ok := tokens.Lookup(tok)
-		if !ok {
-			return httpError{http.StatusUnauthorized, "unknown bearer token"}
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		return writeJSON(w, http.StatusOK, struct {
-			Role     auth.Role `json:"role"`
-			CanWrite bool      `json:"can_write"`
-			Replica  bool      `json:"replica"`
-		}{role, role.CanWrite() && s.Rotations != nil, s.Rotations == nil})
-	}
 }

@@ -2,7 +2,6 @@ package flights
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -60,18 +59,4 @@ func TestDigest(t *testing.T) {
 	if moved, _ := wait(t, svc).Digest(); moved == live {
 		t.Fatal("a moved leg did not change the digest")
 	}
-}
-
-// TestDigestRoute: the API answers the view's digest once the view has
-// reached min_position.
-func TestDigestRoute(t *testing.T) {
-	srv, svc := newAPI(t)
-	res := expect(t, call(t, srv, plannerToken, "POST", "/api/rotations", `{"id":"r1"}`), http.StatusCreated)
-	pos := res.header.Get("X-Logbook-Position")
-	got := expect(t, call(t, srv, viewerToken, "GET", "/api/validation/digest?min_position="+pos, ""), http.StatusOK)
-	want, wantPos := svc.Validation.Current().Digest()
-	if got.body["digest"] != want || got.body["position"] != float64(wantPos) {
-		t.Fatalf("digest answer %s, view %s at %d", got.raw, want, wantPos)
-	}
-	expect(t, call(t, srv, viewerToken, "GET", "/api/validation/digest?min_position=x", ""), http.StatusBadRequest)
 }

@@ -2,11 +2,7 @@ package flights
 
 import (
 	"context"
-	"fmt"
-	"github.com/logbook/logbook/engine/aggregate"
-	"strings"
 	"testing"
-	"time"
 )
 
 // Leg ids are unique per rotation in the write model, but the view indexes
@@ -53,26 +49,6 @@ func TestLegIDsMayRepeatAcrossRotations(t *testing.T) {
 	if len(all.Violations) != c.Total {
 		t.Errorf("counts %+v but %d violations listed", c, len(all.Violations))
 	}
-}
-
-// A retried keyed create whose key has left the ring is a conflict, not a
-// server error.
-func TestRetriedCreateAfterKeyForgottenIsConflict(t *testing.T) {
-	srv, svc := newAPI(t)
-	p := planner()
-	r := expect(t, call(t, srv, p, "POST", "/api/rotations", "", "Idempotency-Key", "create-1"), 201)
-	id := r.body["id"].(string)
-	ctx := context.Background()
-	for i := range svc.Rotations.Options().IdempotencyKeys {
-		_, err := svc.Rotations.Execute(ctx, id, AddLeg{Leg: leg(fmt.Sprint("l", i), "LH", i+1, "FRA", "FRA", i*120, 60)},
-			aggregate.WithIdempotencyKey(fmt.Sprint("k", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The key has been forgotten; the derived id names an aggregate that
-	// exists: 409, not a server error.
-	expect(t, call(t, srv, p, "POST", "/api/rotations", "", "Idempotency-Key", "create-1"), 409)
 }
 
 // "The latest assignment wins when two airplanes name one rotation" — but a
@@ -125,24 +101,4 @@ func TestEvolveTwiceFromOneState(t *testing.T) {
 	if x.Legs[3].ID != "x" || !x.hasLeg(x.Legs[3].ID) {
 		t.Fatalf("state x now has leg %q at [3]; its id set has it: %v", x.Legs[3].ID, x.hasLeg(x.Legs[3].ID))
 	}
-}
-
-func TestOversizedBulkIs413(t *testing.T) {
-	srv, _ := newAPI(t)
-	p := planner()
-	expect(t, call(t, srv, p, "POST", "/api/rotations", `{"id":"r1"}`), 201)
-	var b strings.Builder
-	b.WriteString(`{"legs":[`)
-	for i := range 6000 {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		dep := base.Add(time.Duration(i) * 2 * time.Hour)
-		fmt.Fprintf(&b, `{"airline":"LH","number":%d,"origin":"FRA","destination":"FRA","departure":%q,"arrival":%q}`,
-			i%9999+1, dep.Format(time.RFC3339), dep.Add(time.Hour).Format(time.RFC3339))
-	}
-	b.WriteString(`]}`)
-	expect(t, call(t, srv, p, "POST", "/api/rotations/r1/legs/bulk", b.String()), 413)
-	// Nothing was written, and the rotation still takes commands.
-	expect(t, call(t, srv, p, "POST", "/api/rotations/r1/legs", fmt.Sprintf(legJSON, 1, "FRA", "MUC", 6, 7)), 201)
 }

@@ -44,12 +44,6 @@ type Service struct {
 	Airplanes  *aggregate.Runtime[Airplane, AirplaneCommand, AirplaneEvent]
 	Airports   *aggregate.Runtime[Airport, AirportCommand, AirportEvent]
 	Validation *projection.Live[*Validation]
-
-	cache responseCache // encoded query answers by view position (http.go)
-	// life is the context the service was started with: live streams and
-	// uploaded imports end with it, so a server shutting down need not
-	// wait for them (live.go, upload.go).
-	life context.Context
 }
 
 // Options tune a Service.
@@ -67,7 +61,7 @@ type Options struct {
 // CommandsOnly), which catches up from the log in the background
 // (Validation.WaitCaughtUp).
 func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {
-	s := &Service{Store: store, life: ctx}
+	s := &Service{Store: store}
 	ao := opts.Aggregates
 	ao.Registerer = opts.Registerer
 	var err error
@@ -122,7 +116,7 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 // primary (replica.Store): a read replica in another process, serving the
 // validation queries (seed 000 §4.2). Its Handler refuses commands.
 func NewReplica(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {
-	s := &Service{Store: store, life: ctx}
+	s := &Service{Store: store}
 	var err error
 	s.Validation, err = projection.StartLive(ctx, store, func(context.Context) (*Validation, error) {
 		return NewValidation(), nil

@@ -130,11 +130,12 @@ func (v *Validation) Position() uint64 {
 	return v.checkpoint
 }
 
-// Stream prefixes of the three aggregates.
+// Stream prefixes of the three aggregates: a stream is the prefix and
+// the aggregate id.
 const (
-	rotationPrefix = "rotation-"
-	airplanePrefix = "airplane-"
-	airportPrefix  = "airport-"
+	RotationPrefix = "rotation-"
+	AirplanePrefix = "airplane-"
+	AirportPrefix  = "airport-"
 )
 
 // Apply applies a batch of events in log order (projection.View). Events
@@ -158,8 +159,8 @@ func (v *Validation) Apply(_ context.Context, batch []eventstore.Event) error {
 
 func (v *Validation) apply(ev *eventstore.Event) error {
 	switch {
-	case strings.HasPrefix(ev.Stream, rotationPrefix):
-		id := ev.Stream[len(rotationPrefix):]
+	case strings.HasPrefix(ev.Stream, RotationPrefix):
+		id := ev.Stream[len(RotationPrefix):]
 		switch ev.Type {
 		case "RotationCreated":
 			if v.rotations[id] == nil {
@@ -186,8 +187,8 @@ func (v *Validation) apply(ev *eventstore.Event) error {
 			}
 			v.moveLeg(id, e)
 		}
-	case strings.HasPrefix(ev.Stream, airplanePrefix):
-		reg := ev.Stream[len(airplanePrefix):]
+	case strings.HasPrefix(ev.Stream, AirplanePrefix):
+		reg := ev.Stream[len(AirplanePrefix):]
 		a := v.airplanes[reg]
 		if a == nil {
 			a = &Airplane{Registration: reg}
@@ -200,13 +201,13 @@ func (v *Validation) apply(ev *eventstore.Event) error {
 		}
 		*a = EvolveAirplane(*a, e)
 		v.airplaneChanged(old, *a)
-	case strings.HasPrefix(ev.Stream, airportPrefix):
+	case strings.HasPrefix(ev.Stream, AirportPrefix):
 		if ev.Type == "AirportMinGroundTimeSet" {
 			var e AirportMinGroundTimeSet
 			if err := json.Unmarshal(ev.Data, &e); err != nil {
 				return err
 			}
-			code := ev.Stream[len(airportPrefix):]
+			code := ev.Stream[len(AirportPrefix):]
 			v.airportMGT[code] = e.Minutes
 			touched := map[*vrot]struct{}{}
 			for l := range v.airportPrev[code] {

@@ -332,15 +332,15 @@ func bruteForce(t *testing.T, store eventstore.Store) []string {
 		}
 		for _, ev := range evs {
 			switch {
-			case strings.HasPrefix(ev.Stream, rotationPrefix):
-				id := ev.Stream[len(rotationPrefix):]
+			case strings.HasPrefix(ev.Stream, RotationPrefix):
+				id := ev.Stream[len(RotationPrefix):]
 				e, err := rc.Decode(ev.Type, ev.Version, ev.Data)
 				if err != nil {
 					t.Fatal(err)
 				}
 				rots[id] = EvolveRotation(rots[id], e)
-			case strings.HasPrefix(ev.Stream, airplanePrefix):
-				reg := ev.Stream[len(airplanePrefix):]
+			case strings.HasPrefix(ev.Stream, AirplanePrefix):
+				reg := ev.Stream[len(AirplanePrefix):]
 				e, err := ac.Decode(ev.Type, ev.Version, ev.Data)
 				if err != nil {
 					t.Fatal(err)
@@ -348,12 +348,12 @@ func bruteForce(t *testing.T, store eventstore.Store) []string {
 				p := planes[reg]
 				p.Registration = reg
 				planes[reg] = EvolveAirplane(p, e)
-			case strings.HasPrefix(ev.Stream, airportPrefix):
+			case strings.HasPrefix(ev.Stream, AirportPrefix):
 				e, err := pc.Decode(ev.Type, ev.Version, ev.Data)
 				if err != nil {
 					t.Fatal(err)
 				}
-				mgt[ev.Stream[len(airportPrefix):]] = e.(AirportMinGroundTimeSet).Minutes
+				mgt[ev.Stream[len(AirportPrefix):]] = e.(AirportMinGroundTimeSet).Minutes
 			}
 		}
 		from = evs[len(evs)-1].Position + 1
@@ -371,7 +371,7 @@ func bruteForce(t *testing.T, store eventstore.Store) []string {
 		}
 		for _, ev := range evs {
 			if ev.Type == "RotationAssigned" {
-				reg := ev.Stream[len(airplanePrefix):]
+				reg := ev.Stream[len(AirplanePrefix):]
 				p := planes[reg]
 				if p.Rotation != "" && !p.Removed && ev.Position > lastAssign[p.Rotation] {
 					// Only the assignment still in force counts.

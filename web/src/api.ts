@@ -1,132 +1,31 @@
 // The flights API as the UI uses it: bearer token, problem+json errors,
 // read-your-writes through min_position.
 
-export interface Leg {
-  id: string;
-  airline: string;
-  number: number;
-  suffix?: string;
-  origin: string;
-  destination: string;
-  day_of_origin: string;
-  departure: string;
-  arrival: string;
-  aircraft_type?: string;
-}
+// The API's types are generated from its OpenAPI document (openapi.ts).
+import type { Check, CommandResult, Session } from "./openapi";
+export type {
+  Airplane,
+  Check,
+  CheckPage,
+  CommandResult,
+  Counts,
+  ImportStatus,
+  Lane,
+  LanesAnswer,
+  LaneWindow,
+  Leg,
+  Meta,
+  Session,
+  Violation,
+  WindowAnswer,
+} from "./openapi";
 
-export type Check = "continuity" | "min_ground_time" | "duplicate_designator";
 export const CHECKS: Check[] = ["continuity", "min_ground_time", "duplicate_designator"];
 export const CHECK_NAMES: Record<Check, string> = {
   continuity: "Continuity",
   min_ground_time: "Minimal ground time",
   duplicate_designator: "Duplicate designator",
 };
-
-export interface Violation {
-  id: string;
-  check: Check;
-  rotation: string;
-  legs: string[];
-  airlines: string[];
-  airport: string;
-  time: string;
-  detail: string;
-}
-
-export interface Lane {
-  rotation: string;
-  airplane?: string;
-  airplane_type?: string;
-  legs: number;
-  violations: number;
-}
-
-export interface LanesAnswer {
-  lanes: Lane[];
-  from: string;
-  to: string;
-  position: number;
-}
-
-export interface LaneWindow {
-  rotation: string;
-  airplane?: string;
-  legs: Leg[];
-  violations: Violation[];
-}
-
-export interface WindowAnswer {
-  from: string;
-  to: string;
-  lanes: LaneWindow[];
-  position: number;
-}
-
-export interface Airplane {
-  registration: string;
-  type: string;
-  min_ground_time: number;
-  rotation?: string;
-}
-
-export interface Meta {
-  airlines: string[];
-  airports: string[];
-  airplanes: Airplane[];
-  from: string;
-  to: string;
-  schedule: { legs: number; rotations: number; airplanes: number };
-  position: number;
-}
-
-export interface Counts {
-  continuity: number;
-  min_ground_time: number;
-  duplicate_designator: number;
-  total: number;
-  position: number;
-}
-
-export interface CheckPage {
-  check: Check;
-  count: number;
-  violations: Violation[];
-  next?: string;
-  position: number;
-}
-
-export interface Session {
-  role: "planner" | "viewer";
-  can_write: boolean;
-  replica: boolean;
-}
-
-export interface CommandResult {
-  id: string;
-  version: number;
-  position: number;
-  duplicate?: boolean;
-  leg?: string;
-}
-
-export interface ImportStatus {
-  id: string;
-  state: "reading" | "importing" | "done" | "failed";
-  done: number;
-  total: number;
-  error?: string;
-  result?: {
-    records: number;
-    dated_legs: number;
-    rejected: number;
-    rotations: number;
-    legs_imported: number;
-    unassigned_legs: number;
-    seconds: number;
-    position: number;
-  };
-  rejections: { line: number; record: string; reason: string }[];
-}
 
 /** An error answer of the API (RFC 9457), or a network failure (status 0). */
 export class ApiError extends Error {

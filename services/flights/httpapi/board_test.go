@@ -1,4 +1,4 @@
-package flights
+package httpapi
 
 import (
 	"bufio"
@@ -14,15 +14,16 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/aggregate"
+	"github.com/logbook/logbook/services/flights"
 )
 
 // boardSchedule makes three rotations: R1 (LH, FRA–AMS–FRA–…), R2 (LH,
 // MUC–JFK–MUC), R3 (UA, ORD–EWR) and assigns D-AIAA to R1.
-func boardSchedule(t *testing.T, svc *Service) uint64 {
+func boardSchedule(t *testing.T, svc *flights.Service) uint64 {
 	t.Helper()
 	ctx := context.Background()
 	var pos uint64
-	run := func(res aggregate.Result[RotationEvent], err error) {
+	run := func(res aggregate.Result[flights.RotationEvent], err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -30,11 +31,11 @@ func boardSchedule(t *testing.T, svc *Service) uint64 {
 		pos = max(pos, res.Position)
 	}
 	for _, id := range []string{"R1", "R2", "R3"} {
-		run(svc.Rotations.Execute(ctx, id, CreateRotation{}))
+		run(svc.Rotations.Execute(ctx, id, flights.CreateRotation{}))
 	}
 	// R1: two legs a day for five days; day 3's second leg leaves from
 	// the wrong airport (a continuity violation).
-	var r1 []Leg
+	var r1 []flights.Leg
 	for d := range 5 {
 		from := "AMS"
 		if d == 2 {
@@ -43,15 +44,15 @@ func boardSchedule(t *testing.T, svc *Service) uint64 {
 		r1 = append(r1, leg(fmt.Sprintf("a%d", d), "LH", 100+2*d, "FRA", "AMS", d*1440+360, 70),
 			leg(fmt.Sprintf("b%d", d), "LH", 101+2*d, from, "FRA", d*1440+480, 70))
 	}
-	run(svc.Rotations.Execute(ctx, "R1", AddLegs{Legs: r1}))
-	run(svc.Rotations.Execute(ctx, "R2", AddLegs{Legs: []Leg{
+	run(svc.Rotations.Execute(ctx, "R1", flights.AddLegs{Legs: r1}))
+	run(svc.Rotations.Execute(ctx, "R2", flights.AddLegs{Legs: []flights.Leg{
 		leg("j1", "LH", 410, "MUC", "JFK", 600, 540), leg("j2", "LH", 411, "JFK", "MUC", 1440+600, 480),
 	}}))
-	run(svc.Rotations.Execute(ctx, "R3", AddLegs{Legs: []Leg{leg("u1", "UA", 500, "ORD", "EWR", 3*1440+600, 120)}}))
-	if _, err := svc.Airplanes.Execute(ctx, "D-AIAA", CreateAirplane{Type: "320"}); err != nil {
+	run(svc.Rotations.Execute(ctx, "R3", flights.AddLegs{Legs: []flights.Leg{leg("u1", "UA", 500, "ORD", "EWR", 3*1440+600, 120)}}))
+	if _, err := svc.Airplanes.Execute(ctx, "D-AIAA", flights.CreateAirplane{Type: "320"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := svc.Airplanes.Execute(ctx, "D-AIAA", AssignRotation{Rotation: "R1"})
+	res, err := svc.Airplanes.Execute(ctx, "D-AIAA", flights.AssignRotation{Rotation: "R1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestBoardLegs(t *testing.T) {
 		t.Fatalf("R2 legs %q, want j1 (in the air at noon)", got)
 	}
 	// A move shows at its new time once the view has it.
-	res, err := svc.Rotations.Execute(context.Background(), "R1", MoveLeg{LegID: "a0", Departure: base.Add(30 * time.Minute), Arrival: base.Add(100 * time.Minute)})
+	res, err := svc.Rotations.Execute(context.Background(), "R1", flights.MoveLeg{LegID: "a0", Departure: base.Add(30 * time.Minute), Arrival: base.Add(100 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,11 +182,11 @@ func TestBoardLegsCommaInRotationID(t *testing.T) {
 	pos := boardSchedule(t, svc)
 	ctx := context.Background()
 	for _, id := range []string{"X,1", "X"} {
-		if _, err := svc.Rotations.Execute(ctx, id, CreateRotation{}); err != nil {
+		if _, err := svc.Rotations.Execute(ctx, id, flights.CreateRotation{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := svc.Rotations.Execute(ctx, "X,1", AddLegs{Legs: []Leg{leg("c1", "LH", 900, "FRA", "CPH", 720, 90)}})
+	res, err := svc.Rotations.Execute(ctx, "X,1", flights.AddLegs{Legs: []flights.Leg{leg("c1", "LH", 900, "FRA", "CPH", 720, 90)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestBoardMetaAndSession(t *testing.T) {
 	srv, svc := newAPI(t)
 	pos := boardSchedule(t, svc)
 	r := expect(t, call(t, srv, viewerToken, "GET", fmt.Sprintf("/api/board/meta?min_position=%d", pos), ""), 200)
-	var m BoardMeta
+	var m flights.BoardMeta
 	if err := json.Unmarshal([]byte(r.raw), &m); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestBoardMetaAndSession(t *testing.T) {
 	if len(m.Airplanes) != 1 || m.Airplanes[0].Registration != "D-AIAA" || m.Airplanes[0].Rotation != "R1" {
 		t.Fatalf("airplanes %+v", m.Airplanes)
 	}
-	if m.Stats != (Stats{Legs: 13, Rotations: 3, Airplanes: 1}) || !m.From.Equal(base.Add(360*time.Minute)) {
+	if m.Stats != (flights.Stats{Legs: 13, Rotations: 3, Airplanes: 1}) || !m.From.Equal(base.Add(360*time.Minute)) {
 		t.Fatalf("stats %+v, from %v", m.Stats, m.From)
 	}
 	r = expect(t, call(t, srv, viewerToken, "GET", "/api/session", ""), 200)
@@ -356,9 +357,8 @@ func TestLive(t *testing.T) {
 // A live stream ends when the service's context does, so that a server
 // shutting down does not wait for its clients.
 func TestLiveEndsWithService(t *testing.T) {
-	srv, svc := newAPI(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	svc.life = ctx
+	srv, _ := newAPIUntil(t, ctx)
 	req, _ := http.NewRequest("GET", srv.URL+"/api/live", nil)
 	req.Header.Set("Authorization", "Bearer "+viewerToken)
 	res, err := http.DefaultClient.Do(req)
@@ -409,12 +409,12 @@ func upload(t *testing.T, url, token string, parts map[string][]byte) apiResp {
 
 func TestUploadImport(t *testing.T) {
 	srv, svc := newAPI(t)
-	g, err := GenerateSchedule(GenerateConfig{Weeks: 1, FlightsPerWeek: 300, Violations: 0.02, Seed: 3})
+	g, err := flights.GenerateSchedule(flights.GenerateConfig{Weeks: 1, FlightsPerWeek: 300, Violations: 0.02, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sched, rots bytes.Buffer
-	if err := WriteSchedule(&sched, &rots, g.Airline, g.Rotations); err != nil {
+	if err := flights.WriteSchedule(&sched, &rots, g.Airline, g.Rotations); err != nil {
 		t.Fatal(err)
 	}
 	// One rotation line names a leg the schedule does not have: rejected.

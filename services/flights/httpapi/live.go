@@ -1,4 +1,4 @@
-package flights
+package httpapi
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/logbook/logbook/services/flights"
 
 	"github.com/logbook/logbook/engine/eventstore"
 )
@@ -51,16 +53,16 @@ func (c *change) add(ev *eventstore.Event) {
 	}
 	c.Position = ev.Position
 	switch {
-	case strings.HasPrefix(ev.Stream, rotationPrefix):
-		c.rot[ev.Stream[len(rotationPrefix):]] = true
+	case strings.HasPrefix(ev.Stream, flights.RotationPrefix):
+		c.rot[ev.Stream[len(flights.RotationPrefix):]] = true
 		if ev.Type == "RotationCreated" || ev.Type == "RotationRemoved" {
 			c.Lanes = true
 		}
-	case strings.HasPrefix(ev.Stream, airplanePrefix):
-		c.plane[ev.Stream[len(airplanePrefix):]] = true
+	case strings.HasPrefix(ev.Stream, flights.AirplanePrefix):
+		c.plane[ev.Stream[len(flights.AirplanePrefix):]] = true
 		c.Lanes = true
-	case strings.HasPrefix(ev.Stream, airportPrefix):
-		c.port[ev.Stream[len(airportPrefix):]] = true
+	case strings.HasPrefix(ev.Stream, flights.AirportPrefix):
+		c.port[ev.Stream[len(flights.AirportPrefix):]] = true
 	}
 }
 
@@ -88,7 +90,7 @@ func (c *change) take() Change {
 // live streams changes from the log's head on. The first message, a
 // "hello" event, carries the head: a client (re)connecting re-reads what
 // it shows at that position, then applies changes.
-func (s *Service) live(w http.ResponseWriter, r *http.Request) error {
+func (s *API) live(w http.ResponseWriter, r *http.Request) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		return fmt.Errorf("live: the response writer cannot flush")

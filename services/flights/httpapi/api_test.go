@@ -1,6 +1,7 @@
-package flights
+package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/logbook/logbook/services/flights"
 
 	"github.com/logbook/logbook/engine/auth"
 )
@@ -17,7 +20,13 @@ const (
 	viewerToken  = "viewer-token-1"
 )
 
-func newAPI(t *testing.T) (*httptest.Server, *Service) {
+func newAPI(t *testing.T) (*httptest.Server, *flights.Service) {
+	t.Helper()
+	return newAPIUntil(t, context.Background())
+}
+
+// newAPIUntil serves the API until ctx ends (live streams end with it).
+func newAPIUntil(t *testing.T, ctx context.Context) (*httptest.Server, *flights.Service) {
 	t.Helper()
 	svc, _ := newService(t)
 	tokens := &auth.Tokens{}
@@ -27,7 +36,7 @@ func newAPI(t *testing.T) (*httptest.Server, *Service) {
 	if err := tokens.Add(viewerToken, auth.Viewer); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(svc.Handler(tokens))
+	srv := httptest.NewServer(New(ctx, svc, tokens))
 	t.Cleanup(srv.Close)
 	return srv, svc
 }

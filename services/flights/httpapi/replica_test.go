@@ -1,4 +1,4 @@
-package flights
+package httpapi
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/logbook/logbook/services/flights"
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/query"
@@ -34,32 +36,32 @@ func TestReplicaInAnotherProcess(t *testing.T) {
 		head, _ := store.Head(r.Context())
 		fmt.Fprintf(w, `{"status":"ok","head":%d}`, head)
 	})
-	mux.Handle("/api/", svc.Handler(tokens))
+	mux.Handle("/api/", New(context.Background(), svc, tokens))
 	primary := httptest.NewServer(mux)
 	defer primary.Close()
 
 	// Some schedule before the replica starts: it must catch up.
-	g, err := GenerateSchedule(GenerateConfig{Weeks: 1, FlightsPerWeek: 400, Violations: 0.05, Seed: 3})
+	g, err := flights.GenerateSchedule(flights.GenerateConfig{Weeks: 1, FlightsPerWeek: 400, Violations: 0.05, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range g.Rotations {
-		if _, err := svc.Rotations.Execute(ctx, r.ID, CreateRotation{}); err != nil {
+		if _, err := svc.Rotations.Execute(ctx, r.ID, flights.CreateRotation{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Rotations.Execute(ctx, r.ID, AddLegs{Legs: r.Legs}); err != nil {
+		if _, err := svc.Rotations.Execute(ctx, r.ID, flights.AddLegs{Legs: r.Legs}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	rs := replica.New(primary.URL, viewerToken)
 	defer rs.Close()
-	rep, err := NewReplica(ctx, rs, Options{})
+	rep, err := flights.NewReplica(ctx, rs, flights.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rep.Close()
-	repSrv := httptest.NewServer(rep.Handler(tokens))
+	repSrv := httptest.NewServer(New(context.Background(), rep, tokens))
 	defer repSrv.Close()
 
 	same := func(what string) {
@@ -88,10 +90,10 @@ func TestReplicaInAnotherProcess(t *testing.T) {
 
 	// Live: an edit on the primary reaches the replica.
 	r0 := g.Rotations[0]
-	if _, err := svc.Rotations.Execute(ctx, r0.ID, RemoveLeg{LegID: r0.Legs[1].ID}); err != nil {
+	if _, err := svc.Rotations.Execute(ctx, r0.ID, flights.RemoveLeg{LegID: r0.Legs[1].ID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Airports.Execute(ctx, "FRA", SetAirportMinGroundTime{Minutes: 120}); err != nil {
+	if _, err := svc.Airports.Execute(ctx, "FRA", flights.SetAirportMinGroundTime{Minutes: 120}); err != nil {
 		t.Fatal(err)
 	}
 	same("after live edits")

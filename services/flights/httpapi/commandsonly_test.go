@@ -1,10 +1,12 @@
-package flights
+package httpapi
 
 import (
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/logbook/logbook/services/flights"
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
@@ -18,7 +20,7 @@ func TestCommandsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	svc, err := NewService(context.Background(), store, Options{CommandsOnly: true})
+	svc, err := flights.NewService(context.Background(), store, flights.Options{CommandsOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestCommandsOnly(t *testing.T) {
 	if err := tokens.Add(plannerToken, auth.Planner); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(svc.Handler(tokens))
+	srv := httptest.NewServer(New(context.Background(), svc, tokens))
 	defer srv.Close()
 	expect(t, call(t, srv, plannerToken, "POST", "/api/rotations", `{"id":"r1"}`), http.StatusCreated)
 	expect(t, call(t, srv, plannerToken, "GET", "/api/rotations/r1", ""), http.StatusOK)

@@ -1,4 +1,4 @@
-package flights
+package httpapi
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/services/flights"
 )
 
 // Imports uploaded over HTTP: POST /api/imports takes an SSIM file and an
@@ -115,16 +118,16 @@ func (im *imports) get(id string) (ImportStatus, bool) {
 
 // upload saves the multipart parts "ssim" and "rotations" to temporary
 // files and starts the import.
-func (s *Service) upload(im *imports) func(http.ResponseWriter, *http.Request) error {
+func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "multipart/form-data" {
-			return httpError{http.StatusUnsupportedMediaType, "an import is multipart/form-data with a file part \"ssim\" and optionally \"rotations\""}
+			return &api.Error{Status: http.StatusUnsupportedMediaType, Detail: "an import is multipart/form-data with a file part \"ssim\" and optionally \"rotations\""}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxImportBody)
 		mr, err := r.MultipartReader()
 		if err != nil {
-			return badRequest("malformed multipart body: %v", err)
+			return api.BadRequest("malformed multipart body: %v", err)
 		}
 		files := map[string]*os.File{}
 		defer func() {
@@ -144,15 +147,15 @@ func (s *Service) upload(im *imports) func(http.ResponseWriter, *http.Request) e
 			if err != nil {
 				var tooBig *http.MaxBytesError
 				if errors.As(err, &tooBig) {
-					return httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
+					return &api.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
 				}
-				return badRequest("malformed multipart body: %v", err)
+				return api.BadRequest("malformed multipart body: %v", err)
 			}
 			name := part.FormName()
 			switch name {
 			case "ssim", "rotations":
 				if files[name] != nil {
-					return badRequest("part %q given twice", name)
+					return api.BadRequest("part %q given twice", name)
 				}
 				f, err := os.CreateTemp("", "logbook-import-*")
 				if err != nil {
@@ -162,9 +165,9 @@ func (s *Service) upload(im *imports) func(http.ResponseWriter, *http.Request) e
 				if _, err := io.Copy(f, part); err != nil {
 					var tooBig *http.MaxBytesError
 					if errors.As(err, &tooBig) {
-						return httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
+						return &api.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
 					}
-					return badRequest("reading part %q: %v", name, err)
+					return api.BadRequest("reading part %q: %v", name, err)
 				}
 				if _, err := f.Seek(0, io.SeekStart); err != nil {
 					return err
@@ -173,12 +176,12 @@ func (s *Service) upload(im *imports) func(http.ResponseWriter, *http.Request) e
 				b, _ := io.ReadAll(io.LimitReader(part, 16))
 				strict, _ = strconv.ParseBool(string(b))
 			default:
-				return badRequest("unknown part %q: want \"ssim\", \"rotations\" or \"strict\"", name)
+				return api.BadRequest("unknown part %q: want \"ssim\", \"rotations\" or \"strict\"", name)
 			}
 		}
 		sched := files["ssim"]
 		if sched == nil {
-			return badRequest("the file part \"ssim\" is required")
+			return api.BadRequest("the file part \"ssim\" is required")
 		}
 		rots := files["rotations"]
 		files = nil // the import closes and removes them
@@ -186,11 +189,11 @@ func (s *Service) upload(im *imports) func(http.ResponseWriter, *http.Request) e
 		go s.runImport(im, st, sched, rots, strict)
 		w.Header().Set("Location", "/api/imports/"+st.ID)
 		snap, _ := im.get(st.ID)
-		return writeJSON(w, http.StatusAccepted, snap)
+		return api.WriteJSON(w, http.StatusAccepted, snap)
 	}
 }
 
-func (s *Service) runImport(im *imports, st *ImportStatus, sched, rots *os.File, strict bool) {
+func (s *API) runImport(im *imports, st *ImportStatus, sched, rots *os.File, strict bool) {
 	defer func() {
 		for _, f := range []*os.File{sched, rots} {
 			if f != nil {
@@ -207,7 +210,7 @@ func (s *Service) runImport(im *imports, st *ImportStatus, sched, rots *os.File,
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	res, err := Import(ctx, s, sched, rr, ImportOptions{Strict: strict, Progress: func(done, total int) {
+	res, err := flights.Import(ctx, s.Service, sched, rr, flights.ImportOptions{Strict: strict, Progress: func(done, total int) {
 		im.update(st, func(st *ImportStatus) { st.State, st.Done, st.Total = "importing", done, total })
 	}})
 	im.update(st, func(st *ImportStatus) {
@@ -234,13 +237,13 @@ func (s *Service) runImport(im *imports, st *ImportStatus, sched, rots *os.File,
 	})
 }
 
-func (s *Service) importStatus(im *imports) func(http.ResponseWriter, *http.Request) error {
+func (s *API) importStatus(im *imports) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		st, ok := im.get(r.PathValue("id"))
 		if !ok {
-			return fmt.Errorf("import %s (only the last %d are kept): %w", r.PathValue("id"), keptImports, ErrNotFound)
+			return fmt.Errorf("import %s (only the last %d are kept): %w", r.PathValue("id"), keptImports, flights.ErrNotFound)
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		return writeJSON(w, http.StatusOK, st)
+		return api.WriteJSON(w, http.StatusOK, st)
 	}
 }

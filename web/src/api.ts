@@ -9,6 +9,7 @@ export type {
   CheckPage,
   CommandResult,
   Counts,
+  CountsAnswer,
   ImportStatus,
   Lane,
   LanesAnswer,

@@ -12,7 +12,7 @@ import {
   type Check,
   type CheckPage,
   type CommandResult,
-  type Counts,
+  type CountsAnswer,
   type ImportStatus,
   type Lane,
   type LanesAnswer,
@@ -279,7 +279,7 @@ class App {
   }
 
   private async loadCounts(): Promise<void> {
-    const c = await this.api.get<Counts>("/api/violations/counts");
+    const c = await this.api.get<CountsAnswer>("/api/violations/counts");
     this.countsEl.replaceChildren(
       ...CHECKS.map((k) => {
         const b = button("", () => {

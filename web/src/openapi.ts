@@ -43,9 +43,12 @@ export interface Counts {
   continuity: number;
   duplicate_designator: number;
   min_ground_time: number;
-  position: number;
   total: number;
 }
+
+export type CountsAnswer = Counts & {
+  position: number;
+};
 
 export interface ImportStatus {
   /** legs submitted so far */

@@ -1,4 +1,4 @@
-// The schedule board (seed 000 Figure 1.1): one lane per rotation,
+// The schedule board, as airline planning tools draw it: one lane per rotation,
 // labelled with its airplane, legs as boxes on a time axis.
 //
 // A season is hundreds of lanes of a thousand legs each, so the board is

@@ -639,9 +639,10 @@ func counts(_ *http.Request, v *flights.Validation) (any, error) {
 	}{c, pos}, nil
 }
 
-// check answers one schedule validation (the load test's three queries,
-// seed 000 §6.3): the count of a check's violations and the first ten (a page small
-// enough to leave in one write).
+// check answers one schedule validation — the three queries a planner's
+// screen asks most, and the read load test's mix: the count of a check's
+// violations and the first ten (a page small enough to leave in one
+// write).
 func check(r *http.Request, v *flights.Validation) (any, error) {
 	c := flights.Check(r.PathValue("check"))
 	if c != flights.Continuity && c != flights.MinGroundTime && c != flights.DuplicateDesignator {

@@ -69,7 +69,8 @@ func Problem(status int, typ, detail string) problem.Details {
 // WriteError answers err as problem+json: an *Error as it says; a
 // version conflict as 409 with the actual version; then the service's
 // own errors (domain); then the engine's: 409 exists, 404 not found, 413
-// too large, 503 closed or timed out, 499 cancelled; anything else 500.
+// too large, 400 an id the store cannot take, 503 closed or timed out,
+// 499 cancelled; anything else 500.
 func WriteError(w http.ResponseWriter, err error, domain DomainErrors) {
 	var he *Error
 	var ce *eventstore.ConflictError
@@ -97,6 +98,8 @@ func WriteError(w http.ResponseWriter, err error, domain DomainErrors) {
 	case errors.Is(err, aggregate.ErrClosed), errors.Is(err, eventstore.ErrClosed), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, Problem(http.StatusServiceUnavailable, TypeUnavailable, err.Error()))
+	case errors.Is(err, eventstore.ErrInvalidStreamID):
+		problem.Write(w, Problem(http.StatusBadRequest, TypeInvalidRequest, err.Error()))
 	case errors.Is(err, aggregate.ErrExists):
 		problem.Write(w, Problem(http.StatusConflict, TypeExists, err.Error()))
 	case errors.Is(err, eventstore.ErrVersionConflict):
@@ -125,9 +128,14 @@ func DecodeJSON(r *http.Request, max int64, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return &Error{Status: http.StatusUnsupportedMediaType, Type: TypeUnsupportedType, Detail: fmt.Sprintf("content type %q, want application/json", ct)}
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, max+1))
+	body := &io.LimitedReader{R: r.Body, N: max + 1}
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if body.N <= 0 {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeTooLarge, Detail: fmt.Sprintf("the body is over %d MiB", max>>20)}
+	}
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return BadRequest("request body is empty, want a JSON object")
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/logbook/logbook/engine/auth"
@@ -59,6 +60,32 @@ type Spec struct {
 	// Pinned routes keep state in one node's memory (an upload and its
 	// status polls): a proxy sends all of them to the same node.
 	Pinned bool
+	// Query names the query parameters the route takes (view queries
+	// usually MinPosition among them). Any other is refused with 400, so
+	// that a parameter nobody reads cannot make each request a new cache
+	// entry, and a misspelt one is not silently ignored.
+	Query []string
+}
+
+// MinPosition is the query parameter of read-your-writes: a view query
+// waits until its read model has applied that log position.
+const MinPosition = "min_position"
+
+// checkQuery refuses query parameters the route does not take.
+func (s Spec) checkQuery(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	for name := range r.URL.Query() {
+		if slices.Contains(s.Query, name) {
+			continue
+		}
+		if len(s.Query) == 0 {
+			return BadRequest("unknown query parameter %q: %s takes none", name, s.Pattern())
+		}
+		return BadRequest("unknown query parameter %q: %s takes %s", name, s.Pattern(), strings.Join(s.Query, ", "))
+	}
+	return nil
 }
 
 // Pattern is the route's http.ServeMux pattern.
@@ -158,8 +185,13 @@ func Mount[T any](mux *http.ServeMux, routes []Route[T], a T, node Node, tokens 
 				return &Error{Status: http.StatusMisdirectedRequest, Type: TypeMisdirected, Detail: why}
 			}, domain)
 		} else {
-			handle := rt.Handle
-			h = Handler(func(w http.ResponseWriter, r *http.Request) error { return handle(a, w, r) }, domain)
+			spec, handle := rt.Spec, rt.Handle
+			h = Handler(func(w http.ResponseWriter, r *http.Request) error {
+				if err := spec.checkQuery(r); err != nil {
+					return err
+				}
+				return handle(a, w, r)
+			}, domain)
 		}
 		if !rt.Public {
 			h = tokens.RequireRole(rt.Role, h)

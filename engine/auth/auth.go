@@ -139,9 +139,8 @@ func (t *Tokens) RequireRole(need Role, h http.Handler) http.Handler {
 
 // authenticate finds the request's bearer token's role, or answers 401.
 func (t *Tokens) authenticate(w http.ResponseWriter, r *http.Request) (Role, bool) {
-	authz := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(authz, "Bearer ")
-	if !ok || tok == "" {
+	tok, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
 		problem.Error(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)")
 		return "", false
@@ -174,3 +173,17 @@ func (t *Tokens) Require(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// bearer returns the token of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1).
+func bearer(authz string) (string, bool) {
+	scheme, tok, ok := strings.Cut(authz, " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return tok, true
+}
+
+// BearerToken returns the request's bearer token, if it has one.
+func BearerToken(r *http.Request) (string, bool) { return bearer(r.Header.Get("Authorization")) }

@@ -62,3 +62,21 @@ func TestRequire(t *testing.T) {
 		}
 	}
 }
+
+// The scheme of an Authorization header is case-insensitive (RFC 9110).
+func TestBearerSchemeCaseInsensitive(t *testing.T) {
+	tokens := &Tokens{}
+	if err := tokens.Add("viewer-token-1", Viewer); err != nil {
+		t.Fatal(err)
+	}
+	h := tokens.RequireRole(Viewer, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("Authorization", scheme+" viewer-token-1")
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("scheme %q: %d", scheme, rec.Code)
+		}
+	}
+}

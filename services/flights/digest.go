@@ -15,7 +15,23 @@ import (
 // applied the same log to the same position have the same digest, however
 // they were fed (a replica over HTTP or Kafka, a rebuild from the store),
 // so comparing digests checks a replica without shipping its contents.
+//
+// It reads the whole view under the view's read lock (a second for a
+// million legs), so it is computed at most once per view position and one
+// at a time: concurrent and repeated requests share the answer instead of
+// holding back the events waiting to be applied.
 func (v *Validation) Digest() (string, uint64) {
+	v.digestMu.Lock()
+	defer v.digestMu.Unlock()
+	if pos := v.Position(); v.digestSum != "" && v.digestPos == pos {
+		return v.digestSum, pos
+	}
+	v.digestSum, v.digestPos = v.digest()
+	v.digests.Add(1)
+	return v.digestSum, v.digestPos
+}
+
+func (v *Validation) digest() (string, uint64) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	h := sha256.New()

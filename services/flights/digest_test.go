@@ -2,6 +2,7 @@ package flights
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,5 +59,33 @@ func TestDigest(t *testing.T) {
 	}
 	if moved, _ := wait(t, svc).Digest(); moved == live {
 		t.Fatal("a moved leg did not change the digest")
+	}
+}
+
+// Concurrent digests of one view position are computed once: the digest
+// reads the whole view under its read lock, and repeated requests must not
+// keep the view from applying new events.
+func TestDigestComputedOncePerPosition(t *testing.T) {
+	ctx := context.Background()
+	svc, _ := newService(t)
+	if _, err := svc.Rotations.Execute(ctx, "R1", CreateRotation{}); err != nil {
+		t.Fatal(err)
+	}
+	v := wait(t, svc)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { v.Digest() })
+	}
+	wg.Wait()
+	if n := v.digests.Load(); n != 1 {
+		t.Fatalf("8 digests of one position computed %d times", n)
+	}
+	if _, err := svc.Rotations.Execute(ctx, "R2", CreateRotation{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, svc)
+	v.Digest()
+	if n := v.digests.Load(); n != 2 {
+		t.Fatalf("a digest after the view moved: %d computations, want 2", n)
 	}
 }

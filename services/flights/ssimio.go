@@ -2,6 +2,7 @@ package flights
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -120,7 +121,21 @@ type ImportOptions struct {
 	Strict   bool                  // stop at the first rejected record
 	Progress func(done, total int) // legs submitted so far, of total; may be nil
 	Workers  int                   // concurrent commands (default 64)
+	// MaxLegs bounds the dated legs a schedule may expand into (default
+	// DefaultMaxImportLegs): one SSIM record can stand for a flight every
+	// day for a century, and an import holds its legs in memory.
+	MaxLegs int
 }
+
+// DefaultMaxImportLegs is the most dated legs one import may expand into
+// unless ImportOptions.MaxLegs says otherwise: a large airline's season
+// is some 600,000, and a million legs take about 300 MB while they are
+// sorted and chained.
+const DefaultMaxImportLegs = 1_000_000
+
+// ErrTooManyLegs refuses a schedule that expands beyond its limit of
+// dated legs; nothing of it is written.
+var ErrTooManyLegs = errors.New("the schedule expands into too many dated legs")
 
 // ImportResult is what `flights import --json` prints.
 type ImportResult struct {
@@ -155,8 +170,15 @@ func Import(ctx context.Context, svc *Service, schedule io.Reader, rotations io.
 		res.Rejections = append(res.Rejections, r)
 		rejMu.Unlock()
 	}
+	maxLegs := opts.MaxLegs
+	if maxLegs <= 0 {
+		maxLegs = DefaultMaxImportLegs
+	}
 	var legs []ssim.DatedLeg
 	st, err := ssim.Read(schedule, ssim.Options{Strict: opts.Strict, OnReject: reject}, func(l ssim.DatedLeg) error {
+		if len(legs) == maxLegs {
+			return fmt.Errorf("%w: more than %d (split the file, or raise the limit)", ErrTooManyLegs, maxLegs)
+		}
 		legs = append(legs, l)
 		return nil
 	})

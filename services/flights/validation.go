@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -66,6 +67,12 @@ type Validation struct {
 	byTime     *btree.BTreeG[vkey] // key: ""
 	byRotation map[string]map[string]*Violation
 	counts     map[Check]int
+
+	// The last digest and the position it is of (digest.go).
+	digestMu  sync.Mutex
+	digestSum string
+	digestPos uint64
+	digests   atomic.Int64 // computations, for tests
 }
 
 type vleg struct {

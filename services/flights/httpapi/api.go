@@ -67,7 +67,7 @@ var Routes = []api.Route[*API]{
 			return flights.RemoveLeg{LegID: r.PathValue("leg")}, nil
 		})
 	}),
-	view("GET /api/rotations/{id}/violations", rotationViolations),
+	view("GET /api/rotations/{id}/violations", rotationViolations, "cursor"),
 	command("POST /api/airplanes", (*API).createAirplane),
 	read("GET /api/airplanes/{reg}", (*API).getAirplane),
 	command("DELETE /api/airplanes/{reg}", func(s *API, w http.ResponseWriter, r *http.Request) error {
@@ -98,14 +98,14 @@ var Routes = []api.Route[*API]{
 	}),
 	command("PUT /api/airports/{code}/min-ground-time", (*API).setAirportMGT),
 	read("GET /api/airports/{code}", (*API).getAirport),
-	view("GET /api/violations", listViolations),
+	view("GET /api/violations", listViolations, "check", "rotation", "airline", "from", "to", "cursor", "limit"),
 	view("GET /api/violations/counts", counts),
-	view("GET /api/checks/{check}", check),
+	view("GET /api/checks/{check}", check, "rotation", "airline", "from", "to", "cursor", "limit"),
 	view("GET /api/validity", validity),
 	view("GET /api/validation/digest", digest),
 	// The web UI's board, live changes and uploads (board.go, live.go, upload.go).
-	view("GET /api/board/lanes", boardLanes),
-	view("GET /api/board/legs", boardLegs),
+	view("GET /api/board/lanes", boardLanes, "airline", "airport", "airplane", "rotation", "from", "to"),
+	view("GET /api/board/legs", boardLegs, "rotations", "from", "to"),
 	view("GET /api/board/meta", boardMeta),
 	{Spec: api.Spec{Method: "GET", Path: "/api/session", Role: auth.Viewer, Kind: api.Anywhere}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.session(s.tokens)(w, r) }},
 	{Spec: api.Spec{Method: "GET", Path: "/api/live", Role: auth.Viewer, Kind: api.ViewQuery}, Handle: (*API).live},
@@ -129,11 +129,13 @@ func read(pattern string, h func(*API, http.ResponseWriter, *http.Request) error
 }
 
 // view is a query of the validation view, answered through the response
-// cache (query).
-func view(pattern string, build func(r *http.Request, v *flights.Validation) (any, error)) api.Route[*API] {
-	return route(pattern, auth.Viewer, api.ViewQuery, func(s *API, w http.ResponseWriter, r *http.Request) error {
+// cache (query); it takes the query parameters named and min_position.
+func view(pattern string, build func(r *http.Request, v *flights.Validation) (any, error), query ...string) api.Route[*API] {
+	rt := route(pattern, auth.Viewer, api.ViewQuery, func(s *API, w http.ResponseWriter, r *http.Request) error {
 		return s.query(w, r, build)
 	})
+	rt.Query = append(query, api.MinPosition)
+	return rt
 }
 
 func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
@@ -148,10 +150,17 @@ func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.Resp
 // document needs a bearer token; changing anything needs a planner. ctx
 // ends live streams and uploaded imports.
 func New(ctx context.Context, svc *flights.Service, tokens *auth.Tokens) http.Handler {
-	a := &API{Service: svc, tokens: tokens, life: ctx}
+	return newAPIValue(ctx, svc, tokens).handler()
+}
+
+func newAPIValue(ctx context.Context, svc *flights.Service, tokens *auth.Tokens) *API {
+	return &API{Service: svc, tokens: tokens, life: ctx}
+}
+
+func (a *API) handler() http.Handler {
 	mux := http.NewServeMux()
-	node := api.Node{WriteModel: svc.Rotations != nil, Views: svc.Validation != nil}
-	api.Mount(mux, Routes, a, node, tokens, domainErrors)
+	node := api.Node{WriteModel: a.Rotations != nil, Views: a.Validation != nil}
+	api.Mount(mux, Routes, a, node, a.tokens, domainErrors)
 	mux.Handle("/api/", api.Handler(func(w http.ResponseWriter, r *http.Request) error {
 		return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/openapi.json)", r.Method, r.URL.Path)}
 	}, nil))
@@ -503,10 +512,11 @@ func cacheKey(r *http.Request) string {
 }
 
 // responseCache holds encoded answers by request, each valid for one view
-// position.
+// position, within a byte budget.
 type responseCache struct {
-	mu sync.RWMutex
-	m  map[string]cachedBody
+	mu    sync.RWMutex
+	m     map[string]cachedBody
+	bytes int // of the cached bodies
 }
 
 type cachedBody struct {
@@ -514,9 +524,10 @@ type cachedBody struct {
 	body []byte
 }
 
-// maxCached bounds the cache; when full it starts over, which costs one
-// recomputation per distinct request.
-const maxCached = 4096
+// maxCachedBytes bounds the cache; when an answer would take it over, it
+// starts over, which costs one recomputation per distinct request. (The
+// requests themselves are few: unknown query parameters are refused.)
+const maxCachedBytes = 64 << 20
 
 func (c *responseCache) get(key string, pos uint64) ([]byte, bool) {
 	c.mu.RLock()
@@ -529,12 +540,19 @@ func (c *responseCache) get(key string, pos uint64) ([]byte, bool) {
 }
 
 func (c *responseCache) put(key string, pos uint64, body []byte) {
+	if len(body) > maxCachedBytes {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCached {
-		c.m = make(map[string]cachedBody)
+	if old, ok := c.m[key]; ok {
+		c.bytes -= len(old.body)
+	}
+	if c.m == nil || c.bytes+len(body) > maxCachedBytes {
+		c.m, c.bytes = make(map[string]cachedBody), 0
 	}
 	c.m[key] = cachedBody{pos, body}
+	c.bytes += len(body)
 }
 
 // errNoView answers a view query on a write node that keeps no view.

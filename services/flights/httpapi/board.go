@@ -78,7 +78,7 @@ func rotationIDs(values []string) ([]string, error) {
 	if len(ids) > maxWindowLanes {
 		return nil, api.BadRequest("rotations: %d given, at most %d", len(ids), maxWindowLanes)
 	}
-	return ids, nil
+	return dedup(ids), nil
 }
 
 func boardMeta(_ *http.Request, v *flights.Validation) (any, error) { return v.BoardMeta(), nil }
@@ -113,7 +113,7 @@ func timeRange(r *http.Request, required bool) (from, to time.Time, err error) {
 // editing controls. (Require has already refused unknown tokens.)
 func (s *API) session(tokens *auth.Tokens) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tok, _ := auth.BearerToken(r)
 		role, ok := tokens.Lookup(tok)
 		if !ok {
 			return &api.Error{Status: http.StatusUnauthorized, Detail: "unknown bearer token"}
@@ -125,4 +125,18 @@ func (s *API) session(tokens *auth.Tokens) func(http.ResponseWriter, *http.Reque
 			Replica  bool      `json:"replica"`
 		}{role, role.CanWrite() && s.Rotations != nil, s.Rotations == nil})
 	}
+}
+
+// dedup drops repeated ids, keeping the first of each: a rotation named
+// twice is one lane.
+func dedup(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := ids[:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -72,11 +72,34 @@ type RejectedEntry struct {
 // is in the result.
 const maxListedRejections = 1000
 
+// maxRunningImports bounds the imports one node runs at once: each holds
+// its schedule's legs in memory (up to flights.DefaultMaxImportLegs).
+const maxRunningImports = 2
+
 // imports holds the upload jobs of one handler.
 type imports struct {
-	mu   sync.Mutex
-	jobs map[string]*ImportStatus
-	ids  []string // in start order, for forgetting the oldest
+	mu      sync.Mutex
+	jobs    map[string]*ImportStatus
+	ids     []string // in start order, for forgetting the oldest
+	running int      // slots taken (acquire), at most maxRunningImports
+}
+
+// acquire takes a slot for an import, or reports that all are taken.
+func (im *imports) acquire() bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.running >= maxRunningImports {
+		return false
+	}
+	im.running++
+	return true
+}
+
+// release gives a slot back.
+func (im *imports) release() {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	im.running--
 }
 
 func (im *imports) start() *ImportStatus {
@@ -124,6 +147,16 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 		if err != nil || mt != "multipart/form-data" {
 			return &api.Error{Status: http.StatusUnsupportedMediaType, Detail: "an import is multipart/form-data with a file part \"ssim\" and optionally \"rotations\""}
 		}
+		if !im.acquire() {
+			w.Header().Set("Retry-After", "10")
+			return &api.Error{Status: http.StatusTooManyRequests, Detail: fmt.Sprintf("%d imports are running on this node, the most it runs at once: try again when one is done", maxRunningImports)}
+		}
+		started := false
+		defer func() {
+			if !started {
+				im.release()
+			}
+		}()
 		r.Body = http.MaxBytesReader(w, r.Body, MaxImportBody)
 		mr, err := r.MultipartReader()
 		if err != nil {
@@ -186,6 +219,7 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 		rots := files["rotations"]
 		files = nil // the import closes and removes them
 		st := im.start()
+		started = true // runImport releases the slot
 		go s.runImport(im, st, sched, rots, strict)
 		w.Header().Set("Location", "/api/imports/"+st.ID)
 		snap, _ := im.get(st.ID)
@@ -194,6 +228,7 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 }
 
 func (s *API) runImport(im *imports, st *ImportStatus, sched, rots *os.File, strict bool) {
+	defer im.release()
 	defer func() {
 		for _, f := range []*os.File{sched, rots} {
 			if f != nil {

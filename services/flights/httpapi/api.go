@@ -43,6 +43,7 @@ type API struct {
 	tokens  *auth.Tokens
 	cache   responseCache // encoded query answers by view position
 	imports imports       // uploads and their progress (upload.go)
+	hub     hub           // the subscription behind /api/live (live.go)
 	// life ends live streams and uploaded imports, so a server shutting
 	// down need not wait for them (live.go, upload.go).
 	life context.Context

@@ -110,5 +110,10 @@ var ErrClosed = errors.New("aggregate: runtime closed")
 // ErrNotFound is returned by State for an aggregate with no events.
 var ErrNotFound = errors.New("aggregate: not found")
 
+// ErrKeyReused refuses a command whose idempotency key the aggregate has
+// seen with another command: a key names one command, and answering the
+// second as a duplicate of the first would tell its sender it took effect.
+var ErrKeyReused = errors.New("aggregate: idempotency key already used for another command")
+
 // ErrExists is returned by Create when the aggregate already has events.
 var ErrExists = errors.New("aggregate already exists")

@@ -536,3 +536,42 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return 0
 }
+
+// An idempotency key names one command: the same key with another command
+// is refused with ErrKeyReused, not answered as a duplicate of the first
+// (whose answer would tell the client its second command took effect) —
+// also after a restart, from the events and from a snapshot.
+func TestIdempotencyKeyReusedForAnotherCommand(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	def := definition()
+	def.Snapshots, def.SnapshotEvery = aggregate.JSONSnapshots[account]{Version: 1}, 2
+	rt := newRuntime(t, store, def, aggregate.Options{})
+	first, err := rt.Create(ctx, open{Owner: "k"}, aggregate.WithIdempotencyKey("create-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.ID
+	mustExec(t, rt, id, deposit{Amount: 5}, aggregate.WithIdempotencyKey("d1"))
+	check := func(rt *aggregate.Runtime[account, any, any], when string) {
+		t.Helper()
+		if _, err := rt.Execute(ctx, id, deposit{Amount: 7}, aggregate.WithIdempotencyKey("d1")); !errors.Is(err, aggregate.ErrKeyReused) {
+			t.Fatalf("%s: key d1 with another amount: %v, want ErrKeyReused", when, err)
+		}
+		if dup := mustExec(t, rt, id, deposit{Amount: 5}, aggregate.WithIdempotencyKey("d1")); !dup.Duplicate {
+			t.Fatalf("%s: the same command again is not a duplicate: %+v", when, dup)
+		}
+		if st, _, _ := rt.State(ctx, id); st.Balance != 5 {
+			t.Fatalf("%s: balance %d, want 5", when, st.Balance)
+		}
+	}
+	check(rt, "live")
+	mustExec(t, rt, id, nothing{})
+	mustExec(t, rt, id, deposit{Amount: 0}) // version 3: a snapshot at 2
+	waitFor(t, func() bool {
+		snap, ok, _ := store.LoadSnapshot(ctx, rt.Stream(id))
+		return ok && snap.Seq >= 2
+	})
+	check(newRuntime(t, store, def, aggregate.Options{}), "reloaded from a snapshot")
+	check(newRuntime(t, store, definition(), aggregate.Options{}), "replayed from events")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -56,7 +57,7 @@ func (sh *shard[S, C, E]) catchUp(e *entry[S, C, E]) error {
 			e.state = def.Evolve(e.state, ev)
 			e.version = se.Seq
 			if key := se.Meta[metaIdempotencyKey]; key != "" {
-				e.keys.extend(key, se.Seq, se.Position, sh.rt.opts.IdempotencyKeys)
+				e.keys.extend(key, se.Meta[metaFingerprint], se.Seq, se.Position, sh.rt.opts.IdempotencyKeys)
 			}
 		}
 		if len(evs) < pageSize {
@@ -152,9 +153,15 @@ func (sh *shard[S, C, E]) evict(e *entry[S, C, E]) {
 
 // Idempotency keys.
 
-const metaIdempotencyKey = "idempotency-key"
+const (
+	metaIdempotencyKey = "idempotency-key"
+	metaFingerprint    = "command-fingerprint" // of the command the key came with
+)
 
-type keyResult struct{ first, last, pos uint64 }
+type keyResult struct {
+	first, last, pos uint64
+	fingerprint      string // "" in data written before fingerprints: the key alone decides
+}
 
 // keyRing remembers the results of an aggregate's latest commands by key,
 // oldest forgotten first.
@@ -184,10 +191,10 @@ func (k *keyRing) put(key string, r keyResult, limit int) {
 
 // extend records an event of key's command met on replay: the events of
 // one command are consecutive and all carry its key.
-func (k *keyRing) extend(key string, seq, pos uint64, limit int) {
+func (k *keyRing) extend(key, fingerprint string, seq, pos uint64, limit int) {
 	r, ok := k.byKey[key]
 	if !ok || r.last+1 != seq {
-		r = keyResult{first: seq}
+		r = keyResult{first: seq, fingerprint: fingerprint}
 	}
 	r.last, r.pos = seq, pos
 	k.put(key, r, limit)
@@ -199,12 +206,20 @@ func (k *keyRing) extend(key string, seq, pos uint64, limit int) {
 //
 //	uvarint count, then per key: uvarint len, key, uvarint first, last, pos
 //	state bytes: the rest
+//
+// A key with a fingerprint is written as key NUL fingerprint (an
+// idempotency key has no NUL: HTTP headers cannot carry one), so
+// envelopes written before fingerprints read as keys without one.
 func encodeEnvelope(k keyRing, state []byte) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(k.order)))
 	for _, key := range k.order {
 		r := k.byKey[key]
-		b = binary.AppendUvarint(b, uint64(len(key)))
-		b = append(b, key...)
+		name := key
+		if r.fingerprint != "" {
+			name += "\x00" + r.fingerprint
+		}
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
 		b = binary.AppendUvarint(b, r.first)
 		b = binary.AppendUvarint(b, r.last)
 		b = binary.AppendUvarint(b, r.pos)
@@ -234,9 +249,9 @@ func decodeEnvelope(b []byte) (keyRing, []byte, error) {
 		if b == nil || n > uint64(len(b)) {
 			return k, nil, errEnvelope
 		}
-		key := string(b[:n])
+		key, fp, _ := strings.Cut(string(b[:n]), "\x00")
 		b = b[n:]
-		r := keyResult{first: next(), last: next(), pos: next()}
+		r := keyResult{first: next(), last: next(), pos: next(), fingerprint: fp}
 		if b == nil {
 			return k, nil, errEnvelope
 		}

@@ -3,6 +3,9 @@ package aggregate
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -89,7 +92,9 @@ type callOptions struct {
 
 // WithIdempotencyKey makes a retried command safe: a command whose key the
 // aggregate has seen returns the original result and changes nothing. The
-// key is stored with the command's events, so it survives restarts.
+// key is stored with the command's events, so it survives restarts, and
+// with a fingerprint of the command (its type and JSON encoding): the
+// same key with another command is refused with ErrKeyReused.
 func WithIdempotencyKey(key string) Option { return func(o *callOptions) { o.key = key } }
 
 // WithExpectedVersion refuses the command with an *eventstore.ConflictError
@@ -138,6 +143,9 @@ func (r *Runtime[S, C, E]) do(ctx context.Context, req *request[S, C, E], opts [
 		return Result[E]{}, fmt.Errorf("aggregate %s: empty id", r.def.Kind)
 	}
 	req.key, req.expect = o.key, o.expect
+	if req.key != "" && req.kind != reqState {
+		req.fingerprint = fingerprint(req.cmd)
+	}
 	req.ctx = ctx
 	req.start = time.Now()
 	req.done = make(chan struct{})
@@ -179,4 +187,18 @@ func keyID(kind, key string) string {
 	id[6] = id[6]&0x0f | 0x50
 	id[8] = id[8]&0x3f | 0x80
 	return id.String()
+}
+
+// fingerprint names a command by its type and JSON encoding (map keys
+// sorted, so equal commands encode alike). A command that cannot be
+// encoded has none, and its key is then trusted alone.
+func fingerprint(cmd any) string {
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%T\x00", cmd)
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }

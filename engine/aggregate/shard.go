@@ -24,7 +24,9 @@ type request[S, C, E any] struct {
 	id       string
 	cmd      C
 	key      string
-	expect   int64
+	// fingerprint names the command its key was given with (runtime.go).
+	fingerprint string
+	expect      int64
 	ctx      context.Context
 	start    time.Time
 	attempts int
@@ -179,6 +181,10 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 		}
 		if req.key != "" {
 			if k, ok := e.keys.get(req.key); ok {
+				if k.fingerprint != "" && req.fingerprint != "" && k.fingerprint != req.fingerprint {
+					sh.reject(req, fmt.Errorf("%w: key %q on %s", ErrKeyReused, req.key, e.stream))
+					continue
+				}
 				req.result = Result[E]{ID: e.id, FirstSeq: k.first, Version: k.last, Position: k.pos, Duplicate: true}
 				sh.rt.metrics.command(req.start, outcomeDuplicate)
 				sh.finish(req, nil)
@@ -259,7 +265,7 @@ func (sh *shard[S, C, E]) decideOne(e *entry[S, C, E], state S, req *request[S, 
 	}
 	enc := make([]eventstore.NewEvent, len(out))
 	for i, ev := range out {
-		if enc[i], err = sh.encode(e, ev, req.key); err != nil {
+		if enc[i], err = sh.encode(e, ev, req.key, req.fingerprint); err != nil {
 			return nil, nil, state, err
 		}
 		state = def.Evolve(state, ev)
@@ -267,7 +273,7 @@ func (sh *shard[S, C, E]) decideOne(e *entry[S, C, E], state S, req *request[S, 
 	return out, enc, state, nil
 }
 
-func (sh *shard[S, C, E]) encode(e *entry[S, C, E], ev E, key string) (eventstore.NewEvent, error) {
+func (sh *shard[S, C, E]) encode(e *entry[S, C, E], ev E, key, fingerprint string) (eventstore.NewEvent, error) {
 	def := &sh.rt.def
 	typ, ver, data, err := def.Events.Encode(ev)
 	if err != nil {
@@ -280,6 +286,9 @@ func (sh *shard[S, C, E]) encode(e *entry[S, C, E], ev E, key string) (eventstor
 	ne := eventstore.NewEvent{Type: typ, Version: ver, Data: data, Tags: tags}
 	if key != "" {
 		ne.Meta = map[string]string{metaIdempotencyKey: key}
+		if fingerprint != "" {
+			ne.Meta[metaFingerprint] = fingerprint
+		}
 	}
 	return ne, nil
 }
@@ -298,7 +307,7 @@ func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
 				r.FirstSeq = c.res.FirstSeq + uint64(sp.start)
 				r.Position = c.res.FirstPosition + uint64(sp.end) - 1
 				if sp.req.key != "" {
-					e.keys.put(sp.req.key, keyResult{first: r.FirstSeq, last: r.Version, pos: r.Position}, sh.rt.opts.IdempotencyKeys)
+					e.keys.put(sp.req.key, keyResult{first: r.FirstSeq, last: r.Version, pos: r.Position, fingerprint: sp.req.fingerprint}, sh.rt.opts.IdempotencyKeys)
 				}
 			}
 			sp.req.result = r

@@ -25,8 +25,9 @@ const (
 	TypeNotFound        = "urn:logbook:problem:not-found"        // 404
 	TypeTooLarge        = "urn:logbook:problem:too-large"        // 413
 	TypeUnsupportedType = "urn:logbook:problem:unsupported-media-type"
-	TypeMisdirected     = "urn:logbook:problem:misdirected" // 421: this node does not serve the route
-	TypeUnavailable     = "urn:logbook:problem:unavailable" // 503: closing, or a wait timed out; retry
+	TypeKeyReused       = "urn:logbook:problem:idempotency-key-reused" // 422: the Idempotency-Key came with another command before
+	TypeMisdirected     = "urn:logbook:problem:misdirected"            // 421: this node does not serve the route
+	TypeUnavailable     = "urn:logbook:problem:unavailable"            // 503: closing, or a wait timed out; retry
 	TypeInternal        = "urn:logbook:problem:internal"
 )
 
@@ -100,6 +101,8 @@ func WriteError(w http.ResponseWriter, err error, domain DomainErrors) {
 		problem.Write(w, Problem(http.StatusServiceUnavailable, TypeUnavailable, err.Error()))
 	case errors.Is(err, eventstore.ErrInvalidStreamID):
 		problem.Write(w, Problem(http.StatusBadRequest, TypeInvalidRequest, err.Error()))
+	case errors.Is(err, aggregate.ErrKeyReused):
+		problem.Write(w, Problem(http.StatusUnprocessableEntity, TypeKeyReused, err.Error()))
 	case errors.Is(err, aggregate.ErrExists):
 		problem.Write(w, Problem(http.StatusConflict, TypeExists, err.Error()))
 	case errors.Is(err, eventstore.ErrVersionConflict):

@@ -281,7 +281,8 @@ func freePort() (int, error) {
 // request that fails to reach a node goes to the next one — commands too
 // (non_idempotent): the API's Idempotency-Key makes a retried command
 // harmless, and a node that died mid-request may or may not have
-// committed it.
+// committed it. A command without an Idempotency-Key is not retried: it
+// might be applied twice.
 var nginxConf = template.Must(template.New("nginx").Parse(`# written by logbook's cluster package
 worker_processes 2;
 daemon off;
@@ -305,6 +306,10 @@ http {
 		{{range .Affinity}}"~{{.Regexp}}" {{.Key}};
 		{{end}}default $request_id;
 	}
+	map $http_idempotency_key $keyed {
+		"" 0;
+		default 1;
+	}
 	map "$request_method $uri" $pool {
 		{{if .Replicas}}{{range .ReplicaRoutes}}"~^{{.}}" replicas;
 		{{end}}{{end}}default writers;
@@ -326,16 +331,25 @@ http {
 		# default of closing one after 1000 requests fails those in flight.
 		keepalive_requests 1000000;
 		keepalive_timeout 300s;
+		proxy_http_version 1.1;
+		proxy_set_header Connection "";
+		proxy_set_header Host $host;
+		proxy_next_upstream_tries 4;
+		proxy_connect_timeout 2s;
+		proxy_read_timeout 1h;
+		proxy_buffering off;
+		# A command is retried on the next node only when it carries an
+		# Idempotency-Key (then a second delivery is answered as a
+		# duplicate); reads are always retried.
 		location / {
+			error_page 418 = @keyed;
+			if ($keyed) { return 418; }
 			proxy_pass http://$pool;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
-			proxy_set_header Host $host;
+			proxy_next_upstream error timeout http_502 http_503;
+		}
+		location @keyed {
+			proxy_pass http://$pool;
 			proxy_next_upstream error timeout http_502 http_503 non_idempotent;
-			proxy_next_upstream_tries 4;
-			proxy_connect_timeout 2s;
-			proxy_read_timeout 1h;
-			proxy_buffering off;
 		}
 	}
 }

@@ -279,6 +279,12 @@ describe("schedule board", () => {
 
   test("a planner's edit in the UI is in the API; a refused one is shown plainly", async () => {
     const { page, errors } = await open();
+    // Every change the UI sends carries an Idempotency-Key of its own, so
+    // that a proxy's retry is applied once.
+    const changes = [];
+    page.on("request", (r) => {
+      if (r.method() !== "GET" && new URL(r.url()).pathname.startsWith("/api/")) changes.push(r.headers()["idempotency-key"]);
+    });
     await signIn(page, PLANNER);
     // A leg of LH-R0004 with room after it: three hours before the next.
     const legs = await legsOf("LH-R0004");
@@ -324,6 +330,9 @@ describe("schedule board", () => {
     await page.locator("dialog .form-error", { hasText: "Refused — conflict" }).waitFor();
     await shot(page, "07-airplane-exists");
     await page.getByRole("button", { name: "Cancel" }).click();
+    assert.ok(changes.length >= 4, `changes sent: ${changes.length}`);
+    assert.ok(changes.every((k) => typeof k === "string" && k.length >= 16), `keys: ${changes}`);
+    assert.equal(new Set(changes).size, changes.length, "a key per change");
     assert.deepEqual(errors, []);
   });
 

@@ -47,6 +47,11 @@ export class Api {
 
   private async request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
     const headers: Record<string, string> = { Authorization: `Bearer ${this.token}` };
+    if (method !== "GET") {
+      // Every change carries a key of its own, so that a retry — by a
+      // proxy whose upstream failed mid-request — is applied once.
+      headers["Idempotency-Key"] = newKey();
+    }
     let payload: BodyInit | undefined;
     if (body instanceof FormData) {
       payload = body;
@@ -92,6 +97,11 @@ export class Api {
     return this.request<T>("GET", qs ? `${path}?${qs}` : path, undefined, signal);
   }
 
+  /** A read of the write model (an aggregate, an import's status): always current, no min_position. */
+  read<T>(path: string): Promise<T> {
+    return this.request<T>("GET", path);
+  }
+
   send<T = CommandResult>(method: string, path: string, body?: unknown): Promise<T> {
     return this.request<T>(method, path, body);
   }
@@ -99,6 +109,13 @@ export class Api {
   session(): Promise<Session> {
     return this.request<Session>("GET", "/api/session");
   }
+}
+
+/** A random idempotency key (crypto.randomUUID needs a secure context; this does not). */
+export function newKey(): string {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
 /**

@@ -931,7 +931,7 @@ class App {
       const c = code.value.trim().toUpperCase();
       if (!/^[A-Z]{3}$/.test(c)) return;
       try {
-        const a = await this.api.get<{ min_ground_time: number; set: boolean }>(`/api/airports/${c}`);
+        const a = await this.api.read<{ min_ground_time: number; set: boolean }>(`/api/airports/${c}`);
         current.textContent = `${c} now: ${a.min_ground_time} minutes${a.set ? "" : " (the default)"}.`;
         mins.value = String(a.min_ground_time);
       } catch (e) {
@@ -1001,7 +1001,7 @@ class App {
             ptext.textContent = `${st.done.toLocaleString("en")} of ${st.total.toLocaleString("en")} legs imported`;
           }
           await new Promise((r) => setTimeout(r, 400));
-          st = await this.api.get<ImportStatus>(`/api/imports/${enc(st.id)}`);
+          st = await this.api.read<ImportStatus>(`/api/imports/${enc(st.id)}`);
         }
         bar.max = 1;
         bar.value = 1;

@@ -121,3 +121,25 @@ func TestInvalidIDsAre400(t *testing.T) {
 		expect(t, call(t, srv, planner(), "DELETE", path, ""), http.StatusBadRequest)
 	}
 }
+
+// An Idempotency-Key reused with another request is refused with 422:
+// answering it as a duplicate would tell the client its leg was added.
+func TestIdempotencyKeyReusedIs422(t *testing.T) {
+	srv, _ := newAPI(t)
+	p := planner()
+	expect(t, call(t, srv, p, "POST", "/api/rotations", `{"id":"r1"}`), http.StatusCreated)
+	expect(t, call(t, srv, p, "POST", "/api/rotations/r1/legs", fmt.Sprintf(legJSON, 1, "FRA", "MUC", 6, 7), "Idempotency-Key", "k1"), http.StatusCreated)
+	r := expect(t, call(t, srv, p, "POST", "/api/rotations/r1/legs", fmt.Sprintf(legJSON, 2, "MUC", "FRA", 8, 9), "Idempotency-Key", "k1"), http.StatusUnprocessableEntity)
+	if r.body["type"] != "urn:logbook:problem:idempotency-key-reused" {
+		t.Fatalf("type %v", r.body["type"])
+	}
+	// The true retry is still a duplicate.
+	r = expect(t, call(t, srv, p, "POST", "/api/rotations/r1/legs", fmt.Sprintf(legJSON, 1, "FRA", "MUC", 6, 7), "Idempotency-Key", "k1"), http.StatusOK)
+	if r.body["duplicate"] != true {
+		t.Fatalf("retry: %s", r.raw)
+	}
+	got := expect(t, call(t, srv, p, "GET", "/api/rotations/r1", ""), http.StatusOK)
+	if legs := got.body["legs"].([]any); len(legs) != 1 {
+		t.Fatalf("%d legs, want 1", len(legs))
+	}
+}

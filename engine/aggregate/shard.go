@@ -20,16 +20,16 @@ const (
 )
 
 type request[S, C, E any] struct {
-	kind     reqKind
-	id       string
-	cmd      C
-	key      string
+	kind reqKind
+	id   string
+	cmd  C
+	key  string
 	// fingerprint names the command its key was given with (runtime.go).
 	fingerprint string
 	expect      int64
-	ctx      context.Context
-	start    time.Time
-	attempts int
+	ctx         context.Context
+	start       time.Time
+	attempts    int
 
 	// Answer, written by the shard before it closes done.
 	result  Result[E]

@@ -110,6 +110,11 @@ var ErrClosed = errors.New("aggregate: runtime closed")
 // ErrNotFound is returned by State for an aggregate with no events.
 var ErrNotFound = errors.New("aggregate: not found")
 
+// ErrPanic is a Decide or Evolve function that panicked: the command
+// fails (or, for a stored event Evolve cannot take, every command to that
+// aggregate), and the runtime serves the others.
+var ErrPanic = errors.New("aggregate: decide or evolve panicked")
+
 // ErrKeyReused refuses a command whose idempotency key the aggregate has
 // seen with another command: a key names one command, and answering the
 // second as a duplicate of the first would tell its sender it took effect.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -574,4 +575,45 @@ func TestIdempotencyKeyReusedForAnotherCommand(t *testing.T) {
 	})
 	check(newRuntime(t, store, def, aggregate.Options{}), "reloaded from a snapshot")
 	check(newRuntime(t, store, definition(), aggregate.Options{}), "replayed from events")
+}
+
+// A Decide or Evolve that panics fails its command (or the aggregate's
+// load, for a stored event Evolve cannot take) with ErrPanic; the runtime
+// goes on serving other aggregates.
+func TestPanicsFailTheCommandNotTheProcess(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	def := definition()
+	decideOK, evolveOK := def.Decide, def.Evolve
+	def.Decide = func(s account, cmd any) ([]any, error) {
+		if d, ok := cmd.(deposit); ok && d.Amount == 13 {
+			panic("unlucky")
+		}
+		return decideOK(s, cmd)
+	}
+	def.Evolve = func(s account, ev any) account {
+		if d, ok := ev.(deposited); ok && d.Amount == 666 {
+			panic("poison")
+		}
+		return evolveOK(s, ev)
+	}
+	rt := newRuntime(t, store, def, aggregate.Options{})
+	mustExec(t, rt, "a", open{Owner: "a"})
+	if _, err := rt.Execute(ctx, "a", deposit{Amount: 13}); !errors.Is(err, aggregate.ErrPanic) {
+		t.Fatalf("a panicking decide: %v, want ErrPanic", err)
+	}
+	if _, err := rt.Execute(ctx, "a", deposit{Amount: 666}); !errors.Is(err, aggregate.ErrPanic) {
+		t.Fatalf("a panicking evolve: %v, want ErrPanic", err)
+	}
+	mustExec(t, rt, "a", deposit{Amount: 1}) // the aggregate still serves
+	// A poison event in the log (written by an earlier version of the
+	// code): loading that aggregate fails, the others load.
+	plain := newRuntime(t, store, definition(), aggregate.Options{})
+	mustExec(t, plain, "b", open{Owner: "b"})
+	mustExec(t, plain, "b", deposit{Amount: 666})
+	rt2 := newRuntime(t, store, def, aggregate.Options{})
+	if _, err := rt2.Execute(ctx, "b", deposit{Amount: 1}); !errors.Is(err, aggregate.ErrPanic) || !strings.Contains(err.Error(), "seq 2") {
+		t.Fatalf("an aggregate with a poison event: %v", err)
+	}
+	mustExec(t, rt2, "a", deposit{Amount: 1})
 }

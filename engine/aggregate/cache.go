@@ -39,6 +39,18 @@ func (sh *shard[S, C, E]) get(id string) (*entry[S, C, E], error) {
 // pageSize is how many events a load reads per call.
 const pageSize = 1024
 
+// evolveStored applies a stored event, turning a panic of Evolve into
+// ErrPanic: an event the code cannot take fails its aggregate's load
+// instead of the process, on every node and every restart.
+func evolveStored[S, C, E any](def *Definition[S, C, E], s S, ev E) (next S, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			next, err = s, fmt.Errorf("%w: %v", ErrPanic, p)
+		}
+	}()
+	return def.Evolve(s, ev), nil
+}
+
 // catchUp applies the stream's events after the entry's version.
 func (sh *shard[S, C, E]) catchUp(e *entry[S, C, E]) error {
 	ctx := context.Background()
@@ -54,7 +66,9 @@ func (sh *shard[S, C, E]) catchUp(e *entry[S, C, E]) error {
 			if err != nil {
 				return fmt.Errorf("aggregate: load %s at seq %d: %w", e.stream, se.Seq, err)
 			}
-			e.state = def.Evolve(e.state, ev)
+			if e.state, err = evolveStored(def, e.state, ev); err != nil {
+				return fmt.Errorf("aggregate: load %s at seq %d (position %d): %w", e.stream, se.Seq, se.Position, err)
+			}
 			e.version = se.Seq
 			if key := se.Meta[metaIdempotencyKey]; key != "" {
 				e.keys.extend(key, se.Meta[metaFingerprint], se.Seq, se.Position, sh.rt.opts.IdempotencyKeys)

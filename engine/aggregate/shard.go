@@ -257,20 +257,25 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 
 // decideOne runs one command on state: its events, encoded for the store,
 // and the state after them. On error nothing of the command is kept.
-func (sh *shard[S, C, E]) decideOne(e *entry[S, C, E], state S, req *request[S, C, E]) ([]E, []eventstore.NewEvent, S, error) {
+func (sh *shard[S, C, E]) decideOne(e *entry[S, C, E], state S, req *request[S, C, E]) (out []E, enc []eventstore.NewEvent, next S, err error) {
 	def := &sh.rt.def
-	out, err := def.Decide(state, req.cmd)
-	if err != nil {
+	defer func() {
+		if p := recover(); p != nil {
+			out, enc, next, err = nil, nil, state, fmt.Errorf("%w: deciding %T on %s: %v", ErrPanic, req.cmd, e.stream, p)
+		}
+	}()
+	if out, err = def.Decide(state, req.cmd); err != nil {
 		return nil, nil, state, err
 	}
-	enc := make([]eventstore.NewEvent, len(out))
+	enc = make([]eventstore.NewEvent, len(out))
+	next = state
 	for i, ev := range out {
 		if enc[i], err = sh.encode(e, ev, req.key, req.fingerprint); err != nil {
 			return nil, nil, state, err
 		}
-		state = def.Evolve(state, ev)
+		next = def.Evolve(next, ev)
 	}
-	return out, enc, state, nil
+	return out, enc, next, nil
 }
 
 func (sh *shard[S, C, E]) encode(e *entry[S, C, E], ev E, key, fingerprint string) (eventstore.NewEvent, error) {

@@ -18,6 +18,10 @@ import (
 // position has stopped; when Run failed, its error is wrapped as well.
 var ErrStopped = errors.New("projection: runner stopped")
 
+// ErrPanic is a view's Apply that panicked: the runner stops with an
+// error naming the positions, and the process goes on.
+var ErrPanic = errors.New("projection: apply panicked")
+
 // Options configure a Runner or a Live view.
 type Options struct {
 	// Name identifies the view in errors, logs and metrics. Views reporting
@@ -201,11 +205,23 @@ func (r *Runner) apply(ctx context.Context, batch []eventstore.Event) error {
 	if prev := r.applied.Load(); first <= prev {
 		return fmt.Errorf("projection %s: store delivered position %d after %d", r.opts.Name, first, prev)
 	}
-	if err := r.view.Apply(ctx, batch); err != nil {
+	if err := applySafely(ctx, r.view, batch); err != nil {
 		return fmt.Errorf("projection %s: applying positions %d..%d: %w", r.opts.Name, first, last, err)
 	}
 	r.advance(last)
 	return nil
+}
+
+// applySafely applies a batch, turning a panic into ErrPanic: a stored
+// event a view cannot take stops that view, not every process that
+// replays the log.
+func applySafely(ctx context.Context, v View, batch []eventstore.Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, p)
+		}
+	}()
+	return v.Apply(ctx, batch)
 }
 
 func (r *Runner) advance(pos uint64) {

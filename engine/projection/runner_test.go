@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -411,5 +412,29 @@ func TestLagMetrics(t *testing.T) {
 	pos, _ := gauge(t, reg, "logbook_projection_position", "slow")
 	if events != 0 || seconds != 0 || pos != 100 {
 		t.Fatalf("after catching up: lag %v events, %v s, position %v", events, seconds, pos)
+	}
+}
+
+// A view whose apply panics on a stored event stops its runner with an
+// error that names the positions; the process goes on.
+func TestRunnerStopsOnApplyPanic(t *testing.T) {
+	st := openStore(t)
+	ctx := ctxTimeout(t)
+	res := appendValues(t, st, "a", nil, 1, 2, 3)
+	view := projection.NewMemory(tally{}, func(s *tally, ev eventstore.Event) error {
+		if ev.Position == 2 {
+			var m map[string]int
+			m["boom"]++ // a nil map: panics
+		}
+		return s.add(ev)
+	})
+	r := projection.NewRunner(st, view, projection.Options{Name: "poisoned"})
+	stop := running(t, r)
+	err := r.WaitFor(ctx, res.LastPosition)
+	if !errors.Is(err, projection.ErrStopped) || !errors.Is(err, projection.ErrPanic) {
+		t.Fatalf("wait past a poison event: %v", err)
+	}
+	if err := stop(); !errors.Is(err, projection.ErrPanic) || !strings.Contains(err.Error(), "poisoned") {
+		t.Fatalf("run: %v", err)
 	}
 }

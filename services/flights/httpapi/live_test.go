@@ -48,6 +48,12 @@ func TestLiveSharesOneSubscription(t *testing.T) {
 	srv := httptest.NewServer(a.handler())
 	defer srv.Close()
 
+	// The view subscribes too, once caught up: count after it.
+	if err := svc.Validation.WaitCaughtUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r0 := expect(t, call(t, srv, plannerToken, "POST", "/api/rotations", `{"id":"R0"}`), http.StatusCreated)
+	expect(t, call(t, srv, viewerToken, "GET", "/api/validity?min_position="+r0.header.Get("X-Logbook-Position"), ""), http.StatusOK)
 	before := store.subscribes.Load()
 	var streams []chan sseEvent
 	for range 40 {

@@ -230,6 +230,12 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 func (s *API) runImport(im *imports, st *ImportStatus, sched, rots *os.File, strict bool) {
 	defer im.release()
 	defer func() {
+		// A bug in the import fails this import, not the node.
+		if p := recover(); p != nil {
+			im.update(st, func(st *ImportStatus) { st.State, st.Error = "failed", fmt.Sprintf("internal error: %v", p) })
+		}
+	}()
+	defer func() {
 		for _, f := range []*os.File{sched, rots} {
 			if f != nil {
 				f.Close()

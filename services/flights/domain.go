@@ -112,11 +112,29 @@ func (l *Leg) Validate() error {
 	case l.Arrival.Sub(l.Departure) > 48*time.Hour:
 		return invalid("leg %s: a flight of %s is not plausible", l.ID, l.Arrival.Sub(l.Departure))
 	}
-	if _, err := time.Parse(time.DateOnly, l.DayOfOrigin); err != nil {
+	day, err := time.Parse(time.DateOnly, l.DayOfOrigin)
+	if err != nil {
 		return invalid("leg %s: day of origin %q: %v", l.ID, l.DayOfOrigin, err)
+	}
+	if y := l.Departure.UTC().Year(); y < MinYear || y > MaxYear {
+		return invalid("leg %s: departure in %d, outside %d–%d", l.ID, y, MinYear, MaxYear)
+	}
+	// The day of origin is the local date the flight starts on: a leg
+	// departs on it (the day before in UTC, east of Greenwich) or, as a
+	// later leg of a multi-leg flight, up to a few days after.
+	if d := l.Departure.UTC().Sub(day); d < -24*time.Hour || d >= 4*24*time.Hour {
+		return invalid("leg %s: departure %s is not on or shortly after its day of origin %s", l.ID, l.Departure.UTC().Format(time.RFC3339), l.DayOfOrigin)
 	}
 	return nil
 }
+
+// The years a leg may depart in: the view orders legs by nanoseconds
+// since 1970 in 64 bits (good until 2262), and SSIM writes two-digit
+// years.
+const (
+	MinYear = 1970
+	MaxYear = 2199
+)
 
 func overlaps(a, b *Leg) bool { return a.Departure.Before(b.Arrival) && b.Departure.Before(a.Arrival) }
 

@@ -25,6 +25,18 @@ func TestLegValidation(t *testing.T) {
 		"zero length":       func(l *Leg) { l.Arrival = l.Departure },
 		"implausibly long":  func(l *Leg) { l.Arrival = l.Departure.Add(49 * time.Hour) },
 		"missing departure": func(l *Leg) { l.Departure = time.Time{} },
+		// Times the view's index (nanoseconds since 1970 in an int64) and
+		// SSIM's two-digit years cannot order: outside 1970–2199.
+		"year 2300": func(l *Leg) {
+			l.Departure, l.Arrival, l.DayOfOrigin = l.Departure.AddDate(274, 0, 0), l.Arrival.AddDate(274, 0, 0), "2300-03-29"
+		},
+		"year 1900": func(l *Leg) {
+			l.Departure, l.Arrival, l.DayOfOrigin = l.Departure.AddDate(-126, 0, 0), l.Arrival.AddDate(-126, 0, 0), "1900-03-29"
+		},
+		// A leg departs on its day of origin or a little after (a later
+		// leg of a multi-leg flight), never a week away from it.
+		"departure far from day of origin": func(l *Leg) { l.DayOfOrigin = "2026-04-10" },
+		"departure before day of origin":   func(l *Leg) { l.DayOfOrigin = "2026-03-31" },
 	}
 	for name, mutate := range cases {
 		l := ok

@@ -267,3 +267,24 @@ func TestChainByOnwardEdgeCases(t *testing.T) {
 		t.Errorf("nil: %v", got)
 	}
 }
+
+// A rotation id the store could not take (control characters, too long)
+// is a rejection of its line, not a failure halfway through an import.
+func TestReadRotationsRefusesBadIDs(t *testing.T) {
+	src := RotationHeader + "\n" +
+		"R1,LH,400,,2026-03-30,FRA\n" +
+		"R\x01,LH,401,,2026-03-30,FRA\n" +
+		strings.Repeat("R", 129) + ",LH,402,,2026-03-30,FRA\n"
+	got, rejs, err := ReadRotations(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(rejs) != 2 || rejs[0].Line != 3 || rejs[1].Line != 4 {
+		t.Fatalf("got %v, rejections %v", got, rejs)
+	}
+	for _, r := range rejs {
+		if !strings.Contains(r.Reason, "rotation id") {
+			t.Errorf("reason %q", r.Reason)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // RotationHeader is the first line of a rotation file.
@@ -96,6 +98,9 @@ func isRotationHeader(rec []string) bool {
 	return true
 }
 
+// MaxRotationID bounds a rotation id in a rotation file, as the API does.
+const MaxRotationID = 128
+
 func parseAssignment(rec []string) (RotationAssignment, string) {
 	var a RotationAssignment
 	if len(rec) != len(rotationColumns) {
@@ -110,6 +115,8 @@ func parseAssignment(rec []string) (RotationAssignment, string) {
 	switch {
 	case a.Rotation == "":
 		return a, "rotation missing"
+	case len(a.Rotation) > MaxRotationID || !utf8.ValidString(a.Rotation) || strings.ContainsFunc(a.Rotation, unicode.IsControl):
+		return a, fmt.Sprintf("rotation id %.40q: at most %d bytes of UTF-8 without control characters", a.Rotation, MaxRotationID)
 	case rec[1] == "":
 		return a, "airline missing"
 	case !validAirline(rec[1]):

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The scaling experiment of seed 000 §6.3–6.4 on this one machine: the
+# The read and write scaling experiment of Dębski and Szczepanik's thesis
+# "Scalable Architecture of Cloud Application Based on CQRS and Event
+# Sourcing" (AGH Kraków, 2015), on this one machine: the
 # demo season in a PostgreSQL store, then for 1, 2 and 3 write nodes a
 # fixed command workload (loadtest write), and for 1, 2 and 4 read
 # replicas a fixed query rate (loadtest read), each through nginx

@@ -1,7 +1,8 @@
 // Package aggregate is the write-model runtime: event-sourced aggregates
-// as plain values (seed 000, Listing 5.1), run one writer per aggregate on
-// many shards, cached in memory, snapshotted, and persisted with optimistic
-// concurrency on every append.
+// as plain values (state, decide, evolve; no storage or concurrency in the
+// domain code), run one writer per aggregate on many shards, cached in
+// memory, snapshotted, and persisted with optimistic concurrency on every
+// append.
 //
 // Domain code supplies a Definition: Decide (state, command → events or a
 // domain error) and Evolve (state, event → state), with codecs for events
@@ -53,8 +54,9 @@ type Definition[S, C, E any] struct {
 
 // Options tune a Runtime. The zero value is a reasonable default.
 type Options struct {
-	// Shards is the number of shard goroutines (default 64: "about ten
-	// times more shards than workers", seed 000 §5.5).
+	// Shards is the number of shard goroutines (default 64: about ten
+	// times more shards than workers, so that aggregates hashed to shards
+	// spread evenly over the workers).
 	Shards int
 	// CacheSize bounds the aggregates kept in memory across all shards
 	// (default 100,000); the least recently used is passivated first.

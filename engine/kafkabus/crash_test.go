@@ -2,8 +2,8 @@
 
 package kafkabus
 
-// The crash test: a child process — this test binary, re-executed with
-// -test.run=^TestPublisherCrashChild$ — appends to the store and publishes
+// The crash test: a child process — this test binary, re-executed by the
+// crashtest harness to run TestPublisherCrashChild — appends to the store and publishes
 // it, and is killed with SIGKILL at a random moment, round after round, on
 // one data directory and one topic. Each kill lands between appends'
 // commits and their publication, often in the middle of a Kafka
@@ -11,18 +11,15 @@ package kafkabus
 // the log; at the end, a last publisher completes it.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/internal/crashtest"
 )
 
 const (
@@ -34,15 +31,9 @@ const (
 // TestPublisherCrashChild is not a test: it is the process
 // TestPublisherCrash starts and kills. Run directly, it skips.
 func TestPublisherCrashChild(t *testing.T) {
+	out := crashtest.Child(t)
+	fail := out.Fail
 	dir := os.Getenv(crashEnvDir)
-	if dir == "" {
-		t.Skip("helper process of TestPublisherCrash")
-	}
-	fail := func(format string, args ...any) {
-		fmt.Printf("ERR "+format+"\n", args...)
-		os.Exit(3)
-	}
-	time.AfterFunc(time.Minute, func() { fail("not killed after a minute") })
 	cfg := testConfig(t)
 	// Production settings, fsync on: the publisher sees only what the
 	// store made durable. Without fsync, Pebble acknowledges appends a
@@ -68,7 +59,7 @@ func TestPublisherCrashChild(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	fmt.Println("READY")
+	out.Printf("READY")
 	select {}
 }
 
@@ -81,51 +72,17 @@ func TestPublisherCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 
 	for round := range 5 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestPublisherCrashChild$", "-test.v")
-		cmd.Env = append(os.Environ(), crashEnvDir+"="+dir, crashEnvTopic+"="+topic, crashEnvTx+"="+txid)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		child := crashtest.Start(t, crashtest.Spec{
+			Test: "TestPublisherCrashChild",
+			Env:  []string{crashEnvDir + "=" + dir, crashEnvTopic + "=" + topic, crashEnvTx + "=" + txid},
+		})
+		if child.WaitFor("READY", 30*time.Second) {
+			time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
 		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		child.Kill()
+		if t.Failed() {
+			t.Fatalf("round %d: the child failed", round)
 		}
-		lines := make(chan string)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		ready := false
-		timeout := time.After(30 * time.Second)
-		for !ready {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("round %d: child exited before it was ready: %v", round, cmd.Wait())
-				}
-				if strings.HasPrefix(l, "ERR") {
-					t.Fatalf("round %d: child: %s", round, l)
-				}
-				ready = l == "READY"
-			case <-timeout:
-				_ = cmd.Process.Kill()
-				t.Fatalf("round %d: child not ready in 30s", round)
-			}
-		}
-		time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		for l := range lines {
-			if strings.HasPrefix(l, "ERR") {
-				t.Fatalf("round %d: child: %s", round, l)
-			}
-		}
-		_ = cmd.Wait()
 
 		// The topic holds exactly positions 1..k of the log, k <= head.
 		st := openStore(t, dir)

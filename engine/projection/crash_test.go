@@ -12,26 +12,22 @@ package projection_test
 // At the end, a runner in the parent catches the view up and it must equal
 // the whole log.
 //
-// The child is this test binary, re-executed with -test.run=^TestCrashChild$
-// and the crashEnv* variables set. It sleeps in the middle of each batch,
+// The child is this test binary, re-executed by the crashtest harness to
+// run TestCrashChild with the crashEnv* variables set. It sleeps in the middle of each batch,
 // so that most kills land inside one. Its stdout lines tell the parent how
 // far it got ("B <position> <dropped>"); a line cut short by the kill has
 // no newline and is ignored.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +35,7 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/internal/crashtest"
 	"github.com/logbook/logbook/engine/projection"
 )
 
@@ -138,70 +135,27 @@ type projectionChildResult struct {
 // its READY line) and returns what it reported.
 func runProjectionChild(t *testing.T, mode, storeDir, viewDir string, seed uint64, delay time.Duration) projectionChildResult {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.timeout=0")
-	cmd.Env = append(os.Environ(),
-		crashEnvMode+"="+mode,
-		crashEnvStore+"="+storeDir,
-		crashEnvView+"="+viewDir,
-		crashEnvChild+"="+strconv.FormatUint(seed, 10),
-	)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe() // held open: the child exits if we vanish
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var res projectionChildResult
-	var errs []string
-	ready, eof := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(eof)
-		br := bufio.NewReader(stdout)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return // EOF, or a line the kill cut short
-			}
-			f := strings.Fields(line)
-			switch {
-			case len(f) == 1 && f[0] == "READY":
-				close(ready)
-			case len(f) == 3 && f[0] == "B":
+	child := crashtest.Start(t, crashtest.Spec{
+		Test: "TestCrashChild",
+		Env: []string{
+			crashEnvMode + "=" + mode,
+			crashEnvStore + "=" + storeDir,
+			crashEnvView + "=" + viewDir,
+			crashEnvChild + "=" + strconv.FormatUint(seed, 10),
+		},
+		Line: func(line string) {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "B" {
 				res.batches++
 				res.last, _ = strconv.ParseUint(f[1], 10, 64)
 				res.dropped, _ = strconv.Atoi(f[2])
-			case len(f) > 0 && f[0] == "ERR":
-				errs = append(errs, line)
 			}
-		}
-	}()
-	select {
-	case <-ready:
+		},
+	})
+	if child.WaitFor("READY", 30*time.Second) {
 		time.Sleep(delay)
-	case <-eof:
-	case <-time.After(30 * time.Second):
-		t.Error("child not ready after 30 s")
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Errorf("kill: %v", err)
-	}
-	<-eof
-	waitErr := cmd.Wait()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Errorf("child ended by itself (%v), not by our SIGKILL; stderr:\n%s", waitErr, stderr.String())
-	}
-	for _, e := range errs {
-		t.Errorf("child reported: %s", e)
-	}
+	child.Kill() // Line is called no more: res is ours
 	return res
 }
 
@@ -277,28 +231,9 @@ func verifyCrashView(t *testing.T, mode, storeDir, viewDir string, catchUp bool)
 // TestCrashChild is not a test: it is the helper process TestCrash starts
 // and kills. Run directly, it skips.
 func TestCrashChild(t *testing.T) {
+	out := crashtest.Child(t)
+	line, fail := out.Printf, out.Fail
 	mode := os.Getenv(crashEnvMode)
-	if mode == "" {
-		t.Skip("helper process of TestCrash; runs only when TestCrash starts it")
-	}
-	var outMu sync.Mutex
-	line := func(format string, args ...any) {
-		b := fmt.Appendf(nil, format+"\n", args...)
-		outMu.Lock()
-		defer outMu.Unlock()
-		if _, err := os.Stdout.Write(b); err != nil { // one write: whole lines or a cut-off tail
-			os.Exit(5)
-		}
-	}
-	fail := func(format string, args ...any) {
-		line("ERR "+format, args...)
-		os.Exit(3)
-	}
-	go func() { // never outlive the parent, which holds our stdin open
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
-	time.AfterFunc(2*time.Minute, func() { fail("not killed after 2 minutes") })
 	seed, err := strconv.ParseUint(os.Getenv(crashEnvChild), 10, 64)
 	if err != nil {
 		fail("bad seed: %v", err)

@@ -9,13 +9,13 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
-// Dedup is the duplicate filter of seed 000 §5.6: the last sequence number
-// applied per stream. A view whose storage cannot write its checkpoint
-// atomically with its state keeps one, loaded with the state at start and
-// persisted with it: each stream's entry in the same atomic write as that
-// stream's state (per stream if the storage is atomic per record, or the
-// whole filter with MarshalBinary). Events replayed from a stale
-// checkpoint then fall below the filter and are dropped.
+// Dedup is a duplicate filter: the last sequence number applied per
+// stream. A view whose storage cannot write its checkpoint atomically with
+// its state keeps one, loaded with the state at start and persisted with
+// it: each stream's entry in the same atomic write as that stream's state
+// (per stream if the storage is atomic per record, or the whole filter
+// with MarshalBinary). Events replayed from a stale checkpoint then fall
+// at or below the filter's entry for their stream and are dropped.
 //
 // It relies on each stream's events arriving in sequence order, which the
 // log guarantees for any filter. The zero value is an empty filter. A

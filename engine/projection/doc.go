@@ -1,6 +1,6 @@
 // Package projection is the read-model runtime: it keeps views (read
-// models, seed 000 Listing 5.2) up to date from the event log, exactly
-// once, and serves them while it does.
+// models: state built from events, answering queries) up to date from the
+// event log, exactly once, and serves them while it does.
 //
 // A View takes batches of events in log order and remembers how far it
 // got (its checkpoint); queries are the view's own typed methods. A Runner
@@ -23,7 +23,7 @@
 //     there or neither is. Memory does this trivially (its state and
 //     checkpoint die together and are rebuilt from the log), PebbleView
 //     with one Pebble batch per Apply.
-//  2. Duplicate filtering (seed 000 §5.6), for storage that cannot write
+//  2. Duplicate filtering, for storage that cannot write
 //     the checkpoint atomically with the state: the view keeps a Dedup, the
 //     last sequence number applied per stream, and persists each stream's
 //     entry atomically with that stream's state. The checkpoint is then only
@@ -34,10 +34,10 @@
 // # Replicas
 //
 // Several runners can follow one store side by side, each with its own
-// view instance: these are the read replicas of seed 000 §4.2, each
-// building its state from the log on its own. The embedded Pebble store
-// belongs to one process, so replicas in other processes will follow the
-// log through the persistence-query HTTP stream or Kafka instead of
+// view instance: read replicas, each building its state from the log on
+// its own, so that reads scale out by adding replicas. The embedded Pebble
+// store belongs to one process, so replicas in other processes will follow
+// the log through the persistence-query HTTP stream or Kafka instead of
 // eventstore.Store.Subscribe; the View contract does not change.
 //
 // # Metrics

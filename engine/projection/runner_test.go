@@ -423,8 +423,7 @@ func TestRunnerStopsOnApplyPanic(t *testing.T) {
 	res := appendValues(t, st, "a", nil, 1, 2, 3)
 	view := projection.NewMemory(tally{}, func(s *tally, ev eventstore.Event) error {
 		if ev.Position == 2 {
-			var m map[string]int
-			m["boom"]++ // a nil map: panics
+			panic("poison event")
 		}
 		return s.add(ev)
 	})

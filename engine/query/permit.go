@@ -11,10 +11,12 @@ import (
 )
 
 // Permitter grants permits to run backend queries: at most Max at a time,
-// to waiters in the order they asked. It is the token bucket of the seed's
-// QueryThrottler: a query holds a permit only for the duration of one
-// backend call, so a hundred thousand live queries share a handful of
-// database connections fairly, and a query that waited longest goes first.
+// to waiters in the order they asked. It is the token bucket of Akka.NET's
+// QueryThrottler (described in "Scaling Akka.Persistence.Query to 100k+
+// Concurrent Queries for Large-Scale CQRS", Akka.NET blog, 2023): a query
+// holds a permit only for the duration of one backend call, so a hundred
+// thousand live queries share a handful of database connections fairly,
+// and a query that waited longest goes first.
 //
 // Its own queue, rather than golang.org/x/sync/semaphore (also FIFO), is
 // what lets the waiter count be exact: a waiter is counted in the same

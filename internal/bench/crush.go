@@ -15,17 +15,22 @@ import (
 	"github.com/logbook/logbook/engine/query"
 )
 
-// The crush test's two designs.
+// The crush test's two designs. The test follows the one in Aaron
+// Stannard's "Scaling Akka.Persistence.Query to 100k+ Concurrent Queries
+// for Large-Scale CQRS" (Akka.NET blog, 2023): 100,000 streams of 100
+// events, a live query on each, against one database.
 const (
 	// CrushByID runs one live EventsByPersistenceID query per stream, as
-	// the seed's crush test does.
+	// the Akka.NET crush test does.
 	CrushByID = "by-id"
 	// CrushAllEvents runs one live AllEvents query and hands each event
-	// to its stream's projection: the design the seed recommends.
+	// to its stream's projection: the design the Akka.NET post recommends
+	// for many projections.
 	CrushAllEvents = "all-events"
 )
 
-// CrushConfig describes the persistence-query crush test (seed 003).
+// CrushConfig describes the persistence-query crush test: many concurrent
+// live queries against one store.
 type CrushConfig struct {
 	IDs                  int    // streams written, and queries run in by-id mode
 	EventsPerID          int    // events per stream
@@ -264,7 +269,7 @@ func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int,
 					want = evs[i].Seq + 1
 				}
 				if !finished && want > uint64(m) {
-					// Done, but still live: like the seed's queries it
+					// Done, but still live: like the Akka.NET test's queries it
 					// goes on waiting for more, until the end of the run.
 					finished = true
 					finish()

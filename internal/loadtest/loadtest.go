@@ -1,11 +1,13 @@
-// Package loadtest drives a running logbook server over HTTP the way seed
-// 000 §6 did with Gatling: a read workload that ramps from 1 request/s to a
-// target rate and holds it, spread evenly over the three schedule checks,
-// and a write workload of simulated planners. The read workload is an open
-// model: requests leave on schedule whether or not earlier ones have been
-// answered, and latency is measured from the scheduled time, so a slow
-// server cannot hide its slowness by slowing the generator down
-// (coordinated omission).
+// Package loadtest drives a running logbook server over HTTP the way the
+// load tests of Dębski and Szczepanik's master's thesis "Scalable
+// Architecture of Cloud Application Based on CQRS and Event Sourcing" (AGH
+// Kraków, 2015) did with Gatling: a read workload that ramps from 1
+// request/s to a target rate and holds it, spread evenly over the three
+// schedule checks, and a write workload of simulated planners. The read
+// workload is an open model: requests leave on schedule whether or not
+// earlier ones have been answered, and latency is measured from the
+// scheduled time, so a slow server cannot hide its slowness by slowing the
+// generator down (coordinated omission).
 package loadtest
 
 import (

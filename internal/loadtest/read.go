@@ -9,7 +9,9 @@ import (
 	"time"
 )
 
-// ReadConfig is the read workload of seed 000 §6.3.
+// ReadConfig is the read workload, the thesis's read-model test (see the
+// package documentation): ramp up to a target rate, then hold it; only the
+// hold is measured.
 type ReadConfig struct {
 	Rate        float64       // target requests per second
 	Ramp        time.Duration // from 1 request/s to Rate
@@ -18,7 +20,8 @@ type ReadConfig struct {
 	Paths       []string      // requested round-robin (default: the three checks)
 }
 
-// ReadResult has the columns of seed 000 Tables 6.1–6.2.
+// ReadResult has the columns of the thesis's read-model results tables:
+// request rate, latency percentiles, failures.
 type ReadResult struct {
 	TargetRate   float64 `json:"target_rate"`
 	AchievedRate float64 `json:"achieved_rate"`

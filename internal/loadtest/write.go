@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// WriteConfig is the write workload of seed 000 §6.4: each simulated
-// planner creates a rotation, adds legs to it one by one, creates an
-// airplane and assigns the rotation to it. Planners start in waves.
+// WriteConfig is the write workload, the thesis's write-model test (see
+// the package documentation): each simulated planner creates a rotation,
+// adds legs to it one by one, creates an airplane and assigns the rotation
+// to it. Planners start in waves.
 type WriteConfig struct {
 	Users        int
 	Legs         int           // legs per user
@@ -21,7 +22,8 @@ type WriteConfig struct {
 	RunID        string        // makes ids unique across runs
 }
 
-// WriteResult has the columns of seed 000 Table 6.3.
+// WriteResult has the columns of the thesis's write-model results table:
+// users, commands per second, latency percentiles, failures.
 type WriteResult struct {
 	Users          int     `json:"users"`
 	LegsPerUser    int     `json:"legs_per_user"`
@@ -113,7 +115,7 @@ func planner(ctx context.Context, c *Client, cfg WriteConfig, u int, rec *record
 	base := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(u%500) * time.Minute)
 	// Each planner flies for an airline of its own, named from the run
 	// and the user, so that runs and users do not share flight
-	// designators: the workload is the seed's valid schedule, not one
+	// designators: the workload is the thesis's valid schedule, not one
 	// that piles up duplicate-designator violations run after run.
 	airline := letters(runTag(fmt.Sprintf("%s/%d", cfg.RunID, u))[:3])
 	for i := 0; i < cfg.Legs; i++ {

@@ -1,7 +1,10 @@
-// Package flights is the flight-schedule planning service of seed 000
-// (§1.4): rotations of legs, airplanes assigned to rotations, airports and
-// airplanes with minimal ground times, and the three validations —
-// rotation continuity, minimal ground time and unique flight designator.
+// Package flights is a flight-schedule planning service, after the one in
+// Dębski and Szczepanik's master's thesis "Scalable Architecture of Cloud
+// Application Based on CQRS and Event Sourcing" (AGH Kraków with Lufthansa
+// Systems, 2015): rotations of legs, airplanes assigned to rotations,
+// airports and airplanes with minimal ground times, and the three
+// validations — rotation continuity, minimal ground time and unique flight
+// designator.
 //
 // The domain (this file and the decide/evolve functions) is plain values
 // and functions. The write model runs it on the aggregate runtime; the
@@ -25,7 +28,9 @@ import (
 // Domain errors. The HTTP layer maps them to statuses.
 var (
 	// ErrOverlap: a leg would overlap another leg of its rotation — the
-	// only invariant enforced while planning (seed 000 §1.4).
+	// only invariant enforced while planning; the other rules are checked
+	// by the validations when the planner asks, since a schedule being
+	// planned may break them for a while.
 	ErrOverlap = errors.New("leg overlaps another leg of the rotation")
 	// ErrInvalid: a command is malformed (bad airport code, arrival before
 	// departure, …).
@@ -57,8 +62,9 @@ type Leg struct {
 	AircraftType string    `json:"aircraft_type,omitempty"`
 }
 
-// Designator is the flight designator of a leg (seed 000 §1.4): airline,
-// flight number, optional suffix, departure airport and day of origin.
+// Designator is the flight designator of a leg, which names it uniquely in
+// a schedule: airline, flight number, optional suffix, departure airport
+// and day of origin.
 type Designator struct {
 	Airline     string
 	Number      int

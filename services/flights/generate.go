@@ -11,8 +11,8 @@ import (
 )
 
 // GenerateConfig sizes a generated schedule. The defaults are a Lufthansa
-// summer season: about 12,850 flights a week for 31 weeks (seed 000; the
-// SSIM recipe), flown hub-and-spoke from FRA and MUC.
+// summer season: about 12,850 flights a week for 31 weeks, flown
+// hub-and-spoke from FRA and MUC.
 type GenerateConfig struct {
 	Weeks          int     // default 31
 	FlightsPerWeek int     // default 12,850

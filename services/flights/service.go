@@ -114,7 +114,8 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 
 // NewReplica starts only the validation view, on a store that follows a
 // primary (replica.Store): a read replica in another process, serving the
-// validation queries (seed 000 §4.2). Its Handler refuses commands.
+// validation queries from a view it builds from the log on its own, so
+// that reads scale out by adding replicas. Its Handler refuses commands.
 func NewReplica(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {
 	s := &Service{Store: store}
 	var err error

@@ -18,7 +18,8 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
-// Check names one of the three validations of seed 000 §1.4.
+// Check names one of the three validations a planned schedule must pass
+// before it is published.
 type Check string
 
 const (

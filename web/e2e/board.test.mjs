@@ -14,7 +14,7 @@ let browser;
 before(async () => {
   // The view has the whole imported schedule before any test looks.
   await eventually(async () => (await api(VIEWER, "GET", "/api/validity")).schedule.legs === GENERATED.legs, "the view to catch up");
-  // Two lanes get airplanes, so that lanes are labelled as in seed 000 Figure 1.1.
+  // Two lanes get airplanes, so that lanes are labelled with their airplanes.
   for (const [reg, rot] of [["D-AITA", "LH-R0001"], ["D-AITB", "LH-R0002"]]) {
     await api(PLANNER, "POST", "/api/airplanes", { registration: reg, type: "320" });
     await api(PLANNER, "PUT", `/api/airplanes/${reg}/rotation`, { rotation: rot });

@@ -8,18 +8,20 @@ package pebblestore
 // acknowledged append is there, exactly where it was acknowledged, that no
 // append is visible in part, and that the store's invariants hold.
 //
-// The child is this test binary itself, re-executed with
-// -test.run=^TestCrashChild$ and the crashEnv* variables set. It reports
-// each acknowledged append as one line on stdout ("ACK {json}"), written
-// with a single unbuffered write after Append returned; a line the kill cut
-// short has no newline and is ignored.
+// The child is this test binary itself, re-executed by the crashtest
+// harness to run TestCrashChild with the crashEnv* variables set. It
+// reports each acknowledged append as one line on stdout ("ACK {json}"),
+// written after Append returned; a line the kill cut short is ignored.
+//
+// A SIGKILL leaves the operating system's page cache, so it cannot show
+// that the store fails to fsync. TestPowerLoss runs the same workload in
+// this process on a file system that loses what was not synced.
 //
 // The workload parameters (writer counts, kill delays, streams, sizes) come
 // from a seed that is logged; set LOGBOOK_CRASH_SEED to change it. Where the
 // kill lands is still up to the scheduler.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -27,19 +29,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/internal/crashtest"
 )
 
 const (
@@ -114,90 +115,27 @@ func crashStream(i int) string { return fmt.Sprintf("stream-%02d", i) }
 func crashTag(i int) string    { return fmt.Sprintf("tag-%d", i) }
 
 // ---------------------------------------------------------------------------
-// The child.
+// The workload.
 
-// crashOut serializes the child's stdout lines. Each line goes out in one
-// unbuffered write, so the parent sees whole lines or a cut-off tail.
-type crashOut struct {
-	mu sync.Mutex
+// crashSink receives what a workload writer does. In the child process it
+// reports to the parent; in TestPowerLoss it records in memory.
+type crashSink struct {
+	acked    func(a crashAck, tookMs int64) // an append returned successfully
+	conflict func()                         // an append was refused for its expected version
+	retried  func()                         // a retry of an acknowledged append was recognized
+	// fail reports a problem the writer found; the writer then stops (in
+	// the child, fail exits).
+	fail func(format string, args ...any)
+	// stopped says that the store is being closed under the writer: an
+	// error from then on ends the writer quietly.
+	stopped func() bool
 }
 
-func (o *crashOut) line(prefix string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		o.fail("marshal: %v", err)
-	}
-	buf := make([]byte, 0, len(prefix)+len(b)+2)
-	buf = append(buf, prefix...)
-	buf = append(buf, ' ')
-	buf = append(buf, b...)
-	buf = append(buf, '\n')
-	o.mu.Lock()
-	_, err = os.Stdout.Write(buf)
-	o.mu.Unlock()
-	if err != nil {
-		os.Exit(5) // the parent is gone
-	}
-}
-
-// fail reports a problem the child found itself and exits; the parent
-// fails the test when it sees the line or an exit it did not cause.
-func (o *crashOut) fail(format string, args ...any) {
-	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " | ")
-	o.mu.Lock()
-	_, _ = os.Stdout.Write([]byte("ERR " + msg + "\n"))
-	os.Exit(3)
-}
-
-// TestCrashChild is not a test: it is the helper process TestCrash starts
-// and kills. Run directly, it skips.
-func TestCrashChild(t *testing.T) {
-	dir := os.Getenv(crashEnvDir)
-	if dir == "" {
-		t.Skip("helper process of TestCrash; runs only when TestCrash starts it")
-	}
-	out := &crashOut{}
-	seed, err1 := strconv.ParseUint(os.Getenv(crashEnvChild), 10, 64)
-	writers, err2 := strconv.Atoi(os.Getenv(crashEnvWriters))
-	round, err3 := strconv.Atoi(os.Getenv(crashEnvRound))
-	if err := errors.Join(err1, err2, err3); err != nil {
-		out.fail("bad environment: %v", err)
-	}
-	// Never outlive the parent: it holds our stdin open until it kills us.
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
-	time.AfterFunc(2*time.Minute, func() { out.fail("not killed after 2 minutes") })
-
-	st, err := Open(dir, Options{}) // production settings: fsync on
-	if err != nil {
-		out.fail("open: %v", err)
-	}
-	head, err := st.Head(context.Background())
-	if err != nil {
-		out.fail("head: %v", err)
-	}
-	out.line("READY", map[string]uint64{"head": head})
-
-	var mu sync.Mutex
-	var stat crashStat
-	for w := 0; w < writers; w++ {
-		go crashWriter(st, out, round, w, rand.New(rand.NewPCG(seed, uint64(w)+1)), &mu, &stat)
-	}
-	for range time.Tick(20 * time.Millisecond) {
-		mu.Lock()
-		s := stat
-		mu.Unlock()
-		s.Fsyncs = st.Fsyncs()
-		out.line("STAT", s)
-	}
-}
-
-// crashWriter appends forever: 1..20 events to a random stream, some
-// tagged, some with a big event (so that a batch spans several WAL blocks),
-// half of them expecting the exact version the stream had a moment ago.
-func crashWriter(st *Store, out *crashOut, round, w int, rng *rand.Rand, mu *sync.Mutex, stat *crashStat) {
+// crashWriter appends until it fails or is stopped: 1..20 events to a
+// random stream, some tagged, some with a big event (so that a batch spans
+// several WAL blocks), half of them expecting the exact version the stream
+// had a moment ago.
+func crashWriter(st *Store, sink crashSink, round, w int, rng *rand.Rand) {
 	ctx := context.Background()
 	for k := 0; ; k++ {
 		appendID := fmt.Sprintf("r%d.w%d.%d", round, w, k)
@@ -230,7 +168,10 @@ func crashWriter(st *Store, out *crashOut, round, w int, rng *rand.Rand, mu *syn
 		if rng.IntN(2) == 0 {
 			v, err := st.StreamVersion(ctx, stream)
 			if err != nil {
-				out.fail("stream version of %s: %v", stream, err)
+				if !sink.stopped() {
+					sink.fail("stream version of %s: %v", stream, err)
+				}
+				return
 			}
 			expect = eventstore.Exactly(v)
 			if v == 0 && rng.IntN(2) == 0 {
@@ -241,13 +182,14 @@ func crashWriter(st *Store, out *crashOut, round, w int, rng *rand.Rand, mu *syn
 		res, err := st.Append(ctx, stream, expect, events)
 		took := time.Since(began).Milliseconds()
 		if errors.Is(err, eventstore.ErrVersionConflict) {
-			mu.Lock()
-			stat.Conflicts++
-			mu.Unlock()
+			sink.conflict()
 			continue
 		}
 		if err != nil {
-			out.fail("append %s to %s: %v", appendID, stream, err)
+			if !sink.stopped() {
+				sink.fail("append %s to %s: %v", appendID, stream, err)
+			}
+			return
 		}
 		ack := crashAck{
 			Append: appendID, Stream: stream, N: n, Expect: int64(expect),
@@ -257,28 +199,121 @@ func crashWriter(st *Store, out *crashOut, round, w int, rng *rand.Rand, mu *syn
 		if res.Duplicate || res.Stream != stream || res.LastSeq-res.FirstSeq+1 != uint64(n) ||
 			res.LastPosition-res.FirstPosition+1 != uint64(n) || res.FirstSeq == 0 || res.FirstPosition == 0 ||
 			(expect >= 0 && res.FirstSeq != uint64(expect)+1) || (expect == eventstore.NoStream && res.FirstSeq != 1) {
-			out.fail("append %s: expected %s, got result %+v", appendID, expect, res)
+			sink.fail("append %s: expected %s, got result %+v", appendID, expect, res)
+			return
 		}
-		out.line("ACK", ack)
-		mu.Lock()
-		stat.Acks++
-		stat.Events += uint64(n)
-		stat.MaxWait = max(stat.MaxWait, took)
-		mu.Unlock()
+		sink.acked(ack, took)
 
 		if rng.IntN(25) == 0 {
 			// A client retry of an acknowledged append must be answered
 			// from the idempotency index, before the version check.
 			again, err := st.Append(ctx, stream, expect, events)
+			if err != nil && sink.stopped() {
+				return
+			}
 			want := res
 			want.Duplicate = true
 			if err != nil || again != want {
-				out.fail("retry of %s: got %+v, %v; want %+v", appendID, again, err, want)
+				sink.fail("retry of %s: got %+v, %v; want %+v", appendID, again, err, want)
+				return
 			}
-			mu.Lock()
-			stat.Retries++
-			mu.Unlock()
+			sink.retried()
 		}
+	}
+}
+
+// crashSeed is the seed the test's workload parameters come from: the
+// default, or LOGBOOK_CRASH_SEED.
+func crashSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(crashDefaultSeed)
+	if s := os.Getenv(crashEnvSeed); s != "" {
+		v, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", crashEnvSeed, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %#x (set %s to change it)", seed, crashEnvSeed)
+	return seed
+}
+
+// crashRounds is how many rounds to run: def, 3 in short mode, or
+// LOGBOOK_CRASH_ROUNDS for soak runs.
+func crashRounds(t *testing.T, def int) int {
+	t.Helper()
+	rounds := def
+	if testing.Short() {
+		t.Log("short mode: 3 rounds")
+		rounds = 3
+	}
+	if s := os.Getenv(crashEnvRounds); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("%s=%q: want a positive number", crashEnvRounds, s)
+		}
+		rounds = v
+	}
+	return rounds
+}
+
+// ---------------------------------------------------------------------------
+// The child.
+
+// TestCrashChild is not a test: it is the child process TestCrash starts
+// and kills. Run directly, it skips.
+func TestCrashChild(t *testing.T) {
+	out := crashtest.Child(t)
+	line := func(prefix string, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			out.Fail("marshal: %v", err)
+		}
+		out.Printf("%s %s", prefix, b)
+	}
+	dir := os.Getenv(crashEnvDir)
+	seed, err1 := strconv.ParseUint(os.Getenv(crashEnvChild), 10, 64)
+	writers, err2 := strconv.Atoi(os.Getenv(crashEnvWriters))
+	round, err3 := strconv.Atoi(os.Getenv(crashEnvRound))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		out.Fail("bad environment: %v", err)
+	}
+
+	st, err := Open(dir, Options{}) // production settings: fsync on
+	if err != nil {
+		out.Fail("open: %v", err)
+	}
+	head, err := st.Head(context.Background())
+	if err != nil {
+		out.Fail("head: %v", err)
+	}
+	line("READY", map[string]uint64{"head": head})
+
+	var mu sync.Mutex
+	var stat crashStat
+	sink := crashSink{
+		acked: func(a crashAck, took int64) {
+			line("ACK", a) // reported before it is counted
+			mu.Lock()
+			stat.Acks++
+			stat.Events += uint64(a.N)
+			stat.MaxWait = max(stat.MaxWait, took)
+			mu.Unlock()
+		},
+		conflict: func() { mu.Lock(); stat.Conflicts++; mu.Unlock() },
+		retried:  func() { mu.Lock(); stat.Retries++; mu.Unlock() },
+		fail:     out.Fail,
+		stopped:  func() bool { return false },
+	}
+	for w := 0; w < writers; w++ {
+		go crashWriter(st, sink, round, w, rand.New(rand.NewPCG(seed, uint64(w)+1)))
+	}
+	for range time.Tick(20 * time.Millisecond) {
+		mu.Lock()
+		s := stat
+		mu.Unlock()
+		s.Fsyncs = st.Fsyncs()
+		line("STAT", s)
 	}
 }
 
@@ -302,31 +337,9 @@ type crashChildResult struct {
 }
 
 func TestCrash(t *testing.T) {
-	if testing.Short() {
-		t.Log("short mode: 3 rounds")
-	}
-	seed := uint64(crashDefaultSeed)
-	if s := os.Getenv(crashEnvSeed); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", crashEnvSeed, s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %#x (set %s to change it)", seed, crashEnvSeed)
+	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-
-	rounds := 10
-	if testing.Short() {
-		rounds = 3
-	}
-	if s := os.Getenv(crashEnvRounds); s != "" { // for soak runs
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			t.Fatalf("%s=%q: want a positive number", crashEnvRounds, s)
-		}
-		rounds = v
-	}
+	rounds := crashRounds(t, 10)
 	dir := t.TempDir()
 	acked := make(map[string]crashAck) // every acknowledged append, all rounds
 	start := time.Now()
@@ -339,7 +352,7 @@ func TestCrash(t *testing.T) {
 		}
 		res := runCrashChild(t, dir, seed*1000+uint64(r), cr)
 		if t.Failed() {
-			return
+			t.Fatalf("round %d failed (seed %#x)", r, seed)
 		}
 		ackedEvents := 0
 		for _, a := range res.acks {
@@ -394,117 +407,152 @@ func TestCrash(t *testing.T) {
 // SIGKILL and returns what it acknowledged.
 func runCrashChild(t *testing.T, dir string, seed uint64, cr crashRound) crashChildResult {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.timeout=0")
-	cmd.Env = append(os.Environ(),
-		crashEnvDir+"="+dir,
-		crashEnvChild+"="+strconv.FormatUint(seed, 10),
-		crashEnvWriters+"="+strconv.Itoa(cr.writers),
-		crashEnvRound+"="+strconv.Itoa(cr.round),
-	)
-	var stderr bytes.Buffer // read only after Wait
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe() // held open: the child exits if we vanish
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
-
 	var res crashChildResult
-	ready := make(chan struct{})
-	firstAck := make(chan struct{})
-	eof := make(chan struct{})
 	var firstAckAt time.Time
-	go func() {
-		defer close(eof)
-		br := bufio.NewReader(stdout)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				res.partial = line // no newline: cut off by the kill
-				return
-			}
-			line = strings.TrimSuffix(line, "\n")
+	child := crashtest.Start(t, crashtest.Spec{
+		Test: "TestCrashChild",
+		Env: []string{
+			crashEnvDir + "=" + dir,
+			crashEnvChild + "=" + strconv.FormatUint(seed, 10),
+			crashEnvWriters + "=" + strconv.Itoa(cr.writers),
+			crashEnvRound + "=" + strconv.Itoa(cr.round),
+		},
+		Line: func(line string) {
 			kind, body, _ := strings.Cut(line, " ")
 			switch kind {
 			case "READY":
 				res.ready = true
-				close(ready)
 			case "ACK":
 				var a crashAck
 				if err := json.Unmarshal([]byte(body), &a); err != nil {
 					res.errs = append(res.errs, fmt.Sprintf("bad ack line %q: %v", line, err))
-					continue
+					return
 				}
 				if len(res.acks) == 0 {
 					firstAckAt = time.Now()
-					close(firstAck)
 				}
 				res.acks = append(res.acks, a)
 			case "STAT":
 				_ = json.Unmarshal([]byte(body), &res.stat)
-			case "ERR":
-				res.errs = append(res.errs, body)
 			}
-		}
-	}()
+		},
+	})
 
 	const patience = 30 * time.Second
-	acking := false
 	if cr.early {
 		time.Sleep(cr.delay)
-	} else {
-	wait:
-		for i, c := range []chan struct{}{ready, firstAck} {
-			select {
-			case <-c:
-				acking = i == 1
-			case <-eof:
-				break wait
-			case <-time.After(patience):
-				t.Errorf("round %d: child made no progress in %v", cr.round, patience)
-				break wait
-			}
-		}
-		if acking {
-			time.Sleep(cr.delay)
-		}
+	} else if child.WaitFor("READY", patience) && child.WaitFor("ACK", patience) {
+		time.Sleep(cr.delay)
 	}
 	killAt := time.Now()
-	killed = true
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Errorf("round %d: kill: %v", cr.round, err)
-	}
-	<-eof // the reader is done with res from here on
-	waitErr := cmd.Wait()
+	out := child.Kill() // Line is called no more: res is ours
+	res.partial = out.Partial
 	if !firstAckAt.IsZero() {
 		res.loaded = killAt.Sub(firstAckAt)
 	}
-
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Errorf("round %d: child ended by itself (%v), not by our SIGKILL; stderr:\n%s", cr.round, waitErr, stderr.String())
-	}
 	for _, e := range res.errs {
-		t.Errorf("round %d: child reported: %s", cr.round, e)
+		t.Errorf("round %d: %s", cr.round, e)
 	}
 	if !cr.early && len(res.acks) == 0 && !t.Failed() {
-		t.Errorf("round %d: child acknowledged nothing; stderr:\n%s", cr.round, stderr.String())
+		t.Errorf("round %d: child acknowledged nothing; stderr:\n%s", cr.round, out.Stderr)
 	}
 	return res
+}
+
+// ---------------------------------------------------------------------------
+// A power loss, in this process.
+
+// TestPowerLoss runs TestCrash's workload in this process on a file system
+// that simulates a power loss. At a random moment under load it takes the
+// disk as the machine would find it after losing power — the data last
+// synced, and in some rounds part of what was written since — and opens
+// the store on that copy: every append acknowledged before that moment
+// must be there, in its place, and the head must be at least the head
+// readers were shown. A SIGKILL cannot test this, because the operating
+// system's page cache survives the kill; this test fails if appends are
+// acknowledged before they are synced (as they are with Options.NoSync).
+func TestPowerLoss(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0x9041))
+	rounds := crashRounds(t, 8)
+	const dir = "/store"
+	fs := crashtest.NewFS()
+	st, err := Open(dir, Options{fs: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := make(map[string]crashAck) // every append acknowledged before a crash
+	for r := 0; r < rounds; r++ {
+		writers := []int{8, 1, 32, 4}[r%4]
+		keep := []int{0, 50}[r%2] // percent of the unsynced data that survives
+		delay := time.Duration(10+rng.IntN(150)) * time.Millisecond
+
+		var mu sync.Mutex
+		var acks []crashAck
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		sink := crashSink{
+			acked:    func(a crashAck, _ int64) { mu.Lock(); acks = append(acks, a); mu.Unlock() },
+			conflict: func() {},
+			retried:  func() {},
+			fail:     func(format string, args ...any) { t.Errorf("round %d: "+format, append([]any{r}, args...)...) },
+			stopped:  stop.Load,
+		}
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				crashWriter(st, sink, r, w, rand.New(rand.NewPCG(seed*1000+uint64(r), uint64(w)+1)))
+			}()
+		}
+		time.Sleep(delay)
+
+		// The power fails: what was acknowledged and shown before this
+		// moment must survive it.
+		mu.Lock()
+		before := slices.Clone(acks)
+		shown, err := st.Head(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		crashed := fs.Crash(keep, rng)
+		mu.Unlock()
+		stop.Store(true)
+		if err := st.Close(); err != nil {
+			t.Errorf("round %d: close: %v", r, err)
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.Fatalf("round %d failed (seed %#x)", r, seed)
+		}
+		for _, a := range before {
+			if _, dup := acked[a.Append]; dup {
+				t.Fatalf("round %d: append %s acknowledged twice", r, a.Append)
+			}
+			acked[a.Append] = a
+		}
+
+		fs = crashed
+		st, err = Open(dir, Options{fs: fs})
+		if err != nil {
+			t.Fatalf("round %d: open after the power loss: %v", r, err)
+		}
+		sum := verifyCrashStore(t, st, acked)
+		if head, err := st.Head(context.Background()); err != nil || head < shown {
+			t.Errorf("round %d: head %d after the power loss (%v); before it, readers were shown %d", r, head, err, shown)
+		}
+		if !t.Failed() {
+			crashAppendAfterReopen(t, st, rng, r, before, acked)
+		}
+		t.Logf("round %d: %2d writers, power lost after %v keeping %d%% of unsynced blocks: %d appends acknowledged before, head %d shown; store now %d events in %d appends",
+			r, writers, delay, keep, len(before), shown, sum.events, len(sum.appends))
+		if t.Failed() {
+			t.Fatalf("round %d failed (seed %#x)", r, seed)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Error(err)
+	}
 }
 
 type crashStoredAppend struct {

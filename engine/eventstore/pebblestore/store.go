@@ -47,6 +47,10 @@ type Options struct {
 	RecentIDs int
 	// Logger receives Pebble's errors (default slog.Default()).
 	Logger *slog.Logger
+
+	// fs is the file system Pebble uses (default the operating system's).
+	// Tests set it to one that simulates a power loss.
+	fs vfs.FS
 }
 
 // Store is the Pebble-backed eventstore.Store.
@@ -103,10 +107,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.fs == nil {
+		opts.fs = vfs.Default
+	}
 	s := &Store{
 		opts:   opts,
 		limits: opts.Limits.WithDefaults(),
-		fs:     &countingFS{FS: vfs.Default},
+		fs:     &countingFS{FS: opts.fs},
 		reqs:   make(chan *appendReq, 1024),
 		groups: make(chan *group, 2),
 		done:   make(chan struct{}),

@@ -44,8 +44,8 @@
 //
 // # Designators
 //
-// A flight designator (seed 000 §1.4) is airline + flight number + suffix +
-// departure airport + day of origin. [Designator.String] writes it as
+// A flight designator, which names one dated leg in a schedule, is airline
+// + flight number + suffix + departure airport + day of origin. [Designator.String] writes it as
 // "LH0400/FRA/2026-03-29" or, with an operational suffix,
 // "LH0400A/FRA/2026-03-29": the flight number always has four digits, so
 // designators sort by flight and parse unambiguously ([ParseDesignator])

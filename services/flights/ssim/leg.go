@@ -42,9 +42,8 @@ type Onward struct {
 // IsZero reports whether o names no onward flight.
 func (o Onward) IsZero() bool { return o == Onward{} }
 
-// Designator identifies a dated leg uniquely in a schedule (seed 000 §1.4):
-// airline, flight number, operational suffix, departure airport and day of
-// origin.
+// Designator identifies a dated leg uniquely in a schedule: airline,
+// flight number, operational suffix, departure airport and day of origin.
 type Designator struct {
 	Airline     string
 	Number      int

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The schedule board (the web UI's main screen, seed 000 Figure 1.1): one
+// The schedule board (the web UI's main screen, as airline planning tools draw it): one
 // lane per rotation, its legs on a time axis. A season has hundreds of
 // rotations of a thousand legs each, so the board never asks for all of
 // it: it lists the lanes that match its filters, then asks for the legs

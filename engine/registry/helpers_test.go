@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -151,3 +152,10 @@ func jsonEqual(a, b string) bool {
 }
 
 func schemaBody(s string) map[string]any { return map[string]any{"schema": s} }
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -525,7 +525,9 @@ func (r *Registry) DeleteVersion(ctx context.Context, subj string, num int, perm
 		if err := writable(s); err != nil {
 			return nil, err
 		}
-		_, v, err := s.resolveVersion(subj, num, permanent)
+		// "latest" is the latest live version for a soft delete, the
+		// latest one at all for a permanent one.
+		_, v, err := s.resolveVersion(subj, num, permanent || num != Latest)
 		if err != nil {
 			return nil, err
 		}

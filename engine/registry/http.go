@@ -91,7 +91,7 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, write bool) 
 		w.Header().Set("WWW-Authenticate", `Basic realm="logbook registry"`)
 		return errorf(http.StatusUnauthorized, http.StatusUnauthorized, "Unauthorized: unknown token")
 	}
-	if write && role != auth.SchemaAdmin {
+	if write && !role.Has(auth.SchemaAdmin) {
 		return errorf(http.StatusForbidden, http.StatusForbidden, "Forbidden: role %s may only read; changing the registry needs a %s token", role, auth.SchemaAdmin)
 	}
 	return nil

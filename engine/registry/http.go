@@ -66,8 +66,8 @@ type handler struct {
 	tokens *auth.Tokens
 }
 
-// raw is an answer sent as it is: a schema's text.
-type raw string
+// raw is an answer sent as it is: a schema's text, or JSON encoded before.
+type raw []byte
 
 func (h *handler) serve(write bool, fn func(*http.Request) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,8 +111,8 @@ func send(w http.ResponseWriter, v any, err error) {
 		}{re.Code, re.Message})
 		return
 	}
-	if s, ok := v.(raw); ok {
-		_, _ = io.WriteString(w, string(s))
+	if b, ok := v.(raw); ok {
+		_, _ = w.Write(b)
 		return
 	}
 	_ = json.NewEncoder(w).Encode(v)
@@ -237,8 +237,8 @@ func (h *handler) schemaByID(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	text, err := h.reg.SchemaByID(r.Context(), id)
-	return map[string]string{"schema": text}, err
+	answer, err := h.reg.schemaAnswer(r.Context(), id)
+	return raw(answer), err
 }
 
 func (h *handler) schemaTextByID(r *http.Request) (any, error) {

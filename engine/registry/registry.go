@@ -307,7 +307,8 @@ func (r *Registry) Register(ctx context.Context, subj, schema string) (int, erro
 		if known, ok := s.byText[p.text]; ok {
 			ev.ID = known
 		} else {
-			if len(s.schemas) >= r.opts.MaxSchemas || s.bytes+len(p.text) > r.opts.MaxTotalSchemaBytes {
+			// The text is kept twice: as such and in its JSON answer.
+			if len(s.schemas) >= r.opts.MaxSchemas || s.bytes+2*len(p.text) > r.opts.MaxTotalSchemaBytes {
 				return nil, errorf(http.StatusUnprocessableEntity, codeNotPermitted, "Operation not permitted: the registry holds %d schemas of %d bytes, its limit", len(s.schemas), s.bytes)
 			}
 			ev.ID, ev.Schema = s.maxID+1, p.text
@@ -407,6 +408,20 @@ func (r *Registry) SchemaByID(ctx context.Context, id int) (string, error) {
 		return nil
 	})
 	return text, err
+}
+
+// schemaAnswer returns the JSON answer to GET /schemas/ids/{id}.
+func (r *Registry) schemaAnswer(ctx context.Context, id int) ([]byte, error) {
+	var answer []byte
+	err := r.read(ctx, func(s *state) error {
+		e := s.schemas[id]
+		if e == nil || len(e.refs) == 0 {
+			return errSchemaNotFound()
+		}
+		answer = e.answer
+		return nil
+	})
+	return answer, err
 }
 
 // VersionsOfID returns the subject versions that use schema id.

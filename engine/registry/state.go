@@ -59,6 +59,9 @@ type schemaEntry struct {
 	id     int
 	parsed parsed
 	refs   []subjectVersion // versions (soft-deleted ones too) that use it
+	// answer is the body of GET /schemas/ids/{id}, the registry's hottest
+	// read, encoded once.
+	answer []byte
 }
 
 type subjectVersion struct {
@@ -224,10 +227,14 @@ func (s *state) applyRegistered(e registered) error {
 		if err != nil {
 			return fmt.Errorf("schema id %d: %w", e.ID, err)
 		}
-		entry = &schemaEntry{id: e.ID, parsed: p}
+		answer, err := json.Marshal(map[string]string{"schema": p.text})
+		if err != nil {
+			return err
+		}
+		entry = &schemaEntry{id: e.ID, parsed: p, answer: append(answer, '\n')}
 		s.schemas[e.ID] = entry
 		s.byText[p.text] = e.ID
-		s.bytes += len(p.text)
+		s.bytes += len(p.text) + len(answer)
 		s.maxID = max(s.maxID, e.ID)
 	}
 	sub := s.subject(e.Subject)

@@ -25,11 +25,16 @@ const ContentType = "application/vnd.schemaregistry.v1+json"
 func Handler(reg *Registry, tokens *auth.Tokens) http.Handler {
 	h := &handler{reg: reg, tokens: tokens}
 	mux := http.NewServeMux()
+	paths := map[string]bool{}
 	read := func(pattern string, fn func(*http.Request) (any, error)) {
 		mux.Handle(pattern, h.serve(false, fn))
+		_, path, _ := strings.Cut(pattern, " ")
+		paths[path] = true
 	}
 	write := func(pattern string, fn func(*http.Request) (any, error)) {
 		mux.Handle(pattern, h.serve(true, fn))
+		_, path, _ := strings.Cut(pattern, " ")
+		paths[path] = true
 	}
 	read("GET /{$}", func(*http.Request) (any, error) { return struct{}{}, nil })
 	read("GET /schemas/types", func(*http.Request) (any, error) { return []string{"AVRO"}, nil })
@@ -55,6 +60,13 @@ func Handler(reg *Registry, tokens *auth.Tokens) http.Handler {
 	write("DELETE /config/{subject}", h.deleteConfig)
 	read("GET /mode", func(*http.Request) (any, error) { return modeBody{Mode: reg.Mode()}, nil })
 	write("PUT /mode", h.putMode)
+	// Any other method on a known path: 405, in Confluent's error shape
+	// (ServeMux's own answer would be text).
+	for path := range paths {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			send(w, nil, errorf(http.StatusMethodNotAllowed, http.StatusMethodNotAllowed, "HTTP 405 Method Not Allowed"))
+		})
+	}
 	mux.Handle("/", h.serve(false, func(r *http.Request) (any, error) {
 		return nil, errorf(http.StatusNotFound, http.StatusNotFound, "HTTP 404 Not Found")
 	}))

@@ -100,6 +100,9 @@ func TestErrorCodes(t *testing.T) {
 	f.wantCode("POST", "/subjects/s/versions", map[string]any{"schema": userV2, "id": 40}, 422, 42205)
 	f.wantCode("POST", "/subjects/s/versions", schemaBody(`{"type":"record","name":"User","namespace":"ex","fields":[{"name":"name","type":"long"}]}`), 409, 409)
 	f.wantCode("GET", "/no/such/route", nil, 404, 404)
+	f.wantCode("PATCH", "/subjects", nil, 405, 405)
+	f.wantCode("GET", "/subjects/s/versions/1/nope", nil, 404, 404)
+	f.wantCode("PUT", "/subjects/s/versions/1", nil, 405, 405)
 	// Malformed JSON.
 	req, _ := http.NewRequest("POST", f.srv.URL+"/registry/subjects/s/versions", strings.NewReader("{"))
 	req.Header.Set("Authorization", "Bearer "+adminToken)

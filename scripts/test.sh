@@ -2,8 +2,9 @@
 # Sets up and runs the whole test suite: formatting, vet, lint, every
 # package's tests under the race detector — against a real PostgreSQL
 # server, a real Kafka broker and nginx, which it installs, starts on
-# private ports and stops again — and the web UI's tests in a real
-# browser. Installs what it needs.
+# private ports and stops again — Confluent's Python registry client in a
+# virtual environment, and the web UI's tests in a real browser. Installs
+# what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -49,6 +50,10 @@ export LOGBOOK_TEST_POSTGRES
 log "starting Kafka"
 LOGBOOK_TEST_KAFKA=$(./scripts/kafka.sh start)
 export LOGBOOK_TEST_KAFKA
+
+log "Python clients (confluent-kafka) for the schema registry's tests"
+LOGBOOK_TEST_PYTHON=$(./scripts/pyenv.sh)
+export LOGBOOK_TEST_PYTHON
 
 log "go test -race"
 go test -race -count=1 -timeout 30m ./...

@@ -21,6 +21,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		{"read", runBenchRead},
 		{"commands", runBenchCommands},
 		{"crush", runBenchCrush},
+		{"registry", runBenchRegistry},
 	}, true, args)
 }
 
@@ -92,7 +93,7 @@ func runBenchAppend(ctx context.Context, e *env, args []string) error {
 }
 
 func runBenchCommands(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench commands", "bench commands [--aggregates A] [--commands C] [--writers W] [--shards N] [--data DIR] [--json]")
+	fs := newFlags(e, "bench commands", "bench commands [--aggregates A] [--commands C] [--writers W] [--shards N] [--codec json|avro] [--data DIR] [--json]")
 	var sf storeFlags
 	sf.register(fs, benchDataDir)
 	var cfg bench.CommandsConfig
@@ -100,12 +101,16 @@ func runBenchCommands(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Commands, "commands", 500_000, "commands to send")
 	fs.IntVar(&cfg.Writers, "writers", 256, "concurrent closed-loop writers")
 	fs.IntVar(&cfg.Shards, "shards", 0, "shards of the aggregate runtime (0: its default)")
+	fs.StringVar(&cfg.Codec, "codec", "json", "event codec: json, or avro (the schema registry's wire format)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 || cfg.Shards < 0 {
 		return usageError{"--aggregates, --commands and --writers must be positive, --shards not negative"}
+	}
+	if cfg.Codec != "json" && cfg.Codec != "avro" {
+		return usageError{"--codec is json or avro"}
 	}
 	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
 		return bench.RunCommands(ctx, s, cfg, s.fsyncs)

@@ -49,7 +49,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("tokens: %w", err)
 	}
 	if tokens.Len() == 0 {
-		return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: planner, viewer)"}
+		return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: planner, viewer, schema-admin)"}
 	}
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		// The views keep the whole schedule in memory while requests
@@ -126,6 +126,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		defer queries.Close()
 		mux.HandleFunc("GET /healthz", healthz(store))
 		mux.Handle("/queries/", tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
+		if err := mountRegistry(ctx, srv, mux, store, tokens); err != nil {
+			return err
+		}
 		srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
 	}
 	mux.Handle("/api/", httpapi.New(ctx, svc, tokens))

@@ -1,6 +1,10 @@
-// Package auth is bearer-token authentication with two roles: planners
-// change the schedule, viewers only read. Tokens come from a file (one
-// "token role" per line) or an environment variable ("token:role,…").
+// Package auth is token authentication with three roles: planners change
+// the schedule, viewers only read, and schema admins change the schema
+// registry (register, delete, configure; reading schemas needs only a
+// viewer). Tokens come from a file (one "token role" per line) or an
+// environment variable ("token:role,…"), and are sent as a bearer token or
+// as the password of HTTP basic auth (the user name is ignored), which is
+// what Confluent's registry clients send.
 package auth
 
 import (
@@ -19,8 +23,9 @@ import (
 type Role string
 
 const (
-	Planner Role = "planner"
-	Viewer  Role = "viewer"
+	Planner     Role = "planner"
+	Viewer      Role = "viewer"
+	SchemaAdmin Role = "schema-admin"
 )
 
 // CanWrite reports whether the role may change the schedule.
@@ -38,8 +43,8 @@ func (t *Tokens) Add(token string, role Role) error {
 	if len(token) < 8 {
 		return fmt.Errorf("auth: token %q… is shorter than 8 characters", prefix(token))
 	}
-	if role != Planner && role != Viewer {
-		return fmt.Errorf("auth: unknown role %q (planner or viewer)", role)
+	if role != Planner && role != Viewer && role != SchemaAdmin {
+		return fmt.Errorf("auth: unknown role %q (planner, viewer or schema-admin)", role)
 	}
 	if t.byDigest == nil {
 		t.byDigest = map[[32]byte]Role{}
@@ -121,7 +126,7 @@ func Load(file string) (*Tokens, error) {
 // only its holders.
 func (r Role) Has(need Role) bool { return need == Viewer || need == "" || r == need }
 
-// RequireRole wraps h: no valid bearer token, 401; a token without the
+// RequireRole wraps h: no valid token, 401; a token without the
 // role need (Role.Has), 403.
 func (t *Tokens) RequireRole(need Role, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -137,9 +142,21 @@ func (t *Tokens) RequireRole(need Role, h http.Handler) http.Handler {
 	})
 }
 
-// authenticate finds the request's bearer token's role, or answers 401.
+// FromRequest returns the token a request carries: a bearer token, or the
+// password of HTTP basic auth.
+func FromRequest(r *http.Request) (string, bool) {
+	if tok, ok := BearerToken(r); ok {
+		return tok, true
+	}
+	if _, pass, ok := r.BasicAuth(); ok && pass != "" {
+		return pass, true
+	}
+	return "", false
+}
+
+// authenticate finds the role of the request's token, or answers 401.
 func (t *Tokens) authenticate(w http.ResponseWriter, r *http.Request) (Role, bool) {
-	tok, ok := bearer(r.Header.Get("Authorization"))
+	tok, ok := FromRequest(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
 		problem.Error(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)")
@@ -154,8 +171,8 @@ func (t *Tokens) authenticate(w http.ResponseWriter, r *http.Request) (Role, boo
 	return role, true
 }
 
-// Require wraps h: no valid bearer token, 401; a viewer on a method that
-// changes things (anything but GET, HEAD, OPTIONS), 403.
+// Require wraps h: no valid token, 401; a role other than planner on a
+// method that changes things (anything but GET, HEAD, OPTIONS), 403.
 func (t *Tokens) Require(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		role, ok := t.authenticate(w, r)

@@ -80,3 +80,38 @@ func TestBearerSchemeCaseInsensitive(t *testing.T) {
 		}
 	}
 }
+
+// The schema-admin role: a token of its own, which reads like any token,
+// may use routes that need it, and may not change the schedule. Tokens
+// are accepted as the password of basic auth too.
+func TestSchemaAdminAndBasicAuth(t *testing.T) {
+	tok, err := ParseEnv("admin-secret:schema-admin,viewer-secret:viewer,planner-secret:planner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	schedule, registry := tok.Require(ok), tok.RequireRole(SchemaAdmin, ok)
+	for _, c := range []struct {
+		h              http.Handler
+		method         string
+		user, password string
+		want           int
+	}{
+		{registry, "POST", "x", "admin-secret", 204},
+		{registry, "POST", "", "viewer-secret", 403},
+		{registry, "POST", "", "planner-secret", 403},
+		{registry, "GET", "admin-secret", "", 401}, // the token is the password, not the user
+		{registry, "GET", "x", "wrong-secret", 401},
+		{schedule, "POST", "x", "admin-secret", 403},
+		{schedule, "GET", "x", "admin-secret", 204},
+		{schedule, "POST", "x", "planner-secret", 204},
+	} {
+		req := httptest.NewRequest(c.method, "/", nil)
+		req.SetBasicAuth(c.user, c.password)
+		rec := httptest.NewRecorder()
+		c.h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s as %q:%q: %d, want %d", c.method, c.user, c.password, rec.Code, c.want)
+		}
+	}
+}

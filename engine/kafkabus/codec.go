@@ -17,14 +17,17 @@ const formatV1 = 1
 
 var errCorrupt = errors.New("kafkabus: malformed record")
 
-// encodeRecord turns ev into the record that carries it.
-func encodeRecord(topic string, ev eventstore.Event) *kgo.Record {
-	return &kgo.Record{
-		Topic:     topic,
-		Key:       []byte(ev.Stream),
-		Value:     encodeValue(ev),
-		Timestamp: ev.Time,
+// encodeRecord turns ev into the record that carries it, its value in
+// logbook's format, or in Avro under schema id if id is not 0.
+func encodeRecord(topic string, ev eventstore.Event, id int) (*kgo.Record, error) {
+	r := &kgo.Record{Topic: topic, Key: []byte(ev.Stream), Timestamp: ev.Time}
+	if id == 0 {
+		r.Value = encodeValue(ev)
+		return r, nil
 	}
+	var err error
+	r.Value, err = encodeAvroValue(id, ev)
+	return r, err
 }
 
 func encodeValue(ev eventstore.Event) []byte {
@@ -73,8 +76,13 @@ func decodeRecord(r *kgo.Record) (eventstore.Event, error) {
 	return ev, nil
 }
 
+// decodeValue reads a value in either format: logbook's starts with its
+// version byte, 1; the registry's wire format with its magic byte, 0.
 func decodeValue(v []byte) (eventstore.Event, error) {
 	var ev eventstore.Event
+	if len(v) > 0 && v[0] == 0 {
+		return decodeAvroValue(v)
+	}
 	if len(v) == 0 || v[0] != formatV1 {
 		if len(v) == 0 {
 			return ev, errors.New("empty value")

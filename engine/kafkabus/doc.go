@@ -35,6 +35,13 @@
 // length-prefixed key/value pairs), and the payload as the rest of the
 // value, byte for byte. No headers.
 //
+// With PublisherConfig.Schemas the value is instead Avro in the schema
+// registry's wire format — a zero byte, the schema id (4 bytes big-endian),
+// the Avro binary encoding — of EventSchema, the record logbook.Event,
+// registered under the subject "<topic>-value" (TopicNameStrategy), so
+// that a stock consumer with a Confluent deserializer reads the topic. The
+// readers here read both formats, told apart by the first byte.
+//
 // # Partitions
 //
 // Records are partitioned by Kafka's default key hash (murmur2, as the Java

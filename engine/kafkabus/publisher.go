@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/registry"
 )
 
 // ErrFenced is returned by Publisher.Run when another publisher claimed the
@@ -50,6 +51,12 @@ type PublisherConfig struct {
 	// Kafka holds then says nothing, and without a bound the publisher
 	// would publish the whole log again.
 	Progress Progress
+	// Schemas, if set, makes the values Avro in the schema registry's wire
+	// format (EventSchema, registered under the subject "<topic>-value"),
+	// so that stock consumers with a Confluent deserializer read the
+	// topic. Without it values are in logbook's own format. Readers here
+	// read both.
+	Schemas registry.Schemas
 }
 
 // Progress stores the last position a publisher knows Kafka committed. It
@@ -164,6 +171,13 @@ func (p *Publisher) session(ctx context.Context) error {
 	if err := EnsureTopic(ctx, p.cfg.Config, p.cfg.Topic, p.cfg.Partitions, p.cfg.ReplicationFactor); err != nil {
 		return err
 	}
+	schemaID := 0 // logbook's format
+	if p.cfg.Schemas != nil {
+		var err error
+		if schemaID, err = p.cfg.Schemas.Register(ctx, p.cfg.Topic+"-value", EventSchema); err != nil {
+			return fmt.Errorf("kafkabus: register the schema of %s: %w", p.cfg.Topic, err)
+		}
+	}
 	cl, err := p.cfg.client(
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		kgo.TransactionTimeout(p.cfg.TxnTimeout),
@@ -217,7 +231,7 @@ func (p *Publisher) session(ctx context.Context) error {
 				return fmt.Errorf("kafkabus: reading the log after %d: %w", p.last.Load(), err)
 			}
 		}
-		if carry, err = p.transaction(ctx, cl, sub, carry); err != nil {
+		if carry, err = p.transaction(ctx, cl, sub, carry, schemaID); err != nil {
 			return err
 		}
 	}
@@ -225,8 +239,9 @@ func (p *Publisher) session(ctx context.Context) error {
 
 // transaction publishes evs, and whatever more the log already holds, up
 // to MaxTxnEvents, in one Kafka transaction. It returns the events it read
-// but left for the next one.
-func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventstore.Subscription, evs []eventstore.Event) (rest []eventstore.Event, err error) {
+// but left for the next one. Values are in Avro under schemaID, or in
+// logbook's format if it is 0.
+func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventstore.Subscription, evs []eventstore.Event, schemaID int) (rest []eventstore.Event, err error) {
 	if err := cl.BeginTransaction(); err != nil {
 		return nil, fenced(fmt.Errorf("kafkabus: begin transaction: %w", err))
 	}
@@ -268,7 +283,11 @@ func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventst
 			if ev.Position != next {
 				return nil, fmt.Errorf("kafkabus: the log gave position %d where %d was next", ev.Position, next)
 			}
-			cl.Produce(ctx, encodeRecord(p.cfg.Topic, ev), promise)
+			rec, err := encodeRecord(p.cfg.Topic, ev, schemaID)
+			if err != nil {
+				return nil, err
+			}
+			cl.Produce(ctx, rec, promise)
 			next++
 		}
 		return nil, nil

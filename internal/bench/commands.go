@@ -12,6 +12,7 @@ import (
 
 	"github.com/logbook/logbook/engine/aggregate"
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/registry"
 )
 
 // The counter aggregate of `logbook bench commands`: the smallest domain
@@ -24,12 +25,37 @@ type counterState struct {
 type increment struct{ By int }
 
 type incremented struct {
-	By int `json:"by"`
+	By int `json:"by" avro:"by"`
 }
+
+// incrementedSchema is the event's Avro schema, for --codec avro.
+const incrementedSchema = `{"type":"record","name":"Incremented","namespace":"bench","fields":[{"name":"by","type":"long"}]}`
 
 var errNegative = errors.New("counter: increment must be positive")
 
-func counterDefinition() aggregate.Definition[counterState, increment, incremented] {
+// counterEvents returns the event codec named by codec: "json" (the
+// default) or "avro", which registers the event's schema in a schema
+// registry on store and writes the registry's wire format.
+func counterEvents(ctx context.Context, store eventstore.Store, codec string) (aggregate.EventCodec[incremented], func(), error) {
+	switch codec {
+	case "", "json":
+		return aggregate.NewJSONCodec[incremented]().Register("Incremented", 1, incremented{}), func() {}, nil
+	case "avro":
+		reg, err := registry.Open(ctx, store, registry.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		c := registry.NewAvroCodec[incremented](reg)
+		if err := c.Register(ctx, "bench.Incremented", incremented{}, incrementedSchema); err != nil {
+			reg.Close()
+			return nil, nil, err
+		}
+		return c, func() { reg.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("bench commands: codec %q: want json or avro", codec)
+}
+
+func counterDefinition(events aggregate.EventCodec[incremented]) aggregate.Definition[counterState, increment, incremented] {
 	return aggregate.Definition[counterState, increment, incremented]{
 		Kind: "counter",
 		Decide: func(s counterState, c increment) ([]incremented, error) {
@@ -39,7 +65,7 @@ func counterDefinition() aggregate.Definition[counterState, increment, increment
 			return []incremented{{By: c.By}}, nil
 		},
 		Evolve: func(s counterState, e incremented) counterState { return counterState{N: s.N + e.By} },
-		Events: aggregate.NewJSONCodec[incremented]().Register("Incremented", 1, incremented{}),
+		Events: events,
 	}
 }
 
@@ -48,7 +74,8 @@ type CommandsConfig struct {
 	Aggregates int
 	Commands   int
 	Writers    int
-	Shards     int // 0: the runtime's default
+	Shards     int    // 0: the runtime's default
+	Codec      string // the event codec: json (default) or avro
 }
 
 // CommandsResult is what `logbook bench commands` reports.
@@ -57,6 +84,7 @@ type CommandsResult struct {
 	Commands       int     `json:"commands"`
 	Writers        int     `json:"writers"`
 	Shards         int     `json:"shards"`
+	Codec          string  `json:"codec"`
 	Seconds        float64 `json:"seconds"`
 	CommandsPerSec float64 `json:"commands_per_sec"`
 	P50MS          float64 `json:"p50_ms"`
@@ -71,6 +99,7 @@ type CommandsResult struct {
 func (r CommandsResult) Rows() [][2]string {
 	return [][2]string{
 		{"aggregates / writers / shards", fmt.Sprintf("%d / %d / %d", r.Aggregates, r.Writers, r.Shards)},
+		{"event codec", r.Codec},
 		{"commands", fmt.Sprint(r.Commands)},
 		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
 		{"commands/s", fmt.Sprintf("%.0f", r.CommandsPerSec)},
@@ -87,7 +116,15 @@ func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig
 	if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 {
 		return CommandsResult{}, errors.New("bench commands: aggregates, commands and writers must be positive")
 	}
-	rt, err := aggregate.New(store, counterDefinition(), aggregate.Options{Shards: cfg.Shards})
+	if cfg.Codec == "" {
+		cfg.Codec = "json"
+	}
+	events, closeEvents, err := counterEvents(ctx, store, cfg.Codec)
+	if err != nil {
+		return CommandsResult{}, err
+	}
+	defer closeEvents()
+	rt, err := aggregate.New(store, counterDefinition(events), aggregate.Options{Shards: cfg.Shards})
 	if err != nil {
 		return CommandsResult{}, err
 	}
@@ -156,7 +193,7 @@ func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig
 	}
 	p50, p99, mx := all.Summary()
 	r := CommandsResult{
-		Aggregates: cfg.Aggregates, Commands: cfg.Commands, Writers: cfg.Writers, Shards: cfg.Shards,
+		Aggregates: cfg.Aggregates, Commands: cfg.Commands, Writers: cfg.Writers, Shards: cfg.Shards, Codec: cfg.Codec,
 		Seconds:        round(elapsed.Seconds(), 3),
 		CommandsPerSec: round(float64(cfg.Commands)/elapsed.Seconds(), 0),
 		P50MS:          round(p50, 3), P99MS: round(p99, 3), MaxMS: round(mx, 3),

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,4 +77,37 @@ func Schema(t testing.TB) string {
 		}
 	})
 	return name
+}
+
+// Python returns the python of the virtual environment scripts/pyenv.sh
+// makes, with Confluent's confluent-kafka client (or LOGBOOK_TEST_PYTHON),
+// or ends the test: it fails without one unless LOGBOOK_SKIP_EXTERNAL=1.
+func Python(t testing.TB) string {
+	t.Helper()
+	if os.Getenv("LOGBOOK_SKIP_EXTERNAL") == "1" {
+		t.Skip("LOGBOOK_SKIP_EXTERNAL=1: no Python client")
+	}
+	python := os.Getenv("LOGBOOK_TEST_PYTHON")
+	if python == "" {
+		// The module root: testenv's tests run in a package directory.
+		dir, err := os.Getwd()
+		for err == nil {
+			if _, statErr := os.Stat(filepath.Join(dir, "go.mod")); statErr == nil {
+				break
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				err = os.ErrNotExist
+			}
+			dir = parent
+		}
+		if err != nil {
+			t.Fatalf("testenv: no go.mod above the test's directory: %v", err)
+		}
+		python = filepath.Join(dir, ".cache", "pyenv", "bin", "python")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("no Python with confluent-kafka at %s: run scripts/pyenv.sh (LOGBOOK_SKIP_EXTERNAL=1 skips): %v", python, err)
+	}
+	return python
 }

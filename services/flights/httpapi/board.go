@@ -113,7 +113,7 @@ func timeRange(r *http.Request, required bool) (from, to time.Time, err error) {
 // editing controls. (Require has already refused unknown tokens.)
 func (s *API) session(tokens *auth.Tokens) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		tok, _ := auth.BearerToken(r)
+		tok, _ := auth.FromRequest(r)
 		role, ok := tokens.Lookup(tok)
 		if !ok {
 			return &api.Error{Status: http.StatusUnauthorized, Detail: "unknown bearer token"}

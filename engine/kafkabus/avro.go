@@ -1,0 +1,96 @@
+package kafkabus
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/hamba/avro/v2"
+
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/registry"
+)
+
+// EventSchema is the Avro schema of the record values a Publisher with
+// PublisherConfig.Schemas writes, registered under the subject
+// "<topic>-value" (Confluent's TopicNameStrategy). The record is named
+// logbook.Event whatever the topic: one schema describes every logbook
+// topic, and consumers of several topics share a generated class. The
+// event's own payload is the bytes field data, as the store holds it —
+// itself in the registry's wire format when the aggregate uses
+// registry.AvroCodec, so a consumer resolves it with the registry again.
+const EventSchema = `{"type":"record","name":"Event","namespace":"logbook","doc":"An event of a logbook log.","fields":[` +
+	`{"name":"stream","type":"string"},` +
+	`{"name":"seq","type":"long"},` +
+	`{"name":"position","type":"long"},` +
+	`{"name":"id","type":{"type":"fixed","name":"EventID","size":16}},` +
+	`{"name":"type","type":"string"},` +
+	`{"name":"version","type":"int"},` +
+	`{"name":"tags","type":{"type":"array","items":"string"}},` +
+	`{"name":"meta","type":{"type":"map","values":"string"}},` +
+	`{"name":"time_unix_nanos","type":"long"},` +
+	`{"name":"data","type":"bytes"}]}`
+
+var eventSchema = func() avro.Schema {
+	s, err := avro.ParseWithCache(EventSchema, "", &avro.SchemaCache{})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+type avroEvent struct {
+	Stream   string            `avro:"stream"`
+	Seq      int64             `avro:"seq"`
+	Position int64             `avro:"position"`
+	ID       [16]byte          `avro:"id"`
+	Type     string            `avro:"type"`
+	Version  int32             `avro:"version"`
+	Tags     []string          `avro:"tags"`
+	Meta     map[string]string `avro:"meta"`
+	Time     int64             `avro:"time_unix_nanos"`
+	Data     []byte            `avro:"data"`
+}
+
+// encodeAvroValue encodes ev as EventSchema in the registry's wire format
+// under schema id.
+func encodeAvroValue(id int, ev eventstore.Event) ([]byte, error) {
+	body, err := avro.Marshal(eventSchema, avroEvent{
+		Stream: ev.Stream, Seq: int64(ev.Seq), Position: int64(ev.Position), ID: ev.ID,
+		Type: ev.Type, Version: int32(ev.Version), Tags: ev.Tags, Meta: ev.Meta,
+		Time: ev.Time.UnixNano(), Data: ev.Data,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafkabus: encode position %d in Avro: %w", ev.Position, err)
+	}
+	return append(registry.AppendWireHeader(make([]byte, 0, 5+len(body)), id), body...), nil
+}
+
+// decodeAvroValue is the inverse of encodeAvroValue. It reads every value
+// with EventSchema, whatever id the header names: this package registers no
+// other schema under a topic's subject.
+func decodeAvroValue(v []byte) (eventstore.Event, error) {
+	_, payload, err := registry.SplitWire(v)
+	if err != nil {
+		return eventstore.Event{}, err
+	}
+	var a avroEvent
+	dec := avro.NewDecoderForSchema(eventSchema, bytes.NewReader(payload))
+	if err := dec.Decode(&a); err != nil {
+		return eventstore.Event{}, err
+	}
+	ev := eventstore.Event{
+		Stream: a.Stream, Seq: uint64(a.Seq), Position: uint64(a.Position), ID: a.ID,
+		Type: a.Type, Version: int(a.Version), Time: time.Unix(0, a.Time).UTC(), Data: a.Data,
+	}
+	if len(a.Tags) > 0 {
+		ev.Tags = a.Tags
+	}
+	if len(a.Meta) > 0 {
+		ev.Meta = a.Meta
+	}
+	if ev.Data == nil {
+		ev.Data = []byte{}
+	}
+	return ev, nil
+}

@@ -10,7 +10,12 @@ import (
 // latency percentiles of the requests that ended in each second, as
 // load-testing tools chart a run (Gatling's response-time and
 // requests-per-second charts). extra adds lines to the throughput panel.
+// The run ends within its last second, whose rate would read low: that
+// second is left out.
 func timelineFigure(title, rateLabel string, tl []Second, extra ...plot.Series) plot.Figure {
+	if len(tl) > 1 {
+		tl = tl[:len(tl)-1]
+	}
 	x := make([]float64, len(tl))
 	rate := make([]float64, len(tl))
 	p50, p95, p99 := make([]float64, len(tl)), make([]float64, len(tl)), make([]float64, len(tl))
@@ -36,7 +41,7 @@ func timelineFigure(title, rateLabel string, tl []Second, extra ...plot.Series) 
 func (r ReadResult) Figure() plot.Figure {
 	var tx, ty []float64
 	if n := len(r.Timeline); n > 0 {
-		end := r.Timeline[n-1].Start.Seconds() + 1
+		end := r.Timeline[n-1].Start.Seconds()
 		tx = []float64{0, r.RampSeconds, max(end, r.RampSeconds)}
 		ty = []float64{1, r.TargetRate, r.TargetRate}
 	}

@@ -79,6 +79,7 @@ func Save(file string, f Figure) error {
 		p.Y.Min = 0
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
+		p.Legend.Left = true
 		for j, s := range panel.Series {
 			if len(s.X) != len(s.Y) {
 				return fmt.Errorf("plot: series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
@@ -100,6 +101,14 @@ func Save(file string, f Figure) error {
 			p.Legend.Add(s.Name, l)
 		}
 		plots[i] = []*gonum.Plot{p}
+	}
+	// The panels share the x axis: each spans all the panels' x values.
+	xmin, xmax := plots[0][0].X.Min, plots[0][0].X.Max
+	for _, p := range plots {
+		xmin, xmax = min(xmin, p[0].X.Min), max(xmax, p[0].X.Max)
+	}
+	for _, p := range plots {
+		p[0].X.Min, p[0].X.Max = xmin, xmax
 	}
 	format := formats[strings.ToLower(filepath.Ext(file))]
 	c, err := draw.NewFormattedCanvas(width, panelHeight*vg.Length(len(f.Panels)), format)

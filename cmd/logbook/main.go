@@ -97,7 +97,10 @@ func run(ctx context.Context, e *env, args []string) int {
 // subcommand, to its group's constructor (newBenchCmd, newFlightsCmd, …).
 // Shared pieces: storeFlags for --data/--store, jsonFlag for --json,
 // fromEnv to let an address or secret flag come from LOGBOOK_…, report to
-// print a result, e.showProgress for a progress bar, usagef for bad usage.
+// print a result, e.showProgress for a progress bar, usagef for bad usage,
+// cpuProfileFlag for a group whose commands take --cpuprofile. No command
+// sets its own PersistentPreRun: cobra would run it instead of the root's,
+// which reads the environment, makes the logger and starts the profile.
 func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "logbook",

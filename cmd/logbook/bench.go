@@ -1,77 +1,48 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
-	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/internal/progress"
 )
 
 const benchDataDir = "./data-bench"
 
-func runBench(ctx context.Context, e *env, args []string) error {
-	return dispatch(ctx, e, "bench", []subcommand{
-		{"append", runBenchAppend},
-		{"read", runBenchRead},
-		{"commands", runBenchCommands},
-		{"crush", runBenchCrush},
-		{"registry", runBenchRegistry},
-	}, true, args)
+func newBenchCmd(e *env) *cobra.Command {
+	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry",
+		newBenchAppendCmd(e),
+		newBenchReadCmd(e),
+		newBenchCommandsCmd(e),
+		newBenchCrushCmd(e),
+		newBenchRegistryCmd(e),
+	)
+	cpuProfileFlag(g)
+	return g
 }
 
-// startProfile writes a CPU profile to file until stop is called; with an
-// empty file name it does nothing.
-func startProfile(file string) (stop func(), err error) {
-	if file == "" {
-		return func() {}, nil
-	}
-	pf, err := os.Create(file)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(pf); err != nil {
-		pf.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		pf.Close()
-	}, nil
+// benchFlags are the flags every benchmark takes.
+type benchFlags struct {
+	store  storeFlags
+	asJSON *bool
 }
 
-// cutProfileFlag takes --cpuprofile FILE out of a bench's arguments, so
-// that every benchmark can be profiled the same way.
-func cutProfileFlag(args []string) ([]string, string, error) {
-	var rest []string
-	profile := ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--cpuprofile" || a == "-cpuprofile":
-			if i+1 >= len(args) {
-				return nil, "", usageError{"--cpuprofile needs a file name"}
-			}
-			profile = args[i+1]
-			i++
-		case strings.HasPrefix(a, "--cpuprofile="):
-			profile = strings.TrimPrefix(a, "--cpuprofile=")
-		default:
-			rest = append(rest, a)
-		}
-	}
-	return rest, profile, nil
+func (b *benchFlags) register(fs *pflag.FlagSet) {
+	b.store.register(fs, benchDataDir)
+	b.asJSON = jsonFlag(fs)
 }
 
-func runBenchAppend(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench append", "bench append [--events N] [--batch B] [--writers W] [--payload BYTES] [--streams S] [--data DIR] [--json]")
-	var sf storeFlags
-	sf.register(fs, benchDataDir)
+func newBenchAppendCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "append", Short: "append events from concurrent writers: events/s and append latency", Args: noArgs}
+	fs := cmd.Flags()
+	var bf benchFlags
+	bf.register(fs)
 	var cfg bench.AppendConfig
 	fs.IntVar(&cfg.Events, "events", 1_000_000, "events to append")
 	fs.IntVar(&cfg.Batch, "batch", 100, "events per append call")
@@ -80,75 +51,81 @@ func runBenchAppend(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Streams, "streams", 1000, "streams to spread the events over")
 	fs.BoolVar(&cfg.StoreIDs, "store-ids", false, "let the store generate event ids instead of the writers")
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
+			return usageError{"--events, --batch, --writers and --streams must be positive and --payload not negative"}
+		}
+		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
+			cfg.Progress = p
+			return bench.RunAppend(cmd.Context(), s, cfg, s.fsyncs)
+		})
 	}
-	if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
-		return usageError{"--events, --batch, --writers and --streams must be positive and --payload not negative"}
-	}
-	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
-		return bench.RunAppend(ctx, s, cfg, s.fsyncs)
-	})
+	return cmd
 }
 
-func runBenchCommands(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench commands", "bench commands [--aggregates A] [--commands C] [--writers W] [--shards N] [--codec json|avro] [--data DIR] [--json]")
-	var sf storeFlags
-	sf.register(fs, benchDataDir)
+func newBenchCommandsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "commands", Short: "send commands to counter aggregates from closed-loop writers: commands/s and latency", Args: noArgs}
+	fs := cmd.Flags()
+	var bf benchFlags
+	bf.register(fs)
 	var cfg bench.CommandsConfig
 	fs.IntVar(&cfg.Aggregates, "aggregates", 10_000, "counter aggregates to spread the commands over")
 	fs.IntVar(&cfg.Commands, "commands", 500_000, "commands to send")
 	fs.IntVar(&cfg.Writers, "writers", 256, "concurrent closed-loop writers")
 	fs.IntVar(&cfg.Shards, "shards", 0, "shards of the aggregate runtime (0: its default)")
 	fs.StringVar(&cfg.Codec, "codec", "json", "event codec: json, or avro (the schema registry's wire format)")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 || cfg.Shards < 0 {
+			return usageError{"--aggregates, --commands and --writers must be positive, --shards not negative"}
+		}
+		if cfg.Codec != "json" && cfg.Codec != "avro" {
+			return usageError{"--codec is json or avro"}
+		}
+		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
+			cfg.Progress, cfg.Logger = p, e.log
+			return bench.RunCommands(cmd.Context(), s, cfg, s.fsyncs)
+		})
 	}
-	if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 || cfg.Shards < 0 {
-		return usageError{"--aggregates, --commands and --writers must be positive, --shards not negative"}
-	}
-	if cfg.Codec != "json" && cfg.Codec != "avro" {
-		return usageError{"--codec is json or avro"}
-	}
-	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
-		return bench.RunCommands(ctx, s, cfg, s.fsyncs)
-	})
+	return cmd
 }
 
-func runBenchRead(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench read", "bench read [--batch B] [--data DIR] [--json]")
-	var sf storeFlags
-	sf.register(fs, benchDataDir)
-	batch := fs.Int("batch", 1000, "events per read call")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
+func newBenchReadCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "read", Short: "read the whole log in order, then through a catch-up subscription: events/s", Args: noArgs}
+	fs := cmd.Flags()
+	var bf benchFlags
+	bf.register(fs)
+	var cfg bench.ReadConfig
+	fs.IntVar(&cfg.Batch, "batch", 1000, "events per read call")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if cfg.Batch <= 0 {
+			return usageError{"--batch must be positive"}
+		}
+		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
+			cfg.Progress = p
+			return bench.RunRead(cmd.Context(), s, cfg)
+		})
 	}
-	if *batch <= 0 {
-		return usageError{"--batch must be positive"}
-	}
-	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
-		return bench.RunRead(ctx, s, *batch)
-	})
+	return cmd
 }
 
 // table is a benchmark result: JSON for machines, rows for people.
 type table interface{ Rows() [][2]string }
 
-// benchOn opens the store, runs a benchmark on it and reports the result.
-func benchOn(sf *storeFlags, e *env, asJSON bool, run func(s *openedStore) (table, error)) error {
-	s, err := sf.open()
+// benchOn opens the store, runs a benchmark on it with a progress bar, and
+// reports the result.
+func benchOn(cmd *cobra.Command, e *env, bf *benchFlags, run func(s *openedStore, p *progress.Counter) (table, error)) error {
+	s, err := bf.store.open(e.log)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	res, err := run(s)
+	p, stop := e.showProgress(cmd, *bf.asJSON)
+	res, err := run(s, p)
+	stop()
 	if err != nil {
 		return err
 	}
-	return report(e.stdout, asJSON, res, res.Rows())
+	return report(e.stdout, *bf.asJSON, res, res.Rows())
 }
 
 // report prints v as JSON, or rows as an aligned table.

@@ -1,16 +1,19 @@
 package main
 
 import (
-	"context"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/internal/progress"
 )
 
-func runBenchCrush(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench crush", "bench crush [--ids N] [--events-per-id M] [--buffer B] [--max-concurrent-queries Q] [--mode by-id|all-events] [--writers W] [--batch E] [--payload BYTES] [--poll] [--refresh-interval D] [--data DIR] [--json]")
-	var sf storeFlags
-	sf.register(fs, benchDataDir)
+func newBenchCrushCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "crush", Short: "many live persistence queries at once under a concurrency limit", Args: noArgs}
+	fs := cmd.Flags()
+	var bf benchFlags
+	bf.register(fs)
 	var cfg bench.CrushConfig
 	fs.IntVar(&cfg.IDs, "ids", 100_000, "streams to write, and live queries to run in by-id mode")
 	fs.IntVar(&cfg.EventsPerID, "events-per-id", 100, "events per stream")
@@ -22,24 +25,25 @@ func runBenchCrush(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Payload, "payload", 32, "bytes of data per event")
 	fs.BoolVar(&cfg.Poll, "poll", false, "hide the store's commit signal: live queries poll every --refresh-interval, as on a SQL backend")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", time.Second, "how often polling queries ask again (with --poll)")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Writers <= 0 || cfg.Batch < 0 || cfg.Payload < 0 || cfg.RefreshInterval <= 0 {
-		return usageError{"--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative"}
-	}
-	if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
-		return usageError{"--mode must be by-id or all-events"}
-	}
-	// Room for every permitted query plus the writers of the write phase:
-	// the permitter, not the pool, must be what bounds the queries.
-	sf.pgConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
-	return benchOn(&sf, e, *asJSON, func(s *openedStore) (table, error) {
-		if s.pg != nil {
-			pool := s.pg.Pool()
-			cfg.BusyConns = func() int { return int(pool.Stat().AcquiredConns()) }
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Writers <= 0 || cfg.Batch < 0 || cfg.Payload < 0 || cfg.RefreshInterval <= 0 {
+			return usageError{"--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative"}
 		}
-		return bench.RunCrush(ctx, s, cfg)
-	})
+		if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
+			return usageError{"--mode must be by-id or all-events"}
+		}
+		// Room for every permitted query plus the writers of the write
+		// phase: the permitter, not the pool, must be what bounds the
+		// queries.
+		bf.store.pgConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
+		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
+			if s.pg != nil {
+				pool := s.pg.Pool()
+				cfg.BusyConns = func() int { return int(pool.Stat().AcquiredConns()) }
+			}
+			cfg.Progress = p
+			return bench.RunCrush(cmd.Context(), s, cfg)
+		})
+	}
+	return cmd
 }

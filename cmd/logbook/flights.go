@@ -10,47 +10,62 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/services/flights"
 )
 
-func runFlights(ctx context.Context, e *env, args []string) error {
-	return dispatch(ctx, e, "flights", []subcommand{
-		{"generate", runFlightsGenerate},
-		{"import", runFlightsImport},
-		{"check", runFlightsCheck},
-		{"export", runFlightsExport},
-	}, false, args)
+func newFlightsCmd(e *env) *cobra.Command {
+	return group("flights", "flight schedules: generate, import (SSIM), check, export",
+		newFlightsGenerateCmd(e),
+		newFlightsImportCmd(e),
+		newFlightsCheckCmd(e),
+		newFlightsExportCmd(e),
+	)
 }
 
-func runFlightsGenerate(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "flights generate", "flights generate --out DIR [--weeks W] [--flights-per-week F] [--violations FRACTION] [--seed N] [--json]")
-	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into")
+func newFlightsGenerateCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "generate --out DIR", Short: "generate a season's schedule with injected violations, as SSIM and a rotation file", Args: noArgs}
+	fs := cmd.Flags()
+	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into (required)")
 	var cfg flights.GenerateConfig
 	fs.IntVar(&cfg.Weeks, "weeks", 31, "weeks in the season")
 	fs.IntVar(&cfg.FlightsPerWeek, "flights-per-week", 12_850, "flights a week")
 	fs.Float64Var(&cfg.Violations, "violations", 0.01, "fraction of legs given each kind of violation (0–0.2)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runFlightsGenerate(cmd, e, *out, cfg, *asJSON)
 	}
-	if *out == "" {
+	return cmd
+}
+
+func runFlightsGenerate(cmd *cobra.Command, e *env, out string, cfg flights.GenerateConfig, asJSON bool) error {
+	if out == "" {
 		return usageError{"--out DIR is required"}
 	}
 	if cfg.Weeks <= 0 || cfg.FlightsPerWeek <= 0 || cfg.Violations < 0 || cfg.Violations > 0.2 {
 		return usageError{"--weeks and --flights-per-week must be positive, --violations within 0–0.2"}
 	}
 	start := time.Now()
+	prog, stopProgress := e.showProgress(cmd, asJSON)
+	prog.Start("generating legs", 0)
 	g, err := flights.GenerateSchedule(cfg)
 	if err != nil {
+		stopProgress()
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		stopProgress()
 		return err
 	}
-	if err := writeFiles(filepath.Join(*out, "schedule.ssim"), filepath.Join(*out, "rotations.csv"), func(s, r io.Writer) error {
-		return flights.WriteSchedule(s, r, g.Airline, g.Rotations)
-	}); err != nil {
+	prog.Start("bytes written", 0)
+	err = writeFiles(filepath.Join(out, "schedule.ssim"), filepath.Join(out, "rotations.csv"), func(s, r io.Writer) error {
+		return flights.WriteSchedule(countingWriter{s, prog}, countingWriter{r, prog}, g.Airline, g.Rotations)
+	})
+	stopProgress()
+	if err != nil {
 		return err
 	}
 	res := struct {
@@ -63,13 +78,25 @@ func runFlightsGenerate(ctx context.Context, e *env, args []string) error {
 		RotationFile                string  `json:"rotation_file"`
 		Seconds                     float64 `json:"seconds"`
 	}{g.Injected.Legs, g.Injected.Rotations, g.Injected.Continuity, g.Injected.MinGroundTime, g.Injected.DuplicateDesignator,
-		filepath.Join(*out, "schedule.ssim"), filepath.Join(*out, "rotations.csv"), time.Since(start).Seconds()}
-	return report(e.stdout, *asJSON, res, [][2]string{
+		filepath.Join(out, "schedule.ssim"), filepath.Join(out, "rotations.csv"), time.Since(start).Seconds()}
+	return report(e.stdout, asJSON, res, [][2]string{
 		{"legs", fmt.Sprint(res.Legs)},
 		{"rotations", fmt.Sprint(res.Rotations)},
 		{"injected continuity / ground time / duplicate designator", fmt.Sprintf("%d / %d / %d", res.InjectedContinuity, res.InjectedMinGroundTime, res.InjectedDuplicateDesignator)},
 		{"files", res.Schedule + ", " + res.RotationFile},
 	})
+}
+
+// countingWriter counts the bytes written through it as progress.
+type countingWriter struct {
+	w io.Writer
+	c *progress.Counter
+}
+
+func (cw countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.c.Add(n)
+	return n, err
 }
 
 // writeFiles writes two files through temporary names, so that a failure
@@ -101,64 +128,70 @@ func writeFiles(a, b string, write func(a, b io.Writer) error) error {
 	return errors.Join(os.Rename(fa.Name(), a), os.Rename(fb.Name(), b))
 }
 
-func runFlightsImport(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "flights import", "flights import --ssim FILE [--rotations FILE] [--strict] [--data DIR] [--json]")
+func newFlightsImportCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "import --ssim FILE", Short: "import an SSIM schedule (and its rotations) into the store", Args: noArgs}
+	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
-	ssimFile := fs.String("ssim", "", "SSIM file to import")
+	ssimFile := fs.String("ssim", "", "SSIM file to import (required)")
 	rotFile := fs.String("rotations", "", "rotation file (CSV, see docs/ssim.md); without it legs are chained by their onward flights")
 	strict := fs.Bool("strict", false, "stop at the first rejected record")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runFlightsImport(cmd, e, &sf, *ssimFile, *rotFile, *strict, *asJSON)
 	}
-	if *ssimFile == "" {
+	return cmd
+}
+
+func runFlightsImport(cmd *cobra.Command, e *env, sf *storeFlags, ssimFile, rotFile string, strict, asJSON bool) error {
+	ctx := cmd.Context()
+	if ssimFile == "" {
 		return usageError{"--ssim FILE is required"}
 	}
-	sched, err := os.Open(*ssimFile)
+	sched, err := os.Open(ssimFile)
 	if err != nil {
 		return err
 	}
 	defer sched.Close()
 	var rots io.Reader
-	if *rotFile != "" {
-		f, err := os.Open(*rotFile)
+	if rotFile != "" {
+		f, err := os.Open(rotFile)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		rots = bufio.NewReaderSize(f, 1<<20)
 	}
-	s, err := sf.open()
+	s, err := sf.open(e.log)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	svc, err := flights.NewService(ctx, s, flights.Options{})
+	svc, err := flights.NewService(ctx, s, serviceOptions(e))
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	opts := flights.ImportOptions{Strict: *strict}
-	if isTerminal(e.stderr) && !*asJSON {
-		opts.Progress = progressBar(e.stderr)
+	opts := flights.ImportOptions{Strict: strict}
+	prog, stopProgress := e.showProgress(cmd, asJSON)
+	if prog != nil {
+		prog.Start("legs", 0)
+		opts.Progress = prog.Set
 	}
 	res, err := flights.Import(ctx, svc, bufio.NewReaderSize(sched, 1<<20), rots, opts)
-	if opts.Progress != nil {
-		fmt.Fprintln(e.stderr)
-	}
-	if !*asJSON {
+	stopProgress()
+	if !asJSON {
 		for _, r := range res.Rejections {
 			fmt.Fprintf(e.stderr, "rejected: line %d: %s\n", r.Line, r.Reason)
 		}
 	}
 	if err != nil {
-		if *asJSON {
+		if asJSON {
 			_ = report(e.stdout, true, res, nil)
 		}
 		return err
 	}
-	return report(e.stdout, *asJSON, res, [][2]string{
+	return report(e.stdout, asJSON, res, [][2]string{
 		{"records", fmt.Sprint(res.Records)},
 		{"flight leg records", fmt.Sprint(res.FlightLegRecords)},
 		{"dated legs", fmt.Sprint(res.DatedLegs)},
@@ -169,44 +202,14 @@ func runFlightsImport(ctx context.Context, e *env, args []string) error {
 	})
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// progressBar redraws one line at most ten times a second.
-func progressBar(w io.Writer) func(done, total int) {
-	var last time.Time
-	return func(done, total int) {
-		if time.Since(last) < 100*time.Millisecond && done < total {
-			return
-		}
-		last = time.Now()
-		const width = 40
-		fill := width * done / max(total, 1)
-		bar := make([]byte, width)
-		for i := range bar {
-			bar[i] = '.'
-			if i < fill {
-				bar[i] = '#'
-			}
-		}
-		fmt.Fprintf(w, "\r[%s] %d/%d legs", bar, done, total)
-	}
-}
-
 // openService opens the store and the flights service, waiting for the
 // validation view to catch up with the log.
-func openService(ctx context.Context, sf *storeFlags) (*openedStore, *flights.Service, error) {
-	s, err := sf.open()
+func openService(ctx context.Context, e *env, sf *storeFlags) (*openedStore, *flights.Service, error) {
+	s, err := sf.open(e.log)
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := flights.NewService(ctx, s, flights.Options{})
+	svc, err := flights.NewService(ctx, s, serviceOptions(e))
 	if err != nil {
 		s.Close()
 		return nil, nil, err
@@ -219,16 +222,21 @@ func openService(ctx context.Context, sf *storeFlags) (*openedStore, *flights.Se
 	return s, svc, nil
 }
 
-func runFlightsCheck(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "flights check", "flights check [--data DIR] [--json]")
+func newFlightsCheckCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "check", Short: "count the schedule's violations of each check", Args: noArgs}
+	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := parse(fs, args); err != nil {
-		return err
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runFlightsCheck(cmd.Context(), e, &sf, *asJSON)
 	}
+	return cmd
+}
+
+func runFlightsCheck(ctx context.Context, e *env, sf *storeFlags, asJSON bool) error {
 	start := time.Now()
-	s, svc, err := openService(ctx, &sf)
+	s, svc, err := openService(ctx, e, sf)
 	if err != nil {
 		return err
 	}
@@ -244,7 +252,7 @@ func runFlightsCheck(ctx context.Context, e *env, args []string) error {
 		Seconds  float64 `json:"seconds"`
 	}{flights.CheckCounts{Legs: st.Legs, Rotations: st.Rotations, Continuity: c.Continuity, MinGroundTime: c.MinGroundTime, DuplicateDesignator: c.DuplicateDesignator},
 		c.Total == 0, pos, time.Since(start).Seconds()}
-	return report(e.stdout, *asJSON, res, [][2]string{
+	return report(e.stdout, asJSON, res, [][2]string{
 		{"legs / rotations", fmt.Sprintf("%d / %d", st.Legs, st.Rotations)},
 		{"continuity", fmt.Sprint(c.Continuity)},
 		{"min ground time", fmt.Sprint(c.MinGroundTime)},
@@ -253,28 +261,33 @@ func runFlightsCheck(ctx context.Context, e *env, args []string) error {
 	})
 }
 
-func runFlightsExport(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "flights export", "flights export --out DIR [--data DIR]")
+func newFlightsExportCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "export --out DIR", Short: "write the stored schedule as SSIM and a rotation file", Args: noArgs}
+	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
-	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into")
-	if err := parse(fs, args); err != nil {
-		return err
+	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into (required)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runFlightsExport(cmd.Context(), e, &sf, *out)
 	}
-	if *out == "" {
+	return cmd
+}
+
+func runFlightsExport(ctx context.Context, e *env, sf *storeFlags, out string) error {
+	if out == "" {
 		return usageError{"--out DIR is required"}
 	}
-	s, svc, err := openService(ctx, &sf)
+	s, svc, err := openService(ctx, e, sf)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	defer svc.Close()
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	var n int
-	err = writeFiles(filepath.Join(*out, "schedule.ssim"), filepath.Join(*out, "rotations.csv"), func(a, b io.Writer) error {
+	err = writeFiles(filepath.Join(out, "schedule.ssim"), filepath.Join(out, "rotations.csv"), func(a, b io.Writer) error {
 		var err error
 		n, err = flights.Export(svc.Validation.Current(), a, b)
 		return err
@@ -282,6 +295,6 @@ func runFlightsExport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "exported %d legs to %s\n", n, *out)
+	fmt.Fprintf(e.stdout, "exported %d legs to %s\n", n, out)
 	return nil
 }

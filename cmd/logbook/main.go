@@ -1,157 +1,282 @@
 // Command logbook is the event store, the services built on it, and the
-// tools that measure them. `logbook help` lists the subcommands.
+// tools that measure them. `logbook help` lists the commands.
+//
+// The command line is built with cobra (github.com/spf13/cobra), as
+// etcdctl, kubectl and gh are: help generated from the flags, shell
+// completion, and the GNU flag syntax people already know.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/logbook/logbook/internal/progress"
 )
 
-// command is one subcommand. run gets the arguments after its name.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, env *env, args []string) error
-}
-
-// env carries the process's outputs so that commands are testable.
+// env carries the process's outputs, environment and logger, so that
+// commands are testable.
 type env struct {
 	stdout, stderr io.Writer
+	getenv         func(string) string
+	// log is the process's one logger, made from --log-format and
+	// --log-level before any command runs; every component gets it.
+	log *slog.Logger
+	// setDefaultLogger also makes log slog's default, for the code that
+	// logs through it; only a real process (main) sets it.
+	setDefaultLogger bool
+	// cleanup runs after the command, whatever its outcome.
+	cleanup []func()
+
+	logFormat, logLevel string
 }
 
-func commands() []command {
-	return []command{
-		{"serve", "run the flights service: HTTP API, queries and metrics on a store", runServe},
-		{"cluster", "run write nodes, read replicas and nginx on this machine, on a shared PostgreSQL store", runCluster},
-		{"flights", "flight schedules: generate, import (SSIM), check, export", runFlights},
-		{"bench", "measure the store: append, read, crush", runBench},
-		{"loadtest", "load the HTTP API like seed 000 §6: read, write", runLoadtest},
-		{"help", "show this help, or a command's with `logbook help CMD`", nil},
-	}
-}
-
-// usageError makes main print the command's usage and exit with 2.
+// usageError is bad usage: main prints it with a pointer to the help and
+// exits with 2.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
+	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, setDefaultLogger: true}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
 
+// run runs the command line args and returns the exit code: 0, 1 for a
+// failure, 2 for bad usage.
 func run(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) > 1 {
-			return run(ctx, e, []string{args[1], "--help"})
-		}
-		printHelp(e.stdout)
+	if e.getenv == nil {
+		e.getenv = func(string) string { return "" }
+	}
+	root := newRoot(e)
+	if args == nil {
+		args = []string{} // nil would make cobra read os.Args
+	}
+	root.SetArgs(args)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		e.cleanup[i]()
+	}
+	if err == nil {
 		return 0
 	}
-	for _, c := range commands() {
-		if c.name != args[0] || c.run == nil {
-			continue
-		}
-		err := c.run(ctx, e, args[1:])
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.As(err, new(usageError)):
-			fmt.Fprintf(e.stderr, "logbook %s: %v\n", c.name, err)
-			return 2
-		default:
-			fmt.Fprintf(e.stderr, "logbook %s: %v\n", c.name, err)
-			return 1
-		}
+	name := root.Name()
+	if cmd != nil {
+		name = cmd.CommandPath()
 	}
-	fmt.Fprintf(e.stderr, "logbook: unknown command %q\n\n", args[0])
-	printHelp(e.stderr)
-	return 2
+	if errors.As(err, new(usageError)) {
+		fmt.Fprintf(e.stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
+		return 2
+	}
+	fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
+	return 1
 }
 
-func printHelp(w io.Writer) {
-	fmt.Fprintln(w, "logbook — an event-sourcing and CQRS engine, and services built on it")
-	fmt.Fprintln(w, "\nUsage: logbook COMMAND [flags]\n\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+// newRoot builds the command tree.
+//
+// Adding a command takes one new file and one line: the file defines
+// newXxxCmd(e *env) *cobra.Command (flags bound to local variables, a
+// RunE that reads them), and the line adds it below — or, for a
+// subcommand, to its group's constructor (newBenchCmd, newFlightsCmd, …).
+// Shared pieces: storeFlags for --data/--store, jsonFlag for --json,
+// fromEnv to let an address or secret flag come from LOGBOOK_…, report to
+// print a result, e.showProgress for a progress bar, usagef for bad usage,
+// cpuProfileFlag for a group whose commands take --cpuprofile. No command
+// sets its own PersistentPreRun: cobra would run it instead of the root's,
+// which reads the environment, makes the logger and starts the profile.
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "logbook",
+		Short: "an event-sourcing and CQRS engine, and services built on it",
+		Long: `logbook — an event-sourcing and CQRS engine, and services built on it.
+
+Flags marked (env LOGBOOK_…) can also be set by that environment variable:
+a flag given on the command line wins over the variable, and the variable
+over the default. Exit codes: 0 success, 1 failure, 2 bad usage.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		Args:              cobra.ArbitraryArgs,
+		RunE:              runGroup,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return e.prepare(cmd) },
 	}
-	fmt.Fprintln(w, "\nRun `logbook COMMAND --help` for a command's flags.")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&e.logFormat, "log-format", "text", "log format: text or json")
+	pf.StringVar(&e.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error")
+	root.AddCommand(
+		newServeCmd(e),
+		newClusterCmd(e),
+		newFlightsCmd(e),
+		newBenchCmd(e),
+		newLoadtestCmd(e),
+		newVersionCmd(e),
+	)
+	return root
 }
 
-// newFlags returns a flag set that reports errors instead of exiting.
-func newFlags(e *env, name, usage string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: logbook %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs
+// group returns a command that only holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	g := &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs, RunE: runGroup}
+	g.AddCommand(subs...)
+	return g
 }
 
-// parse parses flags and refuses stray arguments.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// runGroup runs a command that holds subcommands with arguments that name
+// none of them: the root shows its help, a group says which it has.
+func runGroup(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		if !cmd.HasParent() {
+			return cmd.Help()
 		}
-		return usageError{err.Error()}
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		return usagef("which %s command? (%s)", cmd.Name(), strings.Join(names, ", "))
 	}
-	if fs.NArg() > 0 {
-		return usageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	cmd.SuggestionsMinimumDistance = 2
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError{msg}
+}
+
+// noArgs refuses positional arguments: every command takes flags only.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(args, " "))
 	}
 	return nil
 }
 
-// subcommand is one command of a group (bench append, flights import, …).
-type subcommand struct {
-	name string
-	run  func(context.Context, *env, []string) error
+// envAnnotation marks a flag that may come from an environment variable.
+const envAnnotation = "logbook_env"
+
+// fromEnv lets the flag name of fs also be set by LOGBOOK_NAME (dashes
+// become underscores), and says so in its help. For flags that carry an
+// address or a secret: a secret in the environment stays out of ps.
+func fromEnv(fs *pflag.FlagSet, name string) {
+	f := fs.Lookup(name)
+	if f == nil {
+		panic("fromEnv: no flag " + name)
+	}
+	v := "LOGBOOK_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	f.Usage += " (env " + v + ")"
+	_ = fs.SetAnnotation(name, envAnnotation, []string{v})
 }
 
-// dispatch runs the subcommand args[0] of group. With profile set, every
-// subcommand takes --cpuprofile FILE.
-func dispatch(ctx context.Context, e *env, group string, subs []subcommand, profile bool, args []string) error {
-	names := make([]string, len(subs))
-	for i, s := range subs {
-		names[i] = s.name
-	}
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintf(e.stderr, "Usage: logbook %s %s [flags]  (logbook %s %s --help)\n", group, strings.Join(names, "|"), group, names[0])
-		if len(args) == 0 {
-			return usageError{fmt.Sprintf("which %s command? (%s)", group, strings.Join(names, ", "))}
+// jsonFlag registers --json.
+func jsonFlag(fs *pflag.FlagSet) *bool {
+	return fs.Bool("json", false, "print one JSON object instead of a table")
+}
+
+// prepare runs before every command: environment variables for the flags
+// not given, the logger, and a CPU profile where the command takes one.
+func (e *env) prepare(cmd *cobra.Command) error {
+	var envErr error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		names := f.Annotations[envAnnotation]
+		if len(names) == 0 || f.Changed || envErr != nil {
+			return
 		}
-		return nil
-	}
-	for _, s := range subs {
-		if s.name != args[0] {
-			continue
-		}
-		rest := args[1:]
-		if profile {
-			var file string
-			var err error
-			if rest, file, err = cutProfileFlag(rest); err != nil {
-				return err
+		if v := e.getenv(names[0]); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				envErr = usagef("%s=%q for --%s: %v", names[0], v, f.Name, err)
 			}
-			stop, err := startProfile(file)
-			if err != nil {
-				return err
-			}
-			defer stop()
 		}
-		return s.run(ctx, e, rest)
+	})
+	if envErr != nil {
+		return envErr
 	}
-	return usageError{fmt.Sprintf("unknown %s command %q (%s)", group, args[0], strings.Join(names, ", "))}
+	log, err := newLogger(e.stderr, e.logFormat, e.logLevel)
+	if err != nil {
+		return err
+	}
+	e.log = log
+	if e.setDefaultLogger {
+		slog.SetDefault(log)
+	}
+	if f := cmd.Flags().Lookup("cpuprofile"); f != nil && f.Value.String() != "" {
+		stop, err := startProfile(f.Value.String())
+		if err != nil {
+			return err
+		}
+		e.cleanup = append(e.cleanup, stop)
+	}
+	return nil
+}
+
+// newLogger is the process's logger on w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
+}
+
+// cpuProfileFlag registers --cpuprofile on a group's commands; prepare
+// starts the profile and run stops it.
+func cpuProfileFlag(g *cobra.Command) {
+	g.PersistentFlags().String("cpuprofile", "", "write a CPU profile of the run to this file")
+}
+
+// startProfile writes a CPU profile to file until stop is called.
+func startProfile(file string) (stop func(), err error) {
+	pf, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		pf.Close()
+	}, nil
+}
+
+// showProgress returns a counter for long work to count into, drawn as a
+// bar on stderr when both outputs are a terminal and --json is not given
+// (nil otherwise: nothing is drawn). Call stop before printing the result.
+func (e *env) showProgress(cmd *cobra.Command, asJSON bool) (c *progress.Counter, stop func()) {
+	if asJSON || !isTerminal(e.stdout) || !isTerminal(e.stderr) {
+		return nil, func() {}
+	}
+	c = &progress.Counter{}
+	b := progress.Show(e.stderr, strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), c)
+	return c, b.Stop
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), &env{stdout: &out, stderr: &errb}, args)
+	code := run(context.Background(), &env{stdout: &out, stderr: &errb, getenv: os.Getenv}, args)
 	return code, out.String(), errb.String()
 }
 
@@ -30,20 +35,34 @@ func TestHelpAndBadUsage(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{[]string{"bench", "nope"}, 2, `unknown bench command "nope"`},
+		{[]string{"bench", "nope"}, 2, `unknown command "nope" for "logbook bench"`},
+		{[]string{"bench", "apend"}, 2, "did you mean append?"},
+		{[]string{"bench"}, 2, "which bench command? (append, commands, crush, read, registry)"},
 		{[]string{"bench", "append", "--events", "-1"}, 2, "must be positive"},
-		{[]string{"bench", "append", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"bench", "append", "--events", "many"}, 2, `invalid argument "many" for "--events"`},
+		{[]string{"bench", "append", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"bench", "read", "--cpuprofile", "/no/such/dir/cpu.prof"}, 1, "no such file"},
 		{[]string{"flights", "import"}, 2, "--ssim FILE is required"},
 		{[]string{"flights", "import", "--ssim", "/no/such/file.ssim", "--data", t.TempDir()}, 1, "no such file"},
 		{[]string{"flights", "generate"}, 2, "--out DIR is required"},
 		{[]string{"flights", "generate", "--out", t.TempDir(), "--violations", "0.9"}, 2, "within 0–0.2"},
 		{[]string{"loadtest", "read", "--url", "ftp://x", "--token", "t"}, 2, "want http://host:port"},
+		{[]string{"loadtest", "write", "--url", "http://x", "--token", "t", "--plot", "chart.pdf"}, 2, ".svg or .png"},
+		{[]string{"--log-format", "xml", "version"}, 2, "want text or json"},
+		{[]string{"--log-level", "loud", "version"}, 2, "want debug, info, warn or error"},
+		{[]string{"serve", "--read-only", "--commands-only", "--store", "postgres://x/y"}, 2, "exclude each other"},
+		{[]string{"serve", "--commands-only"}, 2, "need a shared --store"},
+		{[]string{"serve", "--replica-of", "http://x"}, 2, "--replica-of needs --replica-token"},
+		{[]string{"serve", "--bus", "http://x"}, 2, "--bus"},
 		{[]string{"serve", "--tokens", "/no/such/tokens"}, 1, "no such file"},
 		{[]string{"serve", "extra-arg"}, 2, "unexpected arguments"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.msg)
+		}
+		if code == 2 && !strings.Contains(stderr, "--help' for usage") {
+			t.Errorf("%v: a usage error should point to the help: %q", c.args, stderr)
 		}
 	}
 	t.Setenv("LOGBOOK_TOKENS", "")
@@ -126,5 +145,206 @@ func TestFlightsCommands(t *testing.T) {
 	code, _, stderr = runCLI(t, "flights", "import", "--strict", "--data", filepath.Join(dir, "d3"), "--ssim", bad)
 	if code != 1 || !strings.Contains(stderr, "days of operation") {
 		t.Fatalf("strict import of a bad record: %d %q", code, stderr)
+	}
+}
+
+// TestHelp checks that help is generated from the flags, printed on
+// stdout, and exits 0, however it is asked for.
+func TestHelp(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"serve", "cluster", "flights", "bench", "loadtest", "version", "completion", "--log-format"}},
+		{[]string{"--help"}, []string{"serve", "bench"}},
+		{[]string{"help", "bench"}, []string{"append", "commands", "crush", "read", "--cpuprofile"}},
+		{[]string{"bench", "append", "--help"}, []string{"--events", "--writers", "--store-ids", "--json", "--cpuprofile", "--data", "(env LOGBOOK_STORE)", "--log-level"}},
+		{[]string{"bench", "crush", "-h"}, []string{"--max-concurrent-queries", "--poll", "--refresh-interval"}},
+		{[]string{"serve", "--help"}, []string{"--replica-of", "--replica-token", "--debug-addr", "(env LOGBOOK_ADDR)", "(env LOGBOOK_BUS)", "LOGBOOK_TOKENS"}},
+		{[]string{"flights", "generate", "--help"}, []string{"--seed", "--violations", "--out"}},
+		{[]string{"loadtest", "read", "--help"}, []string{"--rate", "--query", "--conns", "--batch-delay", "--plot", "(env LOGBOOK_URL)", "(env LOGBOOK_TOKEN)"}},
+	} {
+		code, out, stderr := runCLI(t, c.args...)
+		if code != 0 || stderr != "" {
+			t.Errorf("%v: exit %d, stderr %q; want 0 and nothing", c.args, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: help on stdout lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+}
+
+// TestEnvironmentFallback checks the order: a flag on the command line,
+// else its LOGBOOK_ variable, else the default.
+func TestEnvironmentFallback(t *testing.T) {
+	t.Setenv("LOGBOOK_URL", "")
+	t.Setenv("LOGBOOK_TOKEN", "")
+	if code, _, stderr := runCLI(t, "loadtest", "read"); code != 2 || !strings.Contains(stderr, "--url and --token are required") {
+		t.Fatalf("no flag, no variable: %d %q", code, stderr)
+	}
+	t.Setenv("LOGBOOK_URL", "ftp://from-env")
+	t.Setenv("LOGBOOK_TOKEN", "secret")
+	if code, _, stderr := runCLI(t, "loadtest", "read"); code != 2 || !strings.Contains(stderr, `"ftp://from-env"`) {
+		t.Fatalf("the variable should be used without the flag: %d %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "loadtest", "read", "--url", "ftp://from-flag"); code != 2 || !strings.Contains(stderr, `"ftp://from-flag"`) {
+		t.Fatalf("the flag should win over the variable: %d %q", code, stderr)
+	}
+	t.Setenv("LOGBOOK_STORE", "mysql://from-env")
+	if code, _, stderr := runCLI(t, "flights", "check"); code != 2 || !strings.Contains(stderr, `--store "mysql://from-env"`) {
+		t.Fatalf("LOGBOOK_STORE: %d %q", code, stderr)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash": "__start_logbook",
+		"zsh":  "#compdef logbook",
+		"fish": "complete -c logbook",
+	} {
+		code, out, stderr := runCLI(t, "completion", shell)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s: exit %d, stderr %q, output lacks %q", shell, code, stderr, want)
+		}
+	}
+	// The completion script asks the binary; the binary answers with the
+	// commands and flags it has.
+	code, out, _ := runCLI(t, "__complete", "bench", "")
+	if code != 0 || !strings.Contains(out, "append") || !strings.Contains(out, "crush") {
+		t.Errorf("completing `logbook bench `: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, "__complete", "loadtest", "read", "--ra")
+	if code != 0 || !strings.Contains(out, "--ramp") || !strings.Contains(out, "--rate") {
+		t.Errorf("completing `logbook loadtest read --ra`: %d %q", code, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, stderr := runCLI(t, "version", "--json")
+	if code != 0 {
+		t.Fatalf("version: %d %s", code, stderr)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("version --json: %v: %s", err, out)
+	}
+	if v["module"] != "github.com/logbook/logbook" || v["go"] != runtime.Version() || v["version"] == "" {
+		t.Errorf("version --json: %s", out)
+	}
+	code, out, _ = runCLI(t, "version")
+	if code != 0 || !strings.Contains(out, runtime.Version()) || !strings.Contains(out, "commit") {
+		t.Errorf("version: %d %s", code, out)
+	}
+}
+
+// TestNoProgressWhenNotATerminal runs a benchmark with its outputs going
+// to buffers: the result, and nothing drawn around it.
+func TestNoProgressWhenNotATerminal(t *testing.T) {
+	code, out, stderr := runCLI(t, "bench", "append", "--data", t.TempDir(), "--events", "2000", "--batch", "10", "--streams", "10")
+	if code != 0 || stderr != "" {
+		t.Fatalf("bench append: %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(out, "events/s") {
+		t.Fatalf("bench append printed no table: %q", out)
+	}
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	code, out, stderr = runCLI(t, "bench", "read", "--data", t.TempDir(), "--json", "--cpuprofile", prof)
+	if code != 0 || stderr != "" || !json.Valid([]byte(out)) {
+		t.Fatalf("bench read --json: %d %q %q", code, out, stderr)
+	}
+	if st, err := os.Stat(prof); err != nil || st.Size() == 0 {
+		t.Fatalf("--cpuprofile wrote no profile: %v", err)
+	}
+}
+
+// syncBuffer is a buffer a server's goroutines and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeLogsAndMeasuresRequests runs `logbook serve` with JSON logs,
+// sends it requests, and finds each in the access log and in the HTTP
+// metrics, by route pattern; then stops it as a signal would.
+func TestServeLogsAndMeasuresRequests(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer")
+	t.Setenv("LOGBOOK_ADDR", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, &env{stdout: &stdout, stderr: &stderr, getenv: os.Getenv},
+			[]string{"serve", "--data", t.TempDir(), "--log-format", "json"})
+	}()
+	var url string
+	for deadline := time.Now().Add(20 * time.Second); url == "" && time.Now().Before(deadline); {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var l struct{ Msg, URL string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "logbook serving" {
+				url = l.URL
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if url == "" {
+		t.Fatalf("no \"logbook serving\" line in the JSON log:\n%s", stderr.String())
+	}
+	get := func(path, token string) string {
+		req, _ := http.NewRequest("GET", url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	get("/healthz", "")
+	get("/api/validity", "viewer-token")
+	get("/api/validity", "")
+	m := get("/metrics", "")
+	for _, want := range []string{
+		`logbook_http_requests_total{code="200",route="GET /healthz"} 1`,
+		// The flights API's own pattern, from its mux inside the node's.
+		`logbook_http_requests_total{code="200",route="GET /api/validity"} 1`,
+		`logbook_http_requests_total{code="401",route=`,
+		`logbook_http_request_duration_seconds_bucket{code="200",route="GET /healthz"`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, stderr.String())
+	}
+	var access []map[string]any
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["msg"] == "http request" {
+			access = append(access, l)
+		}
+	}
+	if len(access) < 3 || access[0]["route"] != "GET /healthz" || access[0]["status"] != float64(200) ||
+		access[0]["method"] != "GET" || access[0]["bytes"].(float64) == 0 || access[2]["status"] != float64(401) {
+		t.Fatalf("access log %v", access)
 	}
 }

@@ -4,21 +4,21 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/registry"
 )
 
-// mountRegistry serves the schema registry kept in store at /registry —
+// serveRegistry serves the schema registry kept in store at /registry —
 // Confluent's REST API, so a client configured with the base URL
-// http://HOST:PORT/registry works unchanged — and closes it when srv shuts
-// down. Any token reads; writing needs a schema-admin token.
-func mountRegistry(ctx context.Context, srv *http.Server, mux *http.ServeMux, store eventstore.Store, tokens *auth.Tokens) error {
+// http://HOST:PORT/registry works unchanged. Any token reads; writing
+// needs a schema-admin token. Write nodes serve it (a read replica does
+// not write to the store).
+func (n *node) serveRegistry(ctx context.Context, store eventstore.Store) error {
 	reg, err := registry.Open(ctx, store, registry.Options{})
 	if err != nil {
 		return err
 	}
-	srv.RegisterOnShutdown(func() { reg.Close() })
-	mux.Handle("/registry/", http.StripPrefix("/registry", registry.Handler(reg, tokens)))
+	n.closers = append(n.closers, func() { reg.Close() })
+	n.mux.Handle("/registry/", http.StripPrefix("/registry", registry.Handler(reg, n.cfg.tokens)))
 	return nil
 }

@@ -12,8 +12,14 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/engine/accesslog"
+	"github.com/logbook/logbook/engine/aggregate"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/query"
 	"github.com/logbook/logbook/engine/replica"
@@ -22,156 +28,340 @@ import (
 	"github.com/logbook/logbook/services/flights/httpapi"
 )
 
-func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "serve", "serve [--data DIR | --store postgres://…] [--bus kafka://host:port/topic] [--read-only | --commands-only] [--addr HOST:PORT] [--tokens FILE]")
-	var sf storeFlags
-	sf.register(fs, "./data")
-	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
-	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…)")
-	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address (off by default; keep it on loopback)")
-	replicaOf := fs.String("replica-of", "", "run as a read replica of the logbook server at this URL (its validation queries, fed over HTTP); no local store")
-	replicaToken := fs.String("replica-token", os.Getenv("LOGBOOK_REPLICA_TOKEN"), "bearer token for the primary (default: LOGBOOK_REPLICA_TOKEN)")
-	readOnly := fs.Bool("read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
-	commandsOnly := fs.Bool("commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
-	busURL := fs.String("bus", "", "kafka://host:port/topic: write nodes publish the log to this topic, read replicas (--read-only) follow it")
-	if err := parse(fs, args); err != nil {
-		return err
+// serveFlags are the flags of `logbook serve`, as given.
+type serveFlags struct {
+	store        storeFlags
+	addr         string
+	tokensFile   string
+	debugAddr    string
+	replicaOf    string
+	replicaToken string
+	readOnly     bool
+	commandsOnly bool
+	bus          string
+}
+
+func newServeCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run the flights service: HTTP API, queries, metrics and the web UI on a store",
+		Long: `Run the flights service: its HTTP API, persistence queries, Prometheus
+metrics and the web UI, on one of these kinds of node:
+
+  logbook serve [--data DIR]                       one process on the embedded store
+  logbook serve --store postgres://… [--bus kafka://…] [--commands-only]
+                                                   a write node of a cluster
+  logbook serve --read-only --store postgres://… [--bus kafka://…]
+                                                   a read replica of a cluster
+  logbook serve --replica-of URL --replica-token T a read replica of one server, over HTTP`,
+		Args: noArgs,
 	}
-	var bus *busFlag
-	if *busURL != "" {
-		var err error
-		if bus, err = parseBus(*busURL); err != nil {
+	fs := cmd.Flags()
+	var f serveFlags
+	f.store.register(fs, "./data")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fromEnv(fs, "addr")
+	fs.StringVar(&f.tokensFile, "tokens", "", "bearer tokens, one \"token role\" per line (default: the tokens themselves in LOGBOOK_TOKENS, token:role,…)")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address (off by default; keep it on loopback)")
+	fromEnv(fs, "debug-addr")
+	fs.StringVar(&f.replicaOf, "replica-of", "", "run as a read replica of the logbook server at this URL (its validation queries, fed over HTTP); no local store")
+	fromEnv(fs, "replica-of")
+	fs.StringVar(&f.replicaToken, "replica-token", "", "bearer token for the primary of --replica-of")
+	fromEnv(fs, "replica-token")
+	fs.BoolVar(&f.readOnly, "read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
+	fs.BoolVar(&f.commandsOnly, "commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
+	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic: write nodes publish the log to this topic, read replicas (--read-only) follow it")
+	fromEnv(fs, "bus")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := f.parse()
+		if err != nil {
 			return err
 		}
+		ctx := cmd.Context()
+		n, err := openNode(ctx, e.log, cfg)
+		if err != nil {
+			return err
+		}
+		defer n.close()
+		return n.run(ctx)
 	}
-	tokens, err := auth.Load(*tokensFile)
+	return cmd
+}
+
+// mode is what a node serves.
+type mode int
+
+const (
+	// modeFull serves commands, the validation view and queries on its
+	// own store: one process on the embedded store, or a write node of
+	// a cluster on a shared one.
+	modeFull mode = iota
+	// modeCommandsOnly is a cluster's write node without the view: its
+	// queries go to read replicas.
+	modeCommandsOnly
+	// modeReadOnly is a cluster's read replica: the view and queries on
+	// the shared store (or the bus), no commands.
+	modeReadOnly
+	// modeReplicaOf is a read replica of one server, fed over HTTP, with
+	// no store of its own.
+	modeReplicaOf
+)
+
+// nodeConfig is a node's configuration, checked.
+type nodeConfig struct {
+	mode   mode
+	store  storeFlags
+	bus    *busConfig // nil: no bus
+	tokens *auth.Tokens
+	addr   string
+	debug  string
+	// replicaOf and replicaToken name the primary of modeReplicaOf.
+	replicaOf, replicaToken string
+}
+
+// busConfig is --bus kafka://host:port[,host:port…]/topic.
+type busConfig struct {
+	cfg   kafkabus.Config
+	topic string
+}
+
+// parse checks the flags and decides the node's mode: every usage error
+// of serve is found here, before anything is opened.
+func (f *serveFlags) parse() (*nodeConfig, error) {
+	c := &nodeConfig{store: f.store, addr: f.addr, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken}
+	switch {
+	case f.replicaOf != "":
+		c.mode = modeReplicaOf
+		if f.replicaToken == "" {
+			return nil, usageError{"--replica-of needs --replica-token (or LOGBOOK_REPLICA_TOKEN): a token the primary accepts"}
+		}
+	case f.readOnly && f.commandsOnly:
+		return nil, usageError{"--read-only and --commands-only exclude each other: a replica answers queries, a commands-only node commands"}
+	case (f.readOnly || f.commandsOnly) && f.store.store == "":
+		return nil, usageError{"--read-only and --commands-only need a shared --store postgres://…: the embedded store has one process"}
+	case f.readOnly:
+		c.mode = modeReadOnly
+	case f.commandsOnly:
+		c.mode = modeCommandsOnly
+	}
+	// A replica never appends, so it must not become the shared store's
+	// sequencer, which every append of the cluster would then wait on.
+	c.store.readOnly = c.mode == modeReadOnly
+	if f.bus != "" {
+		cfg, topic, err := kafkabus.ParseURL(f.bus)
+		if err != nil {
+			return nil, usageError{"--bus " + err.Error()}
+		}
+		c.bus = &busConfig{cfg: cfg, topic: topic}
+	}
+	tokens, err := auth.Load(f.tokensFile)
 	if err != nil {
-		return fmt.Errorf("tokens: %w", err)
+		return nil, fmt.Errorf("tokens: %w", err)
 	}
 	if tokens.Len() == 0 {
-		return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: planner, viewer, schema-admin)"}
+		return nil, usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: planner, viewer)"}
 	}
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		// The views keep the whole schedule in memory while requests
-		// allocate briefly. Collecting only when the heap has grown
-		// tenfold spends far less CPU rescanning that live heap — under
-		// read load, GC was the source of the latency tail — and the
-		// memory limit makes the collector work harder before the
-		// process grows past 4 GiB.
-		debug.SetGCPercent(1000)
-		debug.SetMemoryLimit(4 << 30)
+	c.tokens = tokens
+	return c, nil
+}
+
+// node is one serving process: what it opened, in the order to close it,
+// and its routes.
+type node struct {
+	cfg *nodeConfig
+	log *slog.Logger
+	reg *prometheus.Registry
+	mux *http.ServeMux
+	svc *flights.Service
+	// health is the store /healthz reads the head of.
+	health eventstore.Store
+	// describe names what the node serves from, for the log.
+	describe string
+	// closers release what was opened, last first.
+	closers []func()
+	// onShutdown runs when the HTTP server shuts down.
+	onShutdown []func()
+}
+
+// openNode opens what cfg's mode needs and sets up the routes. On error,
+// whatever was opened is closed.
+func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, error) {
+	tuneGC()
+	n := &node{cfg: cfg, log: log, reg: metrics.NewRegistry(), mux: http.NewServeMux(), describe: cfg.store.describe()}
+	var err error
+	switch cfg.mode {
+	case modeFull:
+		err = n.openFull(ctx)
+	case modeCommandsOnly:
+		err = n.openCommandsOnly(ctx)
+	case modeReadOnly:
+		err = n.openReadOnly(ctx)
+	case modeReplicaOf:
+		err = n.openReplicaOf(ctx)
 	}
-	reg := metrics.NewRegistry()
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler(reg))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	var svc *flights.Service
-	if *replicaOf != "" {
-		// A read replica: the validation view in this process, fed by
-		// the primary's live query stream.
-		if *replicaToken == "" {
-			return usageError{"--replica-of needs --replica-token (or LOGBOOK_REPLICA_TOKEN): a token the primary accepts"}
-		}
-		rs := replica.New(*replicaOf, *replicaToken)
-		defer rs.Close()
-		if svc, err = flights.NewReplica(ctx, rs, flights.Options{Registerer: reg}); err != nil {
-			return err
-		}
-		defer svc.Close()
-		mux.HandleFunc("GET /healthz", healthz(rs))
-		sf.data = "(replica of " + *replicaOf + ")"
-	} else {
-		if (*readOnly || *commandsOnly) && sf.store == "" {
-			return usageError{"--read-only and --commands-only need a shared --store postgres://…: the embedded store has one process"}
-		}
-		if *readOnly && *commandsOnly {
-			return usageError{"--read-only and --commands-only exclude each other: a replica answers queries, a commands-only node commands"}
-		}
-		sf.readOnly = *readOnly
-		s, err := sf.open()
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		store, err := metrics.InstrumentStore(s, reg)
-		if err != nil {
-			return err
-		}
-		if *readOnly {
-			viewStore := store
-			if bus != nil {
-				if viewStore, err = bus.replicaStore(ctx, store); err != nil {
-					return err
-				}
-			}
-			svc, err = flights.NewReplica(ctx, viewStore, flights.Options{Registerer: reg})
-		} else {
-			svc, err = flights.NewService(ctx, store, flights.Options{Registerer: reg, CommandsOnly: *commandsOnly})
-		}
-		if err != nil {
-			return err
-		}
-		defer svc.Close()
-		if bus != nil && !*readOnly {
-			pubCtx, stopPub := context.WithCancel(ctx)
-			pubDone := make(chan struct{})
-			go func() { defer close(pubDone); _ = bus.publish(pubCtx, store, reg, log, s.pg) }()
-			defer func() { stopPub(); <-pubDone }()
-		}
-		queries, err := query.New(store, query.Options{Registerer: reg})
-		if err != nil {
-			return err
-		}
-		defer queries.Close()
-		mux.HandleFunc("GET /healthz", healthz(store))
-		mux.Handle("/queries/", tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
-		if err := mountRegistry(ctx, srv, mux, store, tokens); err != nil {
-			return err
-		}
-		srv.RegisterOnShutdown(queries.Close) // live query streams end, so Shutdown need not wait for them
+	if err != nil {
+		n.close()
+		return nil, err
 	}
-	mux.Handle("/api/", httpapi.New(ctx, svc, tokens))
-	mux.Handle("/", webui.Handler())
-	if *readOnly {
+	n.mux.Handle("GET /metrics", metrics.Handler(n.reg))
+	n.mux.HandleFunc("GET /healthz", healthz(n.health))
+	n.mux.Handle("/api/", httpapi.New(ctx, n.svc, cfg.tokens))
+	n.mux.Handle("/", webui.Handler())
+	return n, nil
+}
+
+// openFull is a node on its own store that serves commands, the view and
+// queries, publishing the log to the bus if there is one.
+func (n *node) openFull(ctx context.Context) error { return n.openWriter(ctx, false) }
+
+// openCommandsOnly is a cluster's write node without the view.
+func (n *node) openCommandsOnly(ctx context.Context) error { return n.openWriter(ctx, true) }
+
+func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
+	s, store, err := n.openStore()
+	if err != nil {
+		return err
+	}
+	n.svc, err = flights.NewService(ctx, store, flights.Options{Registerer: n.reg, CommandsOnly: commandsOnly, Aggregates: aggregate.Options{Logger: n.log}})
+	if err != nil {
+		return err
+	}
+	n.closers = append(n.closers, func() { n.svc.Close() })
+	if n.cfg.bus != nil {
+		n.publish(ctx, store, s)
+	}
+	if err := n.serveRegistry(ctx, store); err != nil {
+		return err
+	}
+	return n.serveQueries(store)
+}
+
+// openReadOnly is a cluster's read replica: the view, fed by the bus if
+// there is one, and queries on the shared store.
+func (n *node) openReadOnly(ctx context.Context) error {
+	_, store, err := n.openStore()
+	if err != nil {
+		return err
+	}
+	viewStore := store
+	if b := n.cfg.bus; b != nil {
+		if err := kafkabus.EnsureTopic(ctx, b.cfg, b.topic, 12, -1); err != nil {
+			return err
+		}
+		// Kafka feeds the view; the store gives what Kafka no longer holds.
+		viewStore = kafkabus.NewReplicaStore(b.cfg, b.topic, store)
+	}
+	n.svc, err = flights.NewReplica(ctx, viewStore, flights.Options{Registerer: n.reg})
+	if err != nil {
+		return err
+	}
+	n.closers = append(n.closers, func() { n.svc.Close() })
+	return n.serveQueries(store)
+}
+
+// openReplicaOf is a read replica of one server: the view in this
+// process, fed by the primary's live query stream.
+func (n *node) openReplicaOf(ctx context.Context) error {
+	rs := replica.New(n.cfg.replicaOf, n.cfg.replicaToken)
+	n.closers = append(n.closers, func() { rs.Close() })
+	n.health = rs
+	n.describe = "(replica of " + n.cfg.replicaOf + ")"
+	var err error
+	n.svc, err = flights.NewReplica(ctx, rs, flights.Options{Registerer: n.reg})
+	if err != nil {
+		return err
+	}
+	n.closers = append(n.closers, func() { n.svc.Close() })
+	return nil
+}
+
+// openStore opens the node's store, measured.
+func (n *node) openStore() (*openedStore, eventstore.Store, error) {
+	s, err := n.cfg.store.open(n.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	n.closers = append(n.closers, func() { s.Close() })
+	store, err := metrics.InstrumentStore(s, n.reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	n.health = store
+	return s, store, nil
+}
+
+// serveQueries adds the persistence queries on store.
+func (n *node) serveQueries(store eventstore.Store) error {
+	queries, err := query.New(store, query.Options{Registerer: n.reg})
+	if err != nil {
+		return err
+	}
+	n.closers = append(n.closers, queries.Close)
+	n.mux.Handle("/queries/", n.cfg.tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
+	// Live query streams end, so that Shutdown need not wait for them.
+	n.onShutdown = append(n.onShutdown, queries.Close)
+	return nil
+}
+
+// publish publishes the log to the bus until the node closes. On a shared
+// store one write node at a time publishes, under a lock among them, and
+// keeps its progress in the store.
+func (n *node) publish(ctx context.Context, store eventstore.Store, s *openedStore) {
+	b := n.cfg.bus
+	name := "kafka publisher " + b.topic
+	cfg := kafkabus.SuperviseConfig{
+		PublisherConfig: kafkabus.PublisherConfig{
+			Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: n.log,
+		},
+		Registerer: n.reg,
+	}
+	if s.pg != nil {
+		cfg.Progress = s.pg.Progress(name)
+		cfg.Exclusive = func(ctx context.Context, run func(context.Context) error) error {
+			return s.pg.Exclusive(ctx, name, run)
+		}
+	}
+	pubCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := kafkabus.Supervise(pubCtx, store, cfg); err != nil && pubCtx.Err() == nil {
+			n.log.Error("Kafka publisher ended", "err", err)
+		}
+	}()
+	n.closers = append(n.closers, func() { stop(); <-done })
+}
+
+// run serves until ctx ends, then shuts the server down.
+func (n *node) run(ctx context.Context) error {
+	handler, err := accesslog.Wrap(n.mux, accesslog.Options{Logger: n.log, Registerer: n.reg})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	for _, f := range n.onShutdown {
+		srv.RegisterOnShutdown(f)
+	}
+	if n.cfg.mode == modeReadOnly {
 		// A replica joins the pool once it has replayed the log: until
 		// it listens, the load balancer passes it over.
 		start := time.Now()
-		if err := svc.Validation.WaitCaughtUp(ctx); err != nil {
+		if err := n.svc.Validation.WaitCaughtUp(ctx); err != nil {
 			return fmt.Errorf("replica: replay the log: %w", err)
 		}
-		log.Info("replica caught up", "seconds", time.Since(start).Seconds())
+		n.log.Info("replica caught up", "seconds", time.Since(start).Seconds())
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", n.cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	if *debugAddr != "" {
-		dbg := http.NewServeMux()
-		dbg.HandleFunc("/debug/pprof/", pprof.Index)
-		dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		go func() {
-			if err := http.ListenAndServe(*debugAddr, dbg); err != nil {
-				log.Error("debug server", "err", err)
-			}
-		}()
+	if n.cfg.debug != "" {
+		n.serveDebug()
 	}
-	log.Info("logbook serving", "url", "http://"+ln.Addr().String(), "store", sf.describe())
+	n.log.Info("logbook serving", "url", "http://"+ln.Addr().String(), "store", n.describe)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	go func() {
-		// The API answers at once; queries reflect the log as the view
-		// catches up (min_position waits for it).
-		if svc.Validation == nil {
-			return
-		}
-		start := time.Now()
-		if err := svc.Validation.WaitCaughtUp(ctx); err == nil {
-			c, pos := svc.Validation.Current().Counts()
-			log.Info("validation view caught up", "position", pos, "violations", c.Total, "seconds", time.Since(start).Seconds())
-		}
-	}()
+	go n.logCaughtUp(ctx)
 	select {
 	case err := <-errc:
 		return err
@@ -182,8 +372,57 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	log.Info("logbook stopped")
+	n.log.Info("logbook stopped")
 	return nil
+}
+
+// logCaughtUp says when the view has caught up with the log. The API
+// answers at once; queries reflect the log as the view catches up
+// (min_position waits for it).
+func (n *node) logCaughtUp(ctx context.Context) {
+	if n.svc.Validation == nil {
+		return
+	}
+	start := time.Now()
+	if err := n.svc.Validation.WaitCaughtUp(ctx); err == nil {
+		c, pos := n.svc.Validation.Current().Counts()
+		n.log.Info("validation view caught up", "position", pos, "violations", c.Total, "seconds", time.Since(start).Seconds())
+	}
+}
+
+// serveDebug serves Go's pprof profiles on the debug address.
+func (n *node) serveDebug() {
+	dbg := http.NewServeMux()
+	dbg.HandleFunc("/debug/pprof/", pprof.Index)
+	dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.ListenAndServe(n.cfg.debug, dbg); err != nil {
+			n.log.Error("debug server", "err", err)
+		}
+	}()
+}
+
+// close releases what the node opened, last first.
+func (n *node) close() {
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		n.closers[i]()
+	}
+	n.closers = nil
+}
+
+// tuneGC sets the collector for a server, unless GOGC or GOMEMLIMIT does.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		// The views keep the whole schedule in memory while requests
+		// allocate briefly. Collecting only when the heap has grown
+		// tenfold spends far less CPU rescanning that live heap — under
+		// read load, GC was the source of the latency tail — and the
+		// memory limit makes the collector work harder before the
+		// process grows past 4 GiB.
+		debug.SetGCPercent(1000)
+		debug.SetMemoryLimit(4 << 30)
+	}
 }
 
 // healthz answers 200 with the log's head when the store can be read.
@@ -197,4 +436,10 @@ func healthz(s eventstore.Store) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, "{\"status\":\"ok\",\"head\":%d}\n", head)
 	}
+}
+
+// serviceOptions are the flights service's options for a command that is
+// not a server: the process's logger, no metrics.
+func serviceOptions(e *env) flights.Options {
+	return flights.Options{Aggregates: aggregate.Options{Logger: e.log}}
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
@@ -25,9 +27,10 @@ type storeFlags struct {
 	readOnly bool
 }
 
-func (f *storeFlags) register(fs *flag.FlagSet, defaultDir string) {
+func (f *storeFlags) register(fs *pflag.FlagSet, defaultDir string) {
 	fs.StringVar(&f.data, "data", defaultDir, "directory of the embedded store")
 	fs.StringVar(&f.store, "store", "", "postgres://user@host:port/db URL of a PostgreSQL store shared by several processes (default: the embedded store in --data)")
+	fromEnv(fs, "store")
 }
 
 // describe names the store for logs.
@@ -63,7 +66,7 @@ type openedStore struct {
 	pg     *pgstore.Store // the PostgreSQL store, if that is the backend
 }
 
-func (f *storeFlags) open() (*openedStore, error) {
+func (f *storeFlags) open(log *slog.Logger) (*openedStore, error) {
 	if f.store != "" {
 		if !isPostgresURL(f.store) {
 			return nil, usageError{fmt.Sprintf("--store %q: want a postgres:// URL (the embedded store is chosen with --data)", f.store)}
@@ -79,7 +82,7 @@ func (f *storeFlags) open() (*openedStore, error) {
 	if f.data == "" {
 		return nil, usageError{"--data must name a directory"}
 	}
-	s, err := pebblestore.Open(f.data, pebblestore.Options{})
+	s, err := pebblestore.Open(f.data, pebblestore.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

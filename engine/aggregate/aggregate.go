@@ -22,6 +22,7 @@ package aggregate
 
 import (
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,8 @@ type Options struct {
 	IdempotencyKeys int
 	// Registerer receives the runtime's metrics (nil: none).
 	Registerer prometheus.Registerer
+	// Logger receives the runtime's logs (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -89,6 +92,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdempotencyKeys <= 0 {
 		o.IdempotencyKeys = 128
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	return o
 }

@@ -1,10 +1,12 @@
 package aggregate_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -386,7 +388,8 @@ func TestSnapshotsAndUnreadableSnapshot(t *testing.T) {
 	def.Snapshots = aggregate.JSONSnapshots[account]{Version: 2}
 	reg := prometheus.NewRegistry()
 	counting = &countingStore{Store: store}
-	rt3 := newRuntime(t, counting, def, aggregate.Options{Registerer: reg})
+	var logs bytes.Buffer
+	rt3 := newRuntime(t, counting, def, aggregate.Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	st, v, err = rt3.State(ctx, "s")
 	if err != nil || v != 25 || st.Balance != 48 {
 		t.Fatalf("after unreadable snapshot: %+v v%d %v", st, v, err)
@@ -396,6 +399,10 @@ func TestSnapshotsAndUnreadableSnapshot(t *testing.T) {
 	}
 	if counterValue(t, reg, "logbook_snapshots_unreadable_total") != 1 {
 		t.Fatal("unreadable snapshot not counted")
+	}
+	// Logged through the runtime's own logger, not slog's default.
+	if l := logs.String(); !strings.Contains(l, "ignoring unreadable snapshot") || !strings.Contains(l, "aggregate=account") {
+		t.Fatalf("the runtime's logger got %q", l)
 	}
 }
 

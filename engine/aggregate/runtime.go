@@ -46,7 +46,7 @@ func New[S, C, E any](store eventstore.Store, def Definition[S, C, E], opts Opti
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime[S, C, E]{store: store, def: def, opts: opts, metrics: m, log: slog.Default().With("aggregate", def.Kind)}
+	r := &Runtime[S, C, E]{store: store, def: def, opts: opts, metrics: m, log: opts.Logger.With("aggregate", def.Kind)}
 	perShard := max(1, opts.CacheSize/opts.Shards)
 	for range opts.Shards {
 		sh := newShard(r, perShard)

@@ -214,6 +214,20 @@ func storeError(err error) error {
 	return &Error{Status: http.StatusInternalServerError, Code: codeStoreError, Message: "Error in the backend data store: " + err.Error()}
 }
 
+// readFresh catches up with the store, then runs fn: for answers that
+// name the latest of something (a subject's versions, its latest version,
+// the subjects), which another node may have changed a moment ago. One
+// read of the stream past the version known; answers about what cannot
+// change (a schema by id, a numbered version) use read.
+func (r *Registry) readFresh(ctx context.Context, fn func(s *state) error) error {
+	if err := r.catchUp(ctx); err != nil {
+		return storeError(err)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return fn(r.st)
+}
+
 // read runs fn on the state; if fn reports that something was not found,
 // it catches up with the store and runs fn again.
 func (r *Registry) read(ctx context.Context, fn func(s *state) error) error {
@@ -361,7 +375,11 @@ func (s *state) resolveVersion(subj string, num int, withDeleted bool) (*subject
 // Version returns version num (or Latest) of subj.
 func (r *Registry) Version(ctx context.Context, subj string, num int, withDeleted bool) (SubjectSchema, error) {
 	var out SubjectSchema
-	err := r.read(ctx, func(s *state) error {
+	read := r.read
+	if num == Latest {
+		read = r.readFresh
+	}
+	err := read(ctx, func(s *state) error {
 		_, v, err := s.resolveVersion(subj, num, withDeleted)
 		if err != nil {
 			return err
@@ -441,6 +459,7 @@ func (r *Registry) VersionsOfID(ctx context.Context, id int, withDeleted bool) (
 // Subjects lists the subjects that have versions (soft-deleted ones only
 // with withDeleted) and start with prefix, sorted.
 func (r *Registry) Subjects(ctx context.Context, withDeleted bool, prefix string) []string {
+	_ = r.catchUp(ctx) // on a store error, answer what is known
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := []string{}
@@ -456,7 +475,7 @@ func (r *Registry) Subjects(ctx context.Context, withDeleted bool, prefix string
 // Versions lists the version numbers of subj.
 func (r *Registry) Versions(ctx context.Context, subj string, withDeleted bool) ([]int, error) {
 	var out []int
-	err := r.read(ctx, func(s *state) error {
+	err := r.readFresh(ctx, func(s *state) error {
 		sub := s.subjects[subj]
 		if sub == nil || len(sub.live(withDeleted)) == 0 {
 			return errSubjectNotFound(subj)
@@ -478,7 +497,7 @@ func (r *Registry) Check(ctx context.Context, subj string, num int, schema strin
 		return nil, err
 	}
 	var msgs []string
-	err = r.read(ctx, func(s *state) error {
+	err = r.readFresh(ctx, func(s *state) error {
 		level := s.level(subj)
 		if num == 0 {
 			var live []*version

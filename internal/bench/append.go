@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // AppendConfig describes an append workload.
@@ -21,6 +23,8 @@ type AppendConfig struct {
 	Streams   int  // distinct streams written
 	StoreIDs  bool // let the store generate event ids (default: the writer sends them, as an idempotent client would)
 	ExpectAny bool // append with ExpectedVersion Any instead of the exact version
+	// Progress, if set, counts the events appended.
+	Progress *progress.Counter
 }
 
 // AppendResult is what `logbook bench append` reports.
@@ -73,8 +77,9 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 		names[i] = fmt.Sprintf("bench-%s-%d", runID, i)
 	}
 
+	cfg.Progress.Start("events", cfg.Events)
 	var next atomic.Int64 // next append number to claim
-	lat := make([]Latencies, cfg.Writers)
+	lat := make([][]time.Duration, cfg.Writers)
 	errs := make(chan error, cfg.Writers)
 	var before uint64
 	if fsyncs != nil {
@@ -93,7 +98,7 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 			}
 			events := make([]eventstore.NewEvent, cfg.Batch)
 			myStreams := streamsOf(w, cfg.Writers, cfg.Streams)
-			lat[w] = make(Latencies, 0, appends/cfg.Writers+1)
+			lat[w] = make([]time.Duration, 0, appends/cfg.Writers+1)
 			for k := 0; ; k++ {
 				n := next.Add(1) - 1
 				if n >= int64(appends) {
@@ -127,6 +132,7 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 					return
 				}
 				versions[si] = res.LastSeq // only this writer touches si when !expectAny
+				cfg.Progress.Add(size)
 			}
 		}()
 	}
@@ -136,18 +142,18 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 	if err := <-errs; err != nil {
 		return AppendResult{}, fmt.Errorf("bench append: %w", err)
 	}
-	var all Latencies
+	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	p50, p99, mx := all.Summary()
+	sum := stats.Summarize(all)
 	r := AppendResult{
 		Events: cfg.Events, Appends: appends, Batch: cfg.Batch, Writers: cfg.Writers,
 		Streams: cfg.Streams, PayloadBytes: cfg.Payload,
-		Seconds:      round(elapsed.Seconds(), 3),
-		EventsPerSec: round(float64(cfg.Events)/elapsed.Seconds(), 0),
-		P50MS:        round(p50, 3), P99MS: round(p99, 3), MaxMS: round(mx, 3),
-		PeakRSSMB: round(PeakRSSMB(), 1),
+		Seconds:      stats.Round(elapsed.Seconds(), 3),
+		EventsPerSec: stats.Round(float64(cfg.Events)/elapsed.Seconds(), 0),
+		P50MS:        sum.P50, P99MS: sum.P99, MaxMS: sum.Max,
+		PeakRSSMB: stats.Round(PeakRSSMB(), 1),
 	}
 	if fsyncs != nil {
 		n := fsyncs() - before

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/logbook/logbook/engine/aggregate"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/registry"
+	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // The counter aggregate of `logbook bench commands`: the smallest domain
@@ -76,6 +79,10 @@ type CommandsConfig struct {
 	Writers    int
 	Shards     int    // 0: the runtime's default
 	Codec      string // the event codec: json (default) or avro
+	// Progress, if set, counts the commands answered.
+	Progress *progress.Counter
+	// Logger receives the aggregate runtime's logs (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // CommandsResult is what `logbook bench commands` reports.
@@ -124,7 +131,7 @@ func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig
 		return CommandsResult{}, err
 	}
 	defer closeEvents()
-	rt, err := aggregate.New(store, counterDefinition(events), aggregate.Options{Shards: cfg.Shards})
+	rt, err := aggregate.New(store, counterDefinition(events), aggregate.Options{Shards: cfg.Shards, Logger: cfg.Logger})
 	if err != nil {
 		return CommandsResult{}, err
 	}
@@ -142,23 +149,25 @@ func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig
 		first   error
 		wg      sync.WaitGroup
 	)
-	lat := make([]Latencies, cfg.Writers)
+	lat := make([][]time.Duration, cfg.Writers)
 	var before uint64
 	if fsyncs != nil {
 		before = fsyncs()
 	}
+	cfg.Progress.Start("commands", cfg.Commands)
 	start := time.Now()
 	for w := range cfg.Writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			lat[w] = make(Latencies, 0, cfg.Commands/cfg.Writers+1)
+			lat[w] = make([]time.Duration, 0, cfg.Commands/cfg.Writers+1)
 			for next.Add(1) <= int64(cfg.Commands) {
 				id := ids[rng.IntN(len(ids))]
 				t0 := time.Now()
 				_, err := rt.Execute(ctx, id, increment{By: 1})
 				lat[w] = append(lat[w], time.Since(t0))
+				cfg.Progress.Add(1)
 				if err != nil {
 					errs.Add(1)
 					firstMu.Lock()
@@ -187,18 +196,18 @@ func RunCommands(ctx context.Context, store eventstore.Store, cfg CommandsConfig
 	if total != cfg.Commands {
 		return CommandsResult{}, fmt.Errorf("bench commands: counters add up to %d, %d commands were acknowledged", total, cfg.Commands)
 	}
-	var all Latencies
+	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	p50, p99, mx := all.Summary()
+	sum := stats.Summarize(all)
 	r := CommandsResult{
 		Aggregates: cfg.Aggregates, Commands: cfg.Commands, Writers: cfg.Writers, Shards: cfg.Shards, Codec: cfg.Codec,
-		Seconds:        round(elapsed.Seconds(), 3),
-		CommandsPerSec: round(float64(cfg.Commands)/elapsed.Seconds(), 0),
-		P50MS:          round(p50, 3), P99MS: round(p99, 3), MaxMS: round(mx, 3),
+		Seconds:        stats.Round(elapsed.Seconds(), 3),
+		CommandsPerSec: stats.Round(float64(cfg.Commands)/elapsed.Seconds(), 0),
+		P50MS:          sum.P50, P99MS: sum.P99, MaxMS: sum.Max,
 		Errors:    errs.Load(),
-		PeakRSSMB: round(PeakRSSMB(), 1),
+		PeakRSSMB: stats.Round(PeakRSSMB(), 1),
 	}
 	if fsyncs != nil {
 		n := fsyncs() - before

@@ -13,6 +13,8 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/query"
+	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // The crush test's two designs. The test follows the one in Aaron
@@ -48,6 +50,9 @@ type CrushConfig struct {
 	// connections in use (a pool's), sampled during the query phase: a
 	// check on the permitter from the other side.
 	BusyConns func() int
+	// Progress, if set, counts the events written, then the streams (by
+	// id) or events (all events) delivered.
+	Progress *progress.Counter
 }
 
 // CrushResult is what `logbook bench crush` reports.
@@ -133,12 +138,13 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	}
 	first++
 	start := time.Now()
+	cfg.Progress.Start("events written", r.Events)
 	if err := crushWrite(ctx, store, cfg, names); err != nil {
 		return r, err
 	}
 	el := time.Since(start)
-	r.WriteSeconds = round(el.Seconds(), 3)
-	r.WriteEventsPerSec = round(float64(r.Events)/el.Seconds(), 0)
+	r.WriteSeconds = stats.Round(el.Seconds(), 3)
+	r.WriteEventsPerSec = stats.Round(float64(r.Events)/el.Seconds(), 0)
 	last, err := store.Head(ctx)
 	if err != nil {
 		return r, fmt.Errorf("bench crush: %w", err)
@@ -168,22 +174,24 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	}
 	if cfg.Mode == CrushByID {
 		r.Queries = cfg.IDs
-		qel, err = crushByID(ctx, j, names, cfg.EventsPerID, &errs)
+		cfg.Progress.Start("streams delivered", cfg.IDs)
+		qel, err = crushByID(ctx, j, names, cfg.EventsPerID, &errs, cfg.Progress)
 	} else {
 		r.Queries = 1
-		qel, err = crushAllEvents(ctx, j, names, cfg.EventsPerID, first, last, &errs)
+		cfg.Progress.Start("events delivered", r.Events)
+		qel, err = crushAllEvents(ctx, j, names, cfg.EventsPerID, first, last, &errs, cfg.Progress)
 	}
 	stopSampling()
 	if err != nil {
 		return r, err
 	}
 	st := j.Permitter().Stats()
-	r.QuerySeconds = round(qel.Seconds(), 3)
-	r.QueryEventsPerSec = round(float64(r.Events)/qel.Seconds(), 0)
+	r.QuerySeconds = stats.Round(qel.Seconds(), 3)
+	r.QueryEventsPerSec = stats.Round(float64(r.Events)/qel.Seconds(), 0)
 	r.Errors = errs.Load()
 	r.BackendQueries = st.Granted
 	r.PeakConcurrentBackendQueries = st.Peak
-	r.PeakRSSMB = round(PeakRSSMB(), 1)
+	r.PeakRSSMB = stats.Round(PeakRSSMB(), 1)
 	return r, nil
 }
 
@@ -215,6 +223,7 @@ func crushWrite(ctx context.Context, store eventstore.Store, cfg CrushConfig, na
 						errc <- fmt.Errorf("bench crush: writing %s: %w", names[si], err)
 						return
 					}
+					cfg.Progress.Add(n)
 				}
 			}
 		}()
@@ -229,7 +238,7 @@ func crushWrite(ctx context.Context, store eventstore.Store, cfg CrushConfig, na
 // its m events. Each query's consumer is a goroutine; the queries
 // themselves cost none, and the store runs at most the permitted number
 // of reads at a time.
-func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int, errs *atomic.Int64) (time.Duration, error) {
+func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int, errs *atomic.Int64, prog *progress.Counter) (time.Duration, error) {
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var remaining atomic.Int64
@@ -239,6 +248,7 @@ func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int,
 	start := time.Now()
 	finish := func() {
 		end.Store(int64(time.Since(start)))
+		prog.Add(1)
 		if remaining.Add(-1) == 0 {
 			close(allDone)
 		}
@@ -294,7 +304,7 @@ func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int,
 // deals its events out to one projection per stream, sharded over a
 // goroutine per core by stream; it returns the time until every
 // projection has its m events (the query has passed position last).
-func crushAllEvents(ctx context.Context, j *query.ReadJournal, names []string, m int, first, last uint64, errs *atomic.Int64) (time.Duration, error) {
+func crushAllEvents(ctx context.Context, j *query.ReadJournal, names []string, m int, first, last uint64, errs *atomic.Int64, prog *progress.Counter) (time.Duration, error) {
 	index := make(map[string]int32, len(names))
 	for i, n := range names {
 		index[n] = int32(i)
@@ -333,6 +343,7 @@ func crushAllEvents(ctx context.Context, j *query.ReadJournal, names []string, m
 			qerr = fmt.Errorf("bench crush: all events: %w", err)
 			break
 		}
+		prog.Add(len(evs))
 		for i := range evs {
 			p, ok := index[evs[i].Stream]
 			if !ok {

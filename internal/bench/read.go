@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // ReadResult is what `logbook bench read` reports: a full ordered read of
@@ -35,15 +38,26 @@ func (r ReadResult) Rows() [][2]string {
 	}
 }
 
+// ReadConfig describes a read workload.
+type ReadConfig struct {
+	Batch    int               // events per ReadAll call
+	Progress *progress.Counter // counts the events read, if not nil
+}
+
 // RunRead reads everything in the store twice: with ReadAll pages of
-// batch events, then with a subscription from position 1 until the head.
+// Batch events, then with a subscription from position 1 until the head.
 // Both passes check that positions come back gap-free.
-func RunRead(ctx context.Context, store eventstore.Store, batch int) (ReadResult, error) {
+func RunRead(ctx context.Context, store eventstore.Store, cfg ReadConfig) (ReadResult, error) {
+	if cfg.Batch <= 0 {
+		return ReadResult{}, errors.New("bench read: batch must be positive")
+	}
+	batch := cfg.Batch
 	head, err := store.Head(ctx)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	r := ReadResult{Events: head, Batch: batch}
+	cfg.Progress.Start("events read", int(head))
 	start := time.Now()
 	next := uint64(1)
 	for next <= head {
@@ -61,11 +75,13 @@ func RunRead(ctx context.Context, store eventstore.Store, batch int) (ReadResult
 			r.PayloadBytesRead += uint64(len(evs[i].Data))
 			next++
 		}
+		cfg.Progress.Add(len(evs))
 	}
 	el := time.Since(start)
-	r.Seconds = round(el.Seconds(), 3)
-	r.EventsPerSec = round(float64(head)/el.Seconds(), 0)
+	r.Seconds = stats.Round(el.Seconds(), 3)
+	r.EventsPerSec = stats.Round(float64(head)/el.Seconds(), 0)
 
+	cfg.Progress.Start("events through a subscription", int(head))
 	start = time.Now()
 	sub, err := store.Subscribe(ctx, eventstore.All(), 1)
 	if err != nil {
@@ -84,10 +100,11 @@ func RunRead(ctx context.Context, store eventstore.Store, batch int) (ReadResult
 			}
 			next++
 		}
+		cfg.Progress.Add(len(evs))
 	}
 	el = time.Since(start)
-	r.SubscribeSeconds = round(el.Seconds(), 3)
-	r.SubscribeEventsPerSec = round(float64(head)/el.Seconds(), 0)
-	r.PeakRSSMB = round(PeakRSSMB(), 1)
+	r.SubscribeSeconds = stats.Round(el.Seconds(), 3)
+	r.SubscribeEventsPerSec = stats.Round(float64(head)/el.Seconds(), 0)
+	r.PeakRSSMB = stats.Round(PeakRSSMB(), 1)
 	return r, nil
 }

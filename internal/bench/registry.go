@@ -21,6 +21,7 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/registry"
 	"github.com/logbook/logbook/internal/loadtest"
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // RegistryConfig describes the schema registry workload of `logbook bench
@@ -148,7 +149,7 @@ func RunRegistry(ctx context.Context, store eventstore.Store, cfg RegistryConfig
 		return RegistryResult{}, err
 	}
 	var ids []int
-	var timed Latencies
+	var timed []time.Duration
 	for v := 1; v <= cfg.Versions+cfg.Timed; v++ {
 		t0 := time.Now()
 		out, err := call("POST", "/subjects/"+subject+"/versions", adminToken, map[string]string{"schema": benchSchema(v, cfg.Fields)})
@@ -168,7 +169,7 @@ func RunRegistry(ctx context.Context, store eventstore.Store, cfg RegistryConfig
 	for _, d := range timed {
 		sum += d
 	}
-	_, _, regMax := timed.Summary()
+	regMax := stats.Summarize(timed).Max
 
 	var (
 		next  atomic.Int64
@@ -181,13 +182,13 @@ func RunRegistry(ctx context.Context, store eventstore.Store, cfg RegistryConfig
 	// request as the server, on the same two cores.
 	lookups := loadtest.NewClient("http://"+ln.Addr().String(), viewerToken, 4, 200*time.Microsecond)
 	defer lookups.Close()
-	lat := make([]Latencies, cfg.Writers)
+	lat := make([][]time.Duration, cfg.Writers)
 	cpu0 := processCPU()
 	start := time.Now()
 	for w := range cfg.Writers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			lat[w] = make(Latencies, 0, cfg.Lookups/cfg.Writers+1)
+			lat[w] = make([]time.Duration, 0, cfg.Lookups/cfg.Writers+1)
 			for next.Add(1) <= int64(cfg.Lookups) {
 				t0 := time.Now()
 				_, _, err := lookups.Do(ctx, "GET", "/registry/schemas/ids/"+strconv.Itoa(ids[rng.IntN(len(ids))]), "")
@@ -209,20 +210,20 @@ func RunRegistry(ctx context.Context, store eventstore.Store, cfg RegistryConfig
 	if first != nil {
 		return RegistryResult{}, fmt.Errorf("bench registry: lookup: %w", first)
 	}
-	var all Latencies
+	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	p50, p99, _ := all.Summary()
+	lookupSum := stats.Summarize(all)
 	return RegistryResult{
 		Lookups: cfg.Lookups, Writers: cfg.Writers,
-		LookupsPerSec: round(float64(cfg.Lookups)/elapsed.Seconds(), 0),
-		LookupP50MS:   round(p50, 3), LookupP99MS: round(p99, 3),
-		LookupCPUUS: round(float64(cpu.Microseconds())/float64(cfg.Lookups), 1),
+		LookupsPerSec: stats.Round(float64(cfg.Lookups)/elapsed.Seconds(), 0),
+		LookupP50MS:   lookupSum.P50, LookupP99MS: lookupSum.P99,
+		LookupCPUUS: stats.Round(float64(cpu.Microseconds())/float64(cfg.Lookups), 1),
 		Versions:    cfg.Versions, Fields: cfg.Fields, Level: string(registry.FullTransitive),
-		RegisterMS:    round(ms(sum)/float64(len(timed)), 2),
-		RegisterMaxMS: round(regMax, 2),
-		PeakRSSMB:     round(PeakRSSMB(), 1),
+		RegisterMS:    stats.Round(stats.MS(sum)/float64(len(timed)), 2),
+		RegisterMaxMS: regMax,
+		PeakRSSMB:     stats.Round(PeakRSSMB(), 1),
 	}, nil
 }
 

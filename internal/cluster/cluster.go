@@ -97,8 +97,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: cfg.Env}
-		n.args = []string{"serve", "--store", cfg.Store, "--addr", n.Addr, "--tokens", tokens}
+		// The store's URL, which may carry a password, goes in the
+		// environment: a command line is visible to every user in ps.
+		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: append([]string{"LOGBOOK_STORE=" + cfg.Store}, cfg.Env...)}
+		n.args = []string{"serve", "--addr", n.Addr, "--tokens", tokens}
 		if cfg.Bus != "" {
 			n.args = append(n.args, "--bus", cfg.Bus)
 		}

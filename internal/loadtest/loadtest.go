@@ -14,12 +14,13 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // Client sends authenticated requests to one server. It is built on
@@ -100,17 +101,28 @@ func (c *Client) Do(ctx context.Context, method, path, body string) (int, []byte
 // themselves after MaxIdleConnDuration.
 func (c *Client) Close() {}
 
-// recorder collects latencies and failures from many goroutines.
+// recorder collects latencies and failures from many goroutines: the
+// measured ones for the summary, and every request with its time for the
+// timeline.
 type recorder struct {
 	mu       sync.Mutex
+	start    time.Time
 	lat      []time.Duration
 	failures int
 	firstErr error
+	timeline []stats.Timed
 }
 
-func (r *recorder) record(d time.Duration, err error) {
+// record notes a request that took d, ending now; measured ones count in
+// the summary.
+func (r *recorder) record(d time.Duration, err error, measured bool) {
+	now := time.Since(r.start)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.timeline = append(r.timeline, stats.Timed{At: now, Latency: d, Failed: err != nil})
+	if !measured {
+		return
+	}
 	r.lat = append(r.lat, d)
 	if err != nil {
 		r.failures++
@@ -120,34 +132,9 @@ func (r *recorder) record(d time.Duration, err error) {
 	}
 }
 
-// Percentiles are latency percentiles in milliseconds.
-type Percentiles struct {
-	P50 float64 `json:"p50_ms"`
-	P75 float64 `json:"p75_ms"`
-	P95 float64 `json:"p95_ms"`
-	P99 float64 `json:"p99_ms"`
-	Max float64 `json:"max_ms"`
-}
+// Second is one second of a run: requests answered without failure, and
+// the latency percentiles of the requests that ended in it.
+type Second = stats.Bucket
 
-func percentiles(lat []time.Duration) Percentiles {
-	if len(lat) == 0 {
-		return Percentiles{}
-	}
-	s := slices.Clone(lat)
-	slices.Sort(s)
-	at := func(p float64) float64 {
-		i := int(float64(len(s))*p/100+0.5) - 1
-		return ms(s[max(0, min(i, len(s)-1))])
-	}
-	return Percentiles{P50: at(50), P75: at(75), P95: at(95), P99: at(99), Max: ms(s[len(s)-1])}
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func round(v float64, digits int) float64 {
-	p := 1.0
-	for range digits {
-		p *= 10
-	}
-	return float64(int64(v*p+0.5)) / p
-}
+// seconds summarises every request by the second it ended in.
+func (r *recorder) seconds() []Second { return stats.Buckets(r.timeline, time.Second) }

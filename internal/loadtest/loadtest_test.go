@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/logbook/logbook/internal/progress"
 )
 
 // TestReadIsOpenModel checks the schedule: the number of requests follows
@@ -27,9 +29,22 @@ func TestReadIsOpenModel(t *testing.T) {
 	defer srv.Close()
 	c := NewClient(srv.URL, "tok", 64, 0)
 	defer c.Close()
-	res, err := RunRead(context.Background(), c, ReadConfig{Rate: 200, Ramp: 500 * time.Millisecond, Hold: time.Second})
+	prog := &progress.Counter{}
+	res, err := RunRead(context.Background(), c, ReadConfig{Rate: 200, Ramp: 500 * time.Millisecond, Hold: time.Second, Progress: prog})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, done, total := prog.Load(); done != hits.Load() || total != done {
+		t.Errorf("progress %d of %d, the server saw %d requests", done, total, hits.Load())
+	}
+	// The timeline has every second, the ramp's included.
+	if len(res.Timeline) != 2 || res.Timeline[0].Rate < 50 || res.Timeline[0].P50 < 20 || res.Timeline[1].P99 < 20 {
+		t.Errorf("timeline %+v", res.Timeline)
+	}
+	fig := res.Figure()
+	if len(fig.Panels) != 2 || len(fig.Panels[0].Series) != 2 || fig.Panels[0].Series[1].Name != "target" ||
+		len(fig.Panels[1].Series[2].Y) != len(res.Timeline)-1 { // the partial last second left out
+		t.Errorf("figure %+v", fig)
 	}
 	// Ramp from 1 to 200/s over 0.5 s sends ~50, the hold 200.
 	if total := hits.Load(); total < 230 || total > 270 {
@@ -68,5 +83,8 @@ func TestWritePlanners(t *testing.T) {
 	// Each planner: create rotation, 5 legs, create airplane, assign.
 	if res.Requests != 20*8 || paths.Load() != 160 || res.Failures != 0 || failed.Load() {
 		t.Fatalf("%+v, server saw %d", res, paths.Load())
+	}
+	if len(res.Timeline) == 0 || res.Timeline[0].Rate <= 0 {
+		t.Fatalf("timeline %+v", res.Timeline)
 	}
 }

@@ -7,17 +7,21 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // ReadConfig is the read workload, the thesis's read-model test (see the
 // package documentation): ramp up to a target rate, then hold it; only the
 // hold is measured.
 type ReadConfig struct {
-	Rate        float64       // target requests per second
-	Ramp        time.Duration // from 1 request/s to Rate
-	Hold        time.Duration // at Rate; only this phase is measured
-	MaxInFlight int           // requests outstanding at most (default 20,000)
-	Paths       []string      // requested round-robin (default: the three checks)
+	Rate        float64           // target requests per second
+	Ramp        time.Duration     // from 1 request/s to Rate
+	Hold        time.Duration     // at Rate; only this phase is measured
+	MaxInFlight int               // requests outstanding at most (default 20,000)
+	Paths       []string          // requested round-robin (default: the three checks)
+	Progress    *progress.Counter // counts requests answered, if not nil
 }
 
 // ReadResult has the columns of the thesis's read-model results tables:
@@ -25,13 +29,15 @@ type ReadConfig struct {
 type ReadResult struct {
 	TargetRate   float64 `json:"target_rate"`
 	AchievedRate float64 `json:"achieved_rate"`
-	Percentiles
+	stats.Summary
 	Requests     int     `json:"requests"`
 	Failures     int     `json:"failures"`
 	Dropped      int     `json:"dropped"` // not sent: MaxInFlight reached
 	HoldSeconds  float64 `json:"hold_seconds"`
 	RampSeconds  float64 `json:"ramp_seconds"`
 	FirstFailure string  `json:"first_failure,omitempty"`
+	// Timeline is every second of the run, ramp included, for charts.
+	Timeline []Second `json:"-"`
 }
 
 // Rows renders the result as a table.
@@ -70,6 +76,7 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 		return ramp + (cfg.Rate-1)*ramp/2 + cfg.Rate*(t-ramp)
 	}
 	total := int(sent(ramp + hold))
+	cfg.Progress.Start("requests", total)
 	holdStart := int(math.Ceil(sent(ramp)))
 	// at(i) is when request i is due: sent's inverse.
 	at := func(i int) time.Duration {
@@ -88,11 +95,12 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 		return time.Duration(t * float64(time.Second))
 	}
 
-	rec := &recorder{lat: make([]time.Duration, 0, total-holdStart+1)}
+	rec := &recorder{lat: make([]time.Duration, 0, total-holdStart+1), timeline: make([]stats.Timed, 0, total)}
 	slots := make(chan struct{}, cfg.MaxInFlight)
 	var wg sync.WaitGroup
 	dropped := 0
 	start := time.Now()
+	rec.start = start
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for i := 0; i < total; i++ {
@@ -114,8 +122,9 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 		default:
 			if measured {
 				dropped++
-				rec.record(time.Since(due), errors.New("in-flight limit reached"))
 			}
+			rec.record(time.Since(due), errors.New("in-flight limit reached"), measured)
+			cfg.Progress.Add(1)
 			continue
 		}
 		path := cfg.Paths[i%len(cfg.Paths)]
@@ -124,24 +133,23 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 			defer wg.Done()
 			_, _, err := c.Do(ctx, "GET", path, "")
 			<-slots
-			if measured {
-				// From the time it was due, not the time it left.
-				rec.record(time.Since(due), err)
-			}
+			// From the time it was due, not the time it left.
+			rec.record(time.Since(due), err, measured)
+			cfg.Progress.Add(1)
 		}()
 	}
 	wg.Wait()
 	end := time.Since(start).Seconds()
-	p := percentiles(rec.lat)
 	r := ReadResult{
 		TargetRate:   cfg.Rate,
-		Percentiles:  Percentiles{P50: p.P50, P75: p.P75, P95: p.P95, P99: p.P99, Max: p.Max},
+		Summary:      stats.Summarize(rec.lat),
+		Timeline:     rec.seconds(),
 		Requests:     len(rec.lat),
 		Failures:     rec.failures,
 		Dropped:      dropped,
-		HoldSeconds:  round(hold, 3),
-		RampSeconds:  round(ramp, 3),
-		AchievedRate: round(float64(len(rec.lat)-rec.failures)/max(hold, end-ramp), 1),
+		HoldSeconds:  stats.Round(hold, 3),
+		RampSeconds:  stats.Round(ramp, 3),
+		AchievedRate: stats.Round(float64(len(rec.lat)-rec.failures)/max(hold, end-ramp), 1),
 	}
 	if rec.firstErr != nil {
 		r.FirstFailure = rec.firstErr.Error()

@@ -8,6 +8,9 @@ import (
 	"hash/fnv"
 	"sync"
 	"time"
+
+	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/internal/stats"
 )
 
 // WriteConfig is the write workload, the thesis's write-model test (see
@@ -16,10 +19,11 @@ import (
 // to it. Planners start in waves.
 type WriteConfig struct {
 	Users        int
-	Legs         int           // legs per user
-	Waves        int           // users start in this many waves (default 10)
-	WaveInterval time.Duration // between waves (default 100 ms)
-	RunID        string        // makes ids unique across runs
+	Legs         int               // legs per user
+	Waves        int               // users start in this many waves (default 10)
+	WaveInterval time.Duration     // between waves (default 100 ms)
+	RunID        string            // makes ids unique across runs
+	Progress     *progress.Counter // counts commands answered, if not nil
 }
 
 // WriteResult has the columns of the thesis's write-model results table:
@@ -29,10 +33,12 @@ type WriteResult struct {
 	LegsPerUser    int     `json:"legs_per_user"`
 	Seconds        float64 `json:"seconds"`
 	CommandsPerSec float64 `json:"commands_per_sec"`
-	Percentiles
+	stats.Summary
 	Requests     int    `json:"requests"`
 	Failures     int    `json:"failures"`
 	FirstFailure string `json:"first_failure,omitempty"`
+	// Timeline is every second of the run, for charts.
+	Timeline []Second `json:"-"`
 }
 
 // Rows renders the result as a table.
@@ -63,9 +69,12 @@ func RunWrite(ctx context.Context, c *Client, cfg WriteConfig) (WriteResult, err
 	if cfg.RunID == "" {
 		cfg.RunID = time.Now().UTC().Format("150405.000")
 	}
-	rec := &recorder{lat: make([]time.Duration, 0, cfg.Users*(cfg.Legs+3))}
+	commands := cfg.Users * (cfg.Legs + 3)
+	rec := &recorder{lat: make([]time.Duration, 0, commands), timeline: make([]stats.Timed, 0, commands)}
+	cfg.Progress.Start("commands", commands)
 	var wg sync.WaitGroup
 	start := time.Now()
+	rec.start = start
 	perWave := (cfg.Users + cfg.Waves - 1) / cfg.Waves
 	for u := 0; u < cfg.Users; u++ {
 		if u > 0 && u%perWave == 0 {
@@ -84,12 +93,12 @@ func RunWrite(ctx context.Context, c *Client, cfg WriteConfig) (WriteResult, err
 	}
 	wg.Wait()
 	el := time.Since(start).Seconds()
-	p := percentiles(rec.lat)
 	r := WriteResult{
 		Users: cfg.Users, LegsPerUser: cfg.Legs,
-		Seconds:        round(el, 3),
-		CommandsPerSec: round(float64(len(rec.lat)-rec.failures)/el, 1),
-		Percentiles:    p,
+		Seconds:        stats.Round(el, 3),
+		CommandsPerSec: stats.Round(float64(len(rec.lat)-rec.failures)/el, 1),
+		Summary:        stats.Summarize(rec.lat),
+		Timeline:       rec.seconds(),
 		Requests:       len(rec.lat),
 		Failures:       rec.failures,
 	}
@@ -105,7 +114,8 @@ func planner(ctx context.Context, c *Client, cfg WriteConfig, u int, rec *record
 	step := func(method, path, body string) ([]byte, bool) {
 		t0 := time.Now()
 		_, data, err := c.Do(ctx, method, path, body)
-		rec.record(time.Since(t0), err)
+		rec.record(time.Since(t0), err, true)
+		cfg.Progress.Add(1)
 		return data, err == nil
 	}
 	rot := fmt.Sprintf("lt-%s-%d", cfg.RunID, u)

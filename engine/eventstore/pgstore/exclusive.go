@@ -93,3 +93,23 @@ func (s *Store) SaveProgress(ctx context.Context, name string, pos uint64) error
 		ON CONFLICT (name) DO UPDATE SET position = greatest(p.position, excluded.position)`, name, int64(pos))
 	return s.fail("save progress "+name, err)
 }
+
+// Progress is a position kept in the store under a name: LoadProgress and
+// SaveProgress as a value, for a component that keeps its progress
+// outside what it writes to (a Kafka publisher's lower bound of what
+// Kafka holds).
+type Progress struct {
+	s    *Store
+	name string
+}
+
+// Progress returns the position kept under name.
+func (s *Store) Progress(name string) Progress { return Progress{s, name} }
+
+// Load returns the saved position, 0 if none.
+func (p Progress) Load(ctx context.Context) (uint64, error) { return p.s.LoadProgress(ctx, p.name) }
+
+// Save saves pos; a smaller one than saved is ignored.
+func (p Progress) Save(ctx context.Context, pos uint64) error {
+	return p.s.SaveProgress(ctx, p.name, pos)
+}

@@ -429,8 +429,19 @@ func TestProgress(t *testing.T) {
 		if got, err := s.LoadProgress(t.Context(), "pub"); err != nil || got != step.want {
 			t.Fatalf("after saving %d: %d, %v; want %d", step.save, got, err, step.want)
 		}
+		// The same position through a Progress value.
+		if got, err := s.Progress("pub").Load(t.Context()); err != nil || got != step.want {
+			t.Fatalf("Progress.Load after saving %d: %d, %v; want %d", step.save, got, err, step.want)
+		}
 	}
 	if got, _ := s.LoadProgress(t.Context(), "other"); got != 0 {
 		t.Fatalf("another name: %d", got)
+	}
+	p := s.Progress("other")
+	if err := p.Save(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.LoadProgress(t.Context(), "other"); got != 7 {
+		t.Fatalf("Progress.Save saved %d under its name, want 7", got)
 	}
 }

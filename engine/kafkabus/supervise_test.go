@@ -1,0 +1,99 @@
+package kafkabus
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// lockedBuffer is a log destination shared with a supervisor's goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A publisher that fails is started again, after a pause, until the
+// context ends; each failure is logged.
+func TestSuperviseRestartsAFailedPublisher(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	var logs lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*restartPause+restartPause/2)
+	defer cancel()
+	// No transactional id: every Run fails at once.
+	err := Supervise(ctx, st, SuperviseConfig{PublisherConfig: PublisherConfig{
+		Topic: "never-created", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	}})
+	if err != context.DeadlineExceeded {
+		t.Fatalf("Supervise returned %v, want the context's end", err)
+	}
+	// Runs start at 0, 1 and 2 pauses; a loaded machine may delay one.
+	if n := strings.Count(logs.String(), "Kafka publisher stopped; restarting"); n < 2 || n > 3 {
+		t.Fatalf("%d restarts logged in 2.5 pauses, want 3:\n%s", n, logs.String())
+	}
+}
+
+// With Exclusive, publishers run only through it: the lock decides.
+func TestSuperviseRunsThroughExclusive(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	calls := 0
+	err := Supervise(context.Background(), st, SuperviseConfig{
+		PublisherConfig: PublisherConfig{Topic: "t", Logger: slog.New(slog.DiscardHandler)},
+		Exclusive: func(ctx context.Context, run func(context.Context) error) error {
+			calls++
+			return run(ctx) // fails at once: no transactional id
+		},
+	})
+	if calls != 1 || err == nil || !strings.Contains(err.Error(), "transactional id") {
+		t.Fatalf("Exclusive called %d times, Supervise returned %v", calls, err)
+	}
+}
+
+// The supervised publishers' events are counted in the metric.
+func TestSupervisePublishesAndCounts(t *testing.T) {
+	cfg := testConfig(t)
+	const partitions = 3
+	topic := newTopic(t, cfg, partitions)
+	st := openStore(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writeEvents(t, ctx, st, "s", 10, 2, 100)
+	h := head(t, st)
+	reg := prometheus.NewRegistry()
+	done := make(chan error, 1)
+	go func() {
+		done <- Supervise(ctx, st, SuperviseConfig{PublisherConfig: testPublisher(cfg, topic, uniqueName(t, "tx"), partitions), Registerer: reg})
+	}()
+	waitFor(t, 20*time.Second, "the metric to count every event", func() bool {
+		mfs, err := reg.Gather()
+		if err != nil || len(mfs) != 1 {
+			return false
+		}
+		return mfs[0].GetMetric()[0].GetCounter().GetValue() == float64(h)
+	})
+	if n := testutil.CollectAndCount(reg, "logbook_bus_published_events_total"); n != 1 {
+		t.Fatalf("%d series", n)
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Supervise returned %v after cancel", err)
+	}
+}

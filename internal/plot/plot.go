@@ -1,0 +1,134 @@
+// Package plot draws the figures of the experiment commands (`--plot
+// FILE`): line charts of one or more panels stacked over a shared x axis,
+// written as SVG or PNG by the file's extension. It is a thin layer over
+// gonum.org/v1/plot, so that each command only says what its figure
+// shows.
+package plot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	gonum "gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Series is one line: its points and its name in the legend.
+type Series struct {
+	Name string
+	X, Y []float64
+	// Dashed draws the line dashed, for a target or a reference.
+	Dashed bool
+}
+
+// Panel is one chart of a figure: its y axis and its lines.
+type Panel struct {
+	YLabel string
+	Series []Series
+}
+
+// Figure is one or more panels stacked top to bottom over one x axis.
+type Figure struct {
+	Title  string
+	XLabel string
+	Panels []Panel
+}
+
+// formats maps a file extension to the canvas format that writes it.
+var formats = map[string]string{".svg": "svg", ".png": "png"}
+
+// CheckFile says whether file names a format Save can write, so that a
+// command can refuse a bad --plot before it runs.
+func CheckFile(file string) error {
+	if _, ok := formats[strings.ToLower(filepath.Ext(file))]; !ok {
+		return fmt.Errorf("%q: the file name must end in .svg or .png", file)
+	}
+	return nil
+}
+
+// Size of a panel.
+const (
+	width       = 16 * vg.Centimeter
+	panelHeight = 9 * vg.Centimeter
+)
+
+// Save draws f and writes it to file, as SVG or PNG by its extension.
+func Save(file string, f Figure) error {
+	if err := CheckFile(file); err != nil {
+		return err
+	}
+	if len(f.Panels) == 0 {
+		return errors.New("plot: a figure needs a panel")
+	}
+	plots := make([][]*gonum.Plot, len(f.Panels))
+	for i, panel := range f.Panels {
+		p := gonum.New()
+		if i == 0 {
+			p.Title.Text = f.Title
+		}
+		if i == len(f.Panels)-1 {
+			p.X.Label.Text = f.XLabel
+		}
+		p.Y.Label.Text = panel.YLabel
+		p.Y.Min = 0
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		p.Legend.Left = true
+		for j, s := range panel.Series {
+			if len(s.X) != len(s.Y) {
+				return fmt.Errorf("plot: series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
+			}
+			xys := make(plotter.XYs, len(s.X))
+			for k := range s.X {
+				xys[k] = plotter.XY{X: s.X[k], Y: s.Y[k]}
+			}
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return fmt.Errorf("plot: series %q: %w", s.Name, err)
+			}
+			l.Color = plotutil.Color(j)
+			l.Width = vg.Points(1.2)
+			if s.Dashed {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
+			p.Add(l)
+			p.Legend.Add(s.Name, l)
+		}
+		plots[i] = []*gonum.Plot{p}
+	}
+	// The panels share the x axis: each spans all the panels' x values.
+	xmin, xmax := plots[0][0].X.Min, plots[0][0].X.Max
+	for _, p := range plots {
+		xmin, xmax = min(xmin, p[0].X.Min), max(xmax, p[0].X.Max)
+	}
+	for _, p := range plots {
+		p[0].X.Min, p[0].X.Max = xmin, xmax
+	}
+	format := formats[strings.ToLower(filepath.Ext(file))]
+	c, err := draw.NewFormattedCanvas(width, panelHeight*vg.Length(len(f.Panels)), format)
+	if err != nil {
+		return err
+	}
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: len(f.Panels), Cols: 1, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4, PadY: vg.Millimeter * 4}
+	canvases := gonum.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(out); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

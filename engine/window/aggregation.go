@@ -61,6 +61,19 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// tune sizes Pebble for the aggregation's write load: most events write
+// a new window entry, and each batch rewrites the open roll-up windows,
+// so with Pebble's default 4 MiB memtable and level-0 limits the writer
+// stalls behind flushes and compactions. A 64 MiB memtable lets the
+// rewrites of one entry collapse before they reach a table.
+func tune(o *pebble.Options) {
+	o.MemTableSize = 64 << 20
+	o.MemTableStopWritesThreshold = 4
+	o.L0CompactionThreshold = 4
+	o.L0StopWritesThreshold = 24
+	o.LBaseMaxBytes = 256 << 20
+}
+
 // noTime is the stream time before any event.
 const noTime = math.MinInt64
 
@@ -68,11 +81,11 @@ const noTime = math.MinInt64
 // projection.View: run it with a projection.Runner (whose Filter may
 // narrow the log to a tag; Extract does the rest).
 //
-// The windows that are still open (end + grace > stream time) are also
-// held in memory, so that an event costs map lookups instead of Pebble
-// reads; every batch writes the windows it changed, so the memory copy
-// never holds anything the database does not, and after a failed batch it
-// is reloaded from the database.
+// The buckets of windows that are still open (end + grace > stream time)
+// are also held in memory, so that an event costs map lookups instead of
+// Pebble reads; every batch writes the buckets it changed, so the memory
+// copy never holds anything the database does not, and after a failed
+// batch it is reloaded from the database.
 type Aggregation struct {
 	def   Definition
 	dir   string
@@ -84,13 +97,15 @@ type Aggregation struct {
 
 	// Writer state: touched only by Apply (which the runner serializes)
 	// and at open.
-	st       int64             // stream time
-	open     map[string]*entry // open windows by key
-	sessions map[string][]*entry
+	st       int64              // stream time
+	open     map[string]*bucket // open buckets by key
+	last     []*bucket          // per level, the bucket used last
+	sessions map[string][]*session
 	closing  closeHeap
-	dirty    []*entry
+	dirty    []*bucket
 	rec      Record
 	key      []byte
+	dims     []byte
 	val      []byte
 	late     uint64 // late events of the batch being applied
 
@@ -100,14 +115,21 @@ type Aggregation struct {
 	closed  bool
 }
 
-// entry is an open window of one key.
-type entry struct {
+// bucket holds the windows of one level that start at the same time, one
+// per key (encoded dimensions).
+type bucket struct {
 	key     string
 	level   uint8
 	start   int64
-	dims    string // the encoded dimensions (sessions)
+	maxEnd  int64 // the latest end of its windows: it closes after it
+	entries map[string]*state
 	dirty   bool
-	deleted bool
+}
+
+// session is an open session window of one key.
+type session struct {
+	b    *bucket
+	dims string
 	*state
 }
 
@@ -139,7 +161,7 @@ func Open(dir string, def Definition, opts Options) (*Aggregation, error) {
 		}
 		a.lateC = c.WithLabelValues(def.Name)
 	}
-	v, err := projection.OpenPebbleView(dir, projection.PebbleOptions{Sync: opts.Sync, Logger: opts.Logger}, a.update)
+	v, err := projection.OpenPebbleView(dir, projection.PebbleOptions{Sync: opts.Sync, Logger: opts.Logger, Tune: tune}, a.update)
 	if err != nil {
 		return nil, err
 	}
@@ -200,64 +222,48 @@ func (a *Aggregation) Close() error {
 // ErrClosed ends queries on a closed aggregation.
 var ErrClosed = errors.New("window: aggregation closed")
 
-// load reads the stream time and every open window from the database.
+// load reads the stream time and every open bucket from the database.
 func (a *Aggregation) load() error {
 	a.st = noTime
-	a.open = make(map[string]*entry)
-	a.sessions = make(map[string][]*entry)
+	a.open = make(map[string]*bucket)
+	a.last = make([]*bucket, len(a.sizes))
+	a.sessions = make(map[string][]*session)
 	a.closing = a.closing[:0]
 	a.dirty = a.dirty[:0]
 	return a.view.Read(func(r pebble.Reader, _ uint64) error {
-		v, closer, err := r.Get(streamTimeKey)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil // nothing seen yet, nothing open
+		var err error
+		if a.st, err = streamTime(r); err != nil || a.st == noTime {
+			return err // nothing seen yet, nothing open
 		}
-		if err != nil {
-			return err
-		}
-		if len(v) != 8 {
-			closer.Close()
-			return errors.New("malformed stream time")
-		}
-		a.st = readTime(v)
-		closer.Close()
 		for level, size := range a.sizes {
-			lo := levelStart(uint8(level), math.MinInt64)
+			lo := bucketKey(nil, prefixWindow, uint8(level), math.MinInt64)
 			if size > 0 {
 				// Open windows end after st - grace, so start after it
-				// minus size.
+				// minus size. Sessions have no bound: all are read.
 				if from := a.st - int64(a.def.Grace) - size; from > math.MinInt64 {
-					lo = levelStart(uint8(level), from+1)
+					lo = bucketKey(nil, prefixWindow, uint8(level), from+1)
 				}
 			}
 			it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: []byte{prefixWindow, uint8(level) + 1}})
 			if err != nil {
 				return err
 			}
-			var dims [][]byte
 			for it.First(); it.Valid(); it.Next() {
-				_, start, d, err := splitKey(it.Key(), dims)
+				b, err := a.decodeBucket(it.Key(), it.Value())
 				if err != nil {
 					it.Close()
 					return err
 				}
-				dims = d
-				s, err := decodeState(it.Value(), len(a.def.Values), len(a.def.Distinct), true)
-				if err != nil {
-					it.Close()
-					return err
-				}
-				if a.isClosed(s.end) {
+				if a.isClosed(b.maxEnd) {
 					continue
 				}
-				k := string(it.Key())
-				e := &entry{key: k, level: uint8(level), start: start, state: s}
+				a.open[b.key] = b
+				heap.Push(&a.closing, closing{end: b.maxEnd, key: b.key})
 				if a.def.Window.Kind == KindSession {
-					e.dims = k[10:]
-					a.sessions[e.dims] = append(a.sessions[e.dims], e)
+					for dims, s := range b.entries {
+						a.sessions[dims] = append(a.sessions[dims], &session{b: b, dims: dims, state: s})
+					}
 				}
-				a.open[k] = e
-				heap.Push(&a.closing, closing{end: s.end, key: k})
 			}
 			if err := it.Close(); err != nil {
 				return err
@@ -265,6 +271,35 @@ func (a *Aggregation) load() error {
 		}
 		return nil
 	})
+}
+
+func (a *Aggregation) decodeBucket(k, v []byte) (*bucket, error) {
+	if len(k) != 10 || len(v) < 9 || v[0] != bucketFormat {
+		return nil, errBadState
+	}
+	b := &bucket{key: string(k), level: k[1], start: readTime(k[2:]), maxEnd: readTime(v[1:9]), entries: map[string]*state{}}
+	for rest := v[9:]; len(rest) > 0; {
+		dims, st, r, err := nextEntry(rest)
+		if err != nil {
+			return nil, err
+		}
+		s, err := decodeState(st, len(a.def.Values), len(a.def.Distinct), true)
+		if err != nil {
+			return nil, err
+		}
+		b.entries[string(dims)] = s
+		rest = r
+	}
+	return b, nil
+}
+
+func (a *Aggregation) encodeBucket(dst []byte, b *bucket) []byte {
+	dst = append(dst, bucketFormat)
+	dst = appendTime(dst, b.maxEnd)
+	for dims, s := range b.entries {
+		dst = appendEntry(dst, dims, s)
+	}
+	return dst
 }
 
 // isClosed tells whether a window ending at end is past its grace.
@@ -294,6 +329,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		if t > a.st {
 			a.st = t
 		}
+		a.dims = appendDims(a.dims[:0], r.Dims)
 		var err error
 		switch a.def.Window.Kind {
 		case KindTumbling:
@@ -329,13 +365,16 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
-	for _, e := range a.dirty {
-		e.dirty = false
-		if e.deleted {
+	for _, bk := range a.dirty {
+		bk.dirty = false
+		if len(bk.entries) == 0 {
+			if err := b.Delete([]byte(bk.key), nil); err != nil {
+				return err
+			}
 			continue
 		}
-		a.val = e.appendTo(a.val[:0])
-		if err := b.Set([]byte(e.key), a.val, nil); err != nil {
+		a.val = a.encodeBucket(a.val[:0], bk)
+		if err := b.Set([]byte(bk.key), a.val, nil); err != nil {
 			return err
 		}
 	}
@@ -345,156 +384,185 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
-	// Windows past their grace leave memory; their last state is in this
+	// Buckets past their grace leave memory; their last state is in this
 	// batch or an earlier one.
 	for len(a.closing) > 0 && a.isClosed(a.closing[0].end) {
 		c := heap.Pop(&a.closing).(closing)
-		e := a.open[c.key]
-		if e == nil || e.end != c.end {
-			continue // a session that has grown or merged since
+		bk := a.open[c.key]
+		if bk == nil || bk.maxEnd != c.end {
+			continue // a session bucket whose windows grew since
 		}
 		delete(a.open, c.key)
+		if a.last[bk.level] == bk {
+			a.last[bk.level] = nil
+		}
 		if a.def.Window.Kind == KindSession {
-			a.dropSession(e)
+			for dims, s := range bk.entries {
+				a.dropSession(dims, s)
+			}
 		}
 	}
 	return nil
 }
 
-func (a *Aggregation) markDirty(e *entry) {
-	if !e.dirty {
-		e.dirty = true
-		a.dirty = append(a.dirty, e)
+func (a *Aggregation) markDirty(bk *bucket) {
+	if !bk.dirty {
+		bk.dirty = true
+		a.dirty = append(a.dirty, bk)
 	}
+}
+
+// bucket returns the open bucket of level at start, made if new; nil
+// if it is closed (and so not in memory).
+func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
+	if bk := a.last[level]; bk != nil && bk.start == start {
+		return bk
+	}
+	a.key = bucketKey(a.key[:0], prefixWindow, level, start)
+	bk := a.open[string(a.key)]
+	if bk == nil {
+		if a.isClosed(end) {
+			return nil
+		}
+		// Open buckets are all in memory: this one is new. Sized like
+		// the last one of its level, it rarely grows.
+		hint := 0
+		if prev := a.last[level]; prev != nil {
+			hint = len(prev.entries)
+		}
+		bk = &bucket{key: string(a.key), level: level, start: start, maxEnd: end, entries: make(map[string]*state, hint)}
+		a.open[bk.key] = bk
+		heap.Push(&a.closing, closing{end: end, key: bk.key})
+	}
+	a.last[level] = bk
+	return bk
 }
 
 // touch adds r to the window [start, end) of level, or counts it late
 // there.
 func (a *Aggregation) touch(b *pebble.Batch, level uint8, start, end int64, late bool, r *Record) error {
-	a.key = windowKey(a.key[:0], level, start, r.Dims)
-	if e := a.open[string(a.key)]; e != nil {
-		if late {
-			e.late++
-		} else {
-			e.add(r, a.exact)
+	bk := a.bucket(level, start, end)
+	if bk == nil {
+		// A closed window: only its late count changes, in a key of its
+		// own (rewriting the bucket would cost a bucket per late event).
+		if !late {
+			return fmt.Errorf("window %s: event for closed window not counted late", a.def.Name)
 		}
-		a.markDirty(e)
-		return nil
+		return a.countLate(b, level, start, end)
 	}
-	if !a.isClosed(end) {
-		// Open windows are all in memory: this one is new.
-		e := &entry{key: string(a.key), level: level, start: start, state: newState(len(a.def.Values), len(a.def.Distinct), end)}
-		if late {
-			e.late++
-		} else {
-			e.add(r, a.exact)
-		}
-		a.open[e.key] = e
-		heap.Push(&a.closing, closing{end: end, key: e.key})
-		a.markDirty(e)
-		return nil
+	s := bk.entries[string(a.dims)]
+	if s == nil {
+		s = newState(len(a.def.Values), len(a.def.Distinct), end)
+		bk.entries[string(a.dims)] = s
 	}
-	// A closed window: only its late count changes, read and written
-	// through the batch (which sees its own writes).
-	if !late {
-		return fmt.Errorf("window %s: event for closed window not counted late", a.def.Name)
+	if late {
+		s.late++
+	} else {
+		s.add(r, a.exact)
 	}
-	return a.countLate(b, a.key, end)
+	a.markDirty(bk)
+	return nil
 }
 
-func (a *Aggregation) countLate(b *pebble.Batch, key []byte, end int64) error {
-	v, closer, err := b.Get(key)
-	var s *state
+// countLate adds a late event to the late key of a closed window, read
+// and written through the batch (which sees its own writes).
+func (a *Aggregation) countLate(b *pebble.Batch, level uint8, start, end int64) error {
+	a.key = append(bucketKey(a.key[:0], prefixLate, level, start), a.dims...)
+	n := uint64(0)
+	v, closer, err := b.Get(a.key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		s = newState(len(a.def.Values), len(a.def.Distinct), end)
 	case err != nil:
 		return err
 	default:
-		s, err = decodeState(v, len(a.def.Values), len(a.def.Distinct), true)
-		closer.Close()
-		if err != nil {
-			return err
+		if len(v) > 8 {
+			n, _ = binary.Uvarint(v[8:])
 		}
+		closer.Close()
 	}
-	s.late++
-	a.val = s.appendTo(a.val[:0])
-	return b.Set(key, a.val, nil)
+	a.val = binary.AppendUvarint(appendTime(a.val[:0], end), n+1)
+	return b.Set(a.key, a.val, nil)
 }
 
 // session adds an event at t to its key's sessions: its own window is
 // [t, t+gap); every open session it overlaps merges with it into one.
 func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
 	gap := int64(a.def.Window.Gap)
-	a.key = windowKey(a.key[:0], 0, t, r.Dims)
-	dims := a.key[10:]
 	if a.isClosed(t + gap) {
 		a.late++
-		if e := a.open[string(a.key)]; e != nil {
-			e.late++
-			a.markDirty(e)
-			return nil
+		if bk := a.open[string(bucketKey(a.key[:0], prefixWindow, 0, t))]; bk != nil {
+			if s := bk.entries[string(a.dims)]; s != nil {
+				s.late++
+				a.markDirty(bk)
+				return nil
+			}
 		}
-		return a.countLate(b, a.key, t+gap)
+		return a.countLate(b, 0, t, t+gap)
 	}
-	list := a.sessions[string(dims)]
-	var hits []*entry
+	list := a.sessions[string(a.dims)]
+	var hits []*session
 	start, end := t, t+gap
-	for _, e := range list {
-		if e.start < t+gap && t < e.end {
-			hits = append(hits, e)
-			start, end = min(start, e.start), max(end, e.end)
+	for _, s := range list {
+		if s.b.start < t+gap && t < s.end {
+			hits = append(hits, s)
+			start, end = min(start, s.b.start), max(end, s.end)
 		}
 	}
-	var target *entry
-	for _, e := range hits {
-		if e.start == start {
-			target = e
+	var target *session
+	for _, s := range hits {
+		if s.b.start == start {
+			target = s
 		}
 	}
 	if target == nil {
-		a.key = windowKey(a.key[:0], 0, start, r.Dims)
-		target = &entry{key: string(a.key), start: start, dims: string(a.key[10:]), state: newState(len(a.def.Values), len(a.def.Distinct), end)}
-		a.open[target.key] = target
-		a.sessions[target.dims] = append(a.sessions[target.dims], target)
+		bk := a.bucket(0, start, end)
+		if bk == nil {
+			return fmt.Errorf("window %s: open session in a closed bucket", a.def.Name)
+		}
+		dims := string(a.dims)
+		st := bk.entries[dims]
+		if st == nil {
+			st = newState(len(a.def.Values), len(a.def.Distinct), end)
+			bk.entries[dims] = st
+		}
+		target = &session{b: bk, dims: dims, state: st}
+		a.sessions[dims] = append(a.sessions[dims], target)
 	}
-	for _, e := range hits {
-		if e == target {
+	for _, s := range hits {
+		if s == target {
 			continue
 		}
-		target.merge(e.state, a.exact)
-		e.deleted = true
-		delete(a.open, e.key)
-		a.dropSession(e)
-		if err := b.Delete([]byte(e.key), nil); err != nil {
-			return err
-		}
+		target.merge(s.state, a.exact)
+		delete(s.b.entries, s.dims)
+		a.markDirty(s.b)
+		a.dropSession(s.dims, s.state)
 	}
 	target.add(r, a.exact)
-	if end != target.end || len(hits) == 0 {
-		target.end = end
-		heap.Push(&a.closing, closing{end: end, key: target.key})
+	target.end = max(target.end, end)
+	if target.end > target.b.maxEnd {
+		target.b.maxEnd = target.end
+		heap.Push(&a.closing, closing{end: target.end, key: target.b.key})
 	}
-	a.markDirty(target)
+	a.markDirty(target.b)
 	return nil
 }
 
-func (a *Aggregation) dropSession(e *entry) {
-	list := a.sessions[e.dims]
+func (a *Aggregation) dropSession(dims string, st *state) {
+	list := a.sessions[dims]
 	for i, x := range list {
-		if x == e {
+		if x.state == st {
 			list = append(list[:i], list[i+1:]...)
 			break
 		}
 	}
 	if len(list) == 0 {
-		delete(a.sessions, e.dims)
+		delete(a.sessions, dims)
 	} else {
-		a.sessions[e.dims] = list
+		a.sessions[dims] = list
 	}
 }
 
-// closing is a window's end in the heap that evicts closed windows; an
+// closing is a bucket's end in the heap that evicts closed buckets; an
 // entry whose end has moved since is skipped when popped.
 type closing struct {
 	end int64

@@ -3,6 +3,7 @@ package window
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -206,51 +207,40 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 		if st != noTime {
 			res.StreamTime = time.Unix(0, st).UTC()
 		}
-		lo := levelStart(p.level, p.from)
-		hi := []byte{prefixWindow, p.level + 1}
-		if p.to != math.MaxInt64 {
-			hi = levelStart(p.level, p.to)
-		}
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			return err
-		}
-		defer it.Close()
 		byKey := map[string]*group{}
 		var dims [][]byte
 		var gk []byte
 		grace := int64(a.def.Grace)
+		scratch := newState(len(a.def.Values), len(a.def.Distinct), 0)
 		withDistinct := len(a.def.Distinct) > 0
 		scanned := 0
-	entries:
-		for it.First(); it.Valid(); it.Next() {
+		// add merges one window of one key into its group.
+		add := func(start int64, rawDims []byte, decode func(*state) error) error {
 			if scanned++; scanned > a.opts.MaxScan {
 				return fmt.Errorf("%w: more than %d windows to read; narrow the time range or use a larger unit", ErrTooLarge, a.opts.MaxScan)
 			}
-			_, start, d, err := splitKey(it.Key(), dims)
-			if err != nil {
+			var err error
+			if dims, err = splitDims(rawDims, dims); err != nil {
 				return err
 			}
-			dims = d
 			if len(dims) != len(a.def.Dims) {
 				return errBadKey
 			}
 			for _, f := range p.filter {
 				if string(dims[f.i]) != f.value {
-					continue entries
+					return nil
 				}
 			}
-			s, err := decodeState(it.Value(), len(a.def.Values), len(a.def.Distinct), withDistinct)
-			if err != nil {
+			if err := decode(scratch); err != nil {
 				return err
 			}
-			bstart, bend := start, s.end
+			bstart, bend := start, scratch.end
 			if p.unit > 0 {
 				bstart = floorDiv(start, p.unit)
 				bend = bstart + p.unit
 			}
 			if p.final && (st == noTime || bend > st-grace) {
-				continue
+				return nil
 			}
 			gk = appendTime(appendTime(gk[:0], bstart), bend)
 			for _, i := range p.group {
@@ -261,17 +251,64 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 				if len(byKey) >= p.limit {
 					return fmt.Errorf("%w: more than %d rows; narrow the query or group by fewer dimensions", ErrTooLarge, p.limit)
 				}
-				g = &group{key: string(gk), start: bstart, end: bend, st: s}
+				g = &group{key: string(gk), start: bstart, end: bend, st: newState(len(a.def.Values), len(a.def.Distinct), bend)}
 				for _, i := range p.group {
 					g.dims = append(g.dims, string(dims[i]))
 				}
 				byKey[g.key] = g
 				out = append(out, g)
-				continue
 			}
-			g.st.merge(s, a.exact)
+			g.st.merge(scratch, a.exact)
+			return nil
 		}
-		return it.Error()
+		for _, prefix := range []byte{prefixWindow, prefixLate} {
+			lo := bucketKey(nil, prefix, p.level, p.from)
+			hi := []byte{prefix, p.level + 1}
+			if p.to != math.MaxInt64 {
+				hi = bucketKey(nil, prefix, p.level, p.to)
+			}
+			it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+			if err != nil {
+				return err
+			}
+			for it.First(); it.Valid(); it.Next() {
+				k, v := it.Key(), it.Value()
+				if len(k) < 10 {
+					it.Close()
+					return errBadKey
+				}
+				start := readTime(k[2:10])
+				if prefix == prefixLate {
+					// A late count of a window closed before it came.
+					err = add(start, k[10:], func(s *state) error {
+						if len(v) < 9 {
+							return errBadState
+						}
+						s.reset()
+						s.end = readTime(v)
+						s.late, _ = binary.Uvarint(v[8:])
+						return nil
+					})
+				} else if len(v) < 9 || v[0] != bucketFormat {
+					err = errBadState
+				} else {
+					for rest := v[9:]; len(rest) > 0 && err == nil; {
+						var d, sv []byte
+						if d, sv, rest, err = nextEntry(rest); err == nil {
+							err = add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
+						}
+					}
+				}
+				if err != nil {
+					it.Close()
+					return err
+				}
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, res, err

@@ -37,6 +37,17 @@ func newState(nValues, nDistinct int, end int64) *state {
 	return s
 }
 
+// reset makes s empty (no events, no late ones).
+func (s *state) reset() {
+	s.count, s.late = 0, 0
+	for i := 0; i < len(s.stats); i += 3 {
+		s.stats[i], s.stats[i+1], s.stats[i+2] = 0, math.Inf(1), math.Inf(-1)
+	}
+	for i := range s.distinct {
+		s.distinct[i] = distinctSet{}
+	}
+}
+
 func (s *state) add(r *Record, exact int) {
 	s.count++
 	for i, v := range r.Values {
@@ -146,52 +157,62 @@ func (s *state) appendTo(b []byte) []byte {
 
 var errBadState = errors.New("window: malformed window entry")
 
-// decodeState reads an entry written by appendTo. With distinct false it
-// skips the distinct sets (a query that does not need them).
+// decodeState reads an entry written by appendTo into a new state.
 func decodeState(b []byte, nValues, nDistinct int, distinct bool) (*state, error) {
+	s := &state{stats: make([]float64, 3*nValues), distinct: make([]distinctSet, nDistinct)}
+	return s, s.decode(b, distinct)
+}
+
+// decode reads an entry written by appendTo into s, whose slices are
+// sized for the definition; with distinct false it leaves the distinct
+// sets empty (a query that does not need them).
+func (s *state) decode(b []byte, distinct bool) error {
 	if len(b) < 9 || b[0] != stateFormat {
-		return nil, errBadState
+		return errBadState
 	}
-	s := &state{end: int64(binary.BigEndian.Uint64(b[1:9])), stats: make([]float64, 3*nValues), distinct: make([]distinctSet, nDistinct)}
+	s.end = int64(binary.BigEndian.Uint64(b[1:9]))
 	b = b[9:]
 	var n int
 	if s.count, n = binary.Uvarint(b); n <= 0 {
-		return nil, errBadState
+		return errBadState
 	}
 	b = b[n:]
 	if s.late, n = binary.Uvarint(b); n <= 0 {
-		return nil, errBadState
+		return errBadState
 	}
 	b = b[n:]
 	if len(b) < 8*len(s.stats) {
-		return nil, errBadState
+		return errBadState
 	}
 	for i := range s.stats {
 		s.stats[i] = math.Float64frombits(binary.LittleEndian.Uint64(b))
 		b = b[8:]
 	}
+	for i := range s.distinct {
+		s.distinct[i] = distinctSet{}
+	}
 	if !distinct {
-		return s, nil
+		return nil
 	}
 	for i := range s.distinct {
 		if len(b) == 0 {
-			return nil, errBadState
+			return errBadState
 		}
 		mode := b[0]
 		b = b[1:]
 		l, n := binary.Uvarint(b)
 		if n <= 0 {
-			return nil, errBadState
+			return errBadState
 		}
 		b = b[n:]
 		switch mode {
 		case 1:
 			if uint64(len(b)) < l {
-				return nil, errBadState
+				return errBadState
 			}
 			sk := hyperloglog.New14()
 			if err := sk.UnmarshalBinary(b[:l]); err != nil {
-				return nil, fmt.Errorf("%w: %w", errBadState, err)
+				return fmt.Errorf("%w: %w", errBadState, err)
 			}
 			s.distinct[i].hll = sk
 			b = b[l:]
@@ -200,15 +221,15 @@ func decodeState(b []byte, nValues, nDistinct int, distinct bool) (*state, error
 			for range l {
 				vl, n := binary.Uvarint(b)
 				if n <= 0 || uint64(len(b)-n) < vl {
-					return nil, errBadState
+					return errBadState
 				}
 				set[string(b[n:n+int(vl)])] = struct{}{}
 				b = b[n+int(vl):]
 			}
 			s.distinct[i].set = set
 		default:
-			return nil, errBadState
+			return errBadState
 		}
 	}
-	return s, nil
+	return nil
 }

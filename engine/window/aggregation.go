@@ -489,21 +489,19 @@ func (a *Aggregation) countLate(b *pebble.Batch, level uint8, start, end int64) 
 func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
 	gap := int64(a.def.Window.Gap)
 	if a.isClosed(t + gap) {
+		// Counted in a window of its own, [t, t+gap), whatever sessions
+		// are still in memory: the answer must not depend on where the
+		// batches of the log happened to end.
 		a.late++
-		if bk := a.open[string(bucketKey(a.key[:0], prefixWindow, 0, t))]; bk != nil {
-			if s := bk.entries[string(a.dims)]; s != nil {
-				s.late++
-				a.markDirty(bk)
-				return nil
-			}
-		}
 		return a.countLate(b, 0, t, t+gap)
 	}
 	list := a.sessions[string(a.dims)]
 	var hits []*session
 	start, end := t, t+gap
 	for _, s := range list {
-		if s.b.start < t+gap && t < s.end {
+		// Closed sessions are final: they may linger in memory until the
+		// end of the batch, but they take no more events.
+		if s.b.start < t+gap && t < s.end && !a.isClosed(s.end) {
 			hits = append(hits, s)
 			start, end = min(start, s.b.start), max(end, s.end)
 		}

@@ -313,11 +313,20 @@ func (m *model) query(q Query) []Row {
 		r.Distinct = map[string]DistinctCount{"user": {uint64(len(x.users)), true}}
 		rows = append(rows, r)
 	}
+	sortRows(rows)
+	return rows
+}
+
+// sortRows orders rows as the aggregation does: by start, end, then the
+// grouped dimensions.
+func sortRows(rows []Row) {
 	slices.SortFunc(rows, func(x, y Row) int {
 		if c := x.Start.Compare(y.Start); c != 0 {
 			return c
 		}
+		if c := x.End.Compare(y.End); c != 0 {
+			return c
+		}
 		return strings.Compare(x.Dims["sender"]+"\x00"+x.Dims["kind"], y.Dims["sender"]+"\x00"+y.Dims["kind"])
 	})
-	return rows
 }

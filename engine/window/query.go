@@ -457,3 +457,36 @@ func sameRow(x, y *Row) bool {
 }
 
 func eqPtr(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+
+// Span returns the start of the earliest window of the aggregation's own
+// windows (counting windows that hold only late events) and the stream
+// time (now); ok is false while the aggregation has seen no event.
+func (a *Aggregation) Span(context.Context) (first, now time.Time, ok bool, err error) {
+	err = a.view.Read(func(r pebble.Reader, _ uint64) error {
+		st, err := streamTime(r)
+		if err != nil || st == noTime {
+			return err
+		}
+		ok = true
+		now = time.Unix(0, st).UTC()
+		earliest := int64(math.MaxInt64)
+		for _, prefix := range []byte{prefixWindow, prefixLate} {
+			it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix, 0}, UpperBound: []byte{prefix, 1}})
+			if err != nil {
+				return err
+			}
+			if it.First() && len(it.Key()) >= 10 {
+				earliest = min(earliest, readTime(it.Key()[2:10]))
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+		}
+		if earliest == math.MaxInt64 {
+			earliest = st
+		}
+		first = time.Unix(0, earliest).UTC()
+		return nil
+	})
+	return first, now, ok, err
+}

@@ -245,7 +245,6 @@ func (m *model) query(q Query) []Row {
 	}
 	type gkey struct {
 		start  int64
-		dims   string
 		sender string
 		kind   string
 	}

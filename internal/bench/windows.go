@@ -128,12 +128,11 @@ func WindowsDefinition(senders, types int) window.Definition {
 // order, 1 % moved back within the grace period (out of order, still
 // counted) and 0.1 % moved back beyond it (late).
 type windowsGen struct {
-	cfg     WindowsConfig
-	rng     *rand.Rand
-	n, i    int
-	st      int64 // the largest time so far: the aggregation's stream time
-	late    uint64
-	payload []byte
+	cfg  WindowsConfig
+	rng  *rand.Rand
+	n, i int
+	st   int64 // the largest time so far: the aggregation's stream time
+	late uint64
 }
 
 func (g *windowsGen) next(dst []byte) []byte {

@@ -12,23 +12,18 @@ package window
 // parent catches up and the windows must equal the whole log's.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/internal/crashtest"
 	"github.com/logbook/logbook/engine/projection"
 )
 
@@ -89,58 +84,15 @@ func TestCrash(t *testing.T) {
 
 func runCrashChild(t *testing.T, storeDir, aggDir string, seed uint64, delay time.Duration) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.timeout=0")
-	cmd.Env = append(os.Environ(), crashEnvStore+"="+storeDir, crashEnvAgg+"="+aggDir, crashEnvSeed+"="+strconv.FormatUint(seed, 10))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe() // held open: the child exits if we vanish
-	if err != nil {
-		t.Fatal(err)
+	child := crashtest.Start(t, crashtest.Spec{
+		Test: "TestCrashChild",
+		Env:  []string{crashEnvStore + "=" + storeDir, crashEnvAgg + "=" + aggDir, crashEnvSeed + "=" + strconv.FormatUint(seed, 10)},
+	})
+	if !child.WaitFor("READY", 30*time.Second) {
+		t.Fatal("child not ready after 30 s")
 	}
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready, eof := make(chan struct{}), make(chan struct{})
-	var errs []string
-	go func() {
-		defer close(eof)
-		br := bufio.NewReader(stdout)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			switch {
-			case line == "READY\n":
-				close(ready)
-			case strings.HasPrefix(line, "ERR"):
-				errs = append(errs, line)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-		time.Sleep(delay)
-	case <-eof:
-	case <-time.After(30 * time.Second):
-		t.Error("child not ready after 30 s")
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Errorf("kill: %v", err)
-	}
-	<-eof
-	waitErr := cmd.Wait()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Errorf("child ended by itself (%v), not by our SIGKILL; stderr:\n%s", waitErr, stderr.String())
-	}
-	for _, e := range errs {
-		t.Errorf("child reported: %s", e)
-	}
+	time.Sleep(delay)
+	child.Kill()
 }
 
 // verifyCrash compares every window of every level with the model of the
@@ -210,27 +162,14 @@ func verifyCrash(t *testing.T, storeDir, aggDir string, catchUpFirst bool) (uint
 	return cp, head
 }
 
-// TestCrashChild is the process TestCrash starts and kills; run directly,
-// it skips.
+// TestCrashChild is the workload TestCrash starts and kills.
 func TestCrashChild(t *testing.T) {
-	storeDir := os.Getenv(crashEnvStore)
-	if storeDir == "" {
-		t.Skip("helper process of TestCrash")
-	}
-	fail := func(format string, args ...any) {
-		fmt.Printf("ERR "+format+"\n", args...)
-		os.Exit(3)
-	}
-	go func() { // never outlive the parent, which holds our stdin open
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
-	time.AfterFunc(2*time.Minute, func() { fail("not killed after 2 minutes") })
+	out := crashtest.Child(t)
 	seed, _ := strconv.ParseUint(os.Getenv(crashEnvSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	st, err := pebblestore.Open(storeDir, pebblestore.Options{})
+	st, err := pebblestore.Open(os.Getenv(crashEnvStore), pebblestore.Options{})
 	if err != nil {
-		fail("open store: %v", err)
+		out.Fail("open store: %v", err)
 	}
 	def := crashDef()
 	def.Extract = func(e *eventstore.Event, r *Record) bool {
@@ -241,11 +180,11 @@ func TestCrashChild(t *testing.T) {
 	}
 	a, err := Open(os.Getenv(crashEnvAgg), def, Options{Sync: rng.IntN(2) == 0})
 	if err != nil {
-		fail("open: %v", err)
+		out.Fail("open: %v", err)
 	}
-	fmt.Println("READY")
+	out.Printf("READY")
 	r := projection.NewRunner(st, a, projection.Options{Name: "crash", MaxBatch: []int{17, 100, 512}[rng.IntN(3)]})
 	if err := r.Run(context.Background()); err != nil {
-		fail("run: %v", err)
+		out.Fail("run: %v", err)
 	}
 }

@@ -3,19 +3,15 @@
 package pgsink
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +20,7 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/internal/crashtest"
 	"github.com/logbook/logbook/engine/projection"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/internal/testenv"
@@ -245,42 +242,12 @@ func TestSinkCrash(t *testing.T) {
 	dir := build(t, rng, 8000)
 	midway := 0
 	for round := range 4 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSinkChild$", "-test.count=1", "-test.timeout=0")
-		cmd.Env = append(os.Environ(), envURL+"="+url, envDir+"="+dir)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ready := make(chan struct{})
-		go func() {
-			br := bufio.NewReader(stdout)
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if line == "READY\n" {
-					close(ready)
-				} else {
-					t.Errorf("child: %s", line)
-				}
-			}
-		}()
-		select {
-		case <-ready:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("child not ready: %s", stderr.String())
+		child := crashtest.Start(t, crashtest.Spec{Test: "TestSinkChild", Env: []string{envURL + "=" + url, envDir + "=" + dir}})
+		if !child.WaitFor("READY", 30*time.Second) {
+			t.Fatal("child not ready after 30 s")
 		}
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		stdin.Close()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("child ended by itself: %s", stderr.String())
-		}
+		child.Kill()
 
 		a, err := window.Open(dir, def(), window.Options{})
 		if err != nil {
@@ -332,38 +299,25 @@ func TestSinkCrash(t *testing.T) {
 	}
 }
 
-// TestSinkChild is the process TestSinkCrash kills; run directly, it
-// skips.
+// TestSinkChild is the workload TestSinkCrash kills.
 func TestSinkChild(t *testing.T) {
-	url := os.Getenv(envURL)
-	if url == "" {
-		t.Skip("helper process of TestSinkCrash")
-	}
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
+	out := crashtest.Child(t)
 	a, err := window.Open(os.Getenv(envDir), def(), window.Options{})
 	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(3)
+		out.Fail("open: %v", err)
 	}
-	p, err := pgxpool.New(context.Background(), url)
+	p, err := pgxpool.New(context.Background(), os.Getenv(envURL))
 	if err != nil {
-		os.Exit(3)
+		out.Fail("connect: %v", err)
 	}
 	s, err := New(context.Background(), p, a, Config{Table: "crash", MaxRows: 25})
 	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(3)
+		out.Fail("sink: %v", err)
 	}
-	fmt.Println("READY")
-	for {
-		// Slowly, so that kills land part way: a transaction at a time.
-		if _, err := s.Sync(context.Background()); err != nil {
-			fmt.Println("ERR", err)
-			os.Exit(3)
-		}
-		time.Sleep(time.Hour)
+	out.Printf("READY")
+	// One sync of small transactions, so that kills land part way.
+	if _, err := s.Sync(context.Background()); err != nil {
+		out.Fail("sync: %v", err)
 	}
+	time.Sleep(time.Hour)
 }

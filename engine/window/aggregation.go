@@ -107,7 +107,9 @@ type Aggregation struct {
 	key      []byte
 	dims     []byte
 	val      []byte
-	late     uint64 // late events of the batch being applied
+	late     uint64    // late events of the batch being applied
+	slab     []state   // states handed out by newState, allocated in chunks
+	floats   []float64 // their stats, likewise
 
 	mu      sync.Mutex
 	changed chan struct{} // closed after each commit
@@ -405,6 +407,30 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	return nil
 }
 
+// newState returns an empty state for a new window. Most events create
+// a window, so states and their stats come from chunks: one allocation
+// per few hundred windows instead of three per window, which cut the
+// collector's share of the ingest.
+func (a *Aggregation) newState(end int64) *state {
+	if len(a.slab) == 0 {
+		a.slab = make([]state, 256)
+	}
+	s := &a.slab[0]
+	a.slab = a.slab[1:]
+	n := 3 * len(a.def.Values)
+	if len(a.floats) < n {
+		a.floats = make([]float64, max(n, 4096))
+	}
+	s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
+	for i := 0; i < n; i += 3 {
+		s.stats[i+1], s.stats[i+2] = math.Inf(1), math.Inf(-1)
+	}
+	if len(a.def.Distinct) > 0 {
+		s.distinct = make([]distinctSet, len(a.def.Distinct))
+	}
+	return s
+}
+
 func (a *Aggregation) markDirty(bk *bucket) {
 	if !bk.dirty {
 		bk.dirty = true
@@ -452,7 +478,7 @@ func (a *Aggregation) touch(b *pebble.Batch, level uint8, start, end int64, late
 	}
 	s := bk.entries[string(a.dims)]
 	if s == nil {
-		s = newState(len(a.def.Values), len(a.def.Distinct), end)
+		s = a.newState(end)
 		bk.entries[string(a.dims)] = s
 	}
 	if late {
@@ -520,7 +546,7 @@ func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
 		dims := string(a.dims)
 		st := bk.entries[dims]
 		if st == nil {
-			st = newState(len(a.def.Values), len(a.def.Distinct), end)
+			st = a.newState(end)
 			bk.entries[dims] = st
 		}
 		target = &session{b: bk, dims: dims, state: st}

@@ -111,6 +111,11 @@ type Aggregation struct {
 	slab     []state   // states handed out by newState, allocated in chunks
 	floats   []float64 // their stats, likewise
 
+	// reading is held by queries while they read the database, so that
+	// Close waits for them instead of closing it under them.
+	reading sync.RWMutex
+	shut    bool // guarded by reading
+
 	mu      sync.Mutex
 	changed chan struct{} // closed after each commit
 	live    int
@@ -207,7 +212,9 @@ func (a *Aggregation) Apply(ctx context.Context, batch []eventstore.Event) error
 	return nil
 }
 
-// Close closes the database; live queries end with ErrClosed.
+// Close closes the database once running queries have read what they
+// read; live queries end with ErrClosed, later queries fail with it.
+// Stop the runner first.
 func (a *Aggregation) Close() error {
 	a.mu.Lock()
 	if a.closed {
@@ -218,7 +225,20 @@ func (a *Aggregation) Close() error {
 	close(a.changed)
 	a.changed = make(chan struct{})
 	a.mu.Unlock()
+	a.reading.Lock()
+	defer a.reading.Unlock()
+	a.shut = true
 	return a.view.Close()
+}
+
+// read runs fn on a snapshot of the database, unless it is closed.
+func (a *Aggregation) read(fn func(r pebble.Reader, pos uint64) error) error {
+	a.reading.RLock()
+	defer a.reading.RUnlock()
+	if a.shut {
+		return ErrClosed
+	}
+	return a.view.Read(fn)
 }
 
 // ErrClosed ends queries on a closed aggregation.

@@ -261,6 +261,9 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	if s != nil {
+		s.ended = true // the heartbeat must not write once we return
+	}
 	if s == nil {
 		if err != nil && r.Context().Err() == nil {
 			writeErr(w, err)
@@ -283,6 +286,10 @@ func heartbeat(s *stream, mu *sync.Mutex, every time.Duration, done <-chan struc
 			return
 		case <-t.C:
 			mu.Lock()
+			if s.ended {
+				mu.Unlock()
+				return
+			}
 			if s.sse {
 				_, _ = s.w.WriteString(":\n\n")
 			} else {
@@ -301,6 +308,8 @@ type stream struct {
 	enc *json.Encoder
 	sse bool
 	err error
+	// ended is set, under the handler's lock, when the handler returns.
+	ended bool
 }
 
 func startStream(w http.ResponseWriter, sse bool) *stream {

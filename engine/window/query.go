@@ -198,7 +198,7 @@ type group struct {
 func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 	var res Result
 	var out []*group
-	err := a.view.Read(func(r pebble.Reader, pos uint64) error {
+	err := a.read(func(r pebble.Reader, pos uint64) error {
 		res.Position = pos
 		st, err := streamTime(r)
 		if err != nil {
@@ -462,7 +462,7 @@ func eqPtr(x, y *float64) bool { return x == nil && y == nil || x != nil && y !=
 // windows (counting windows that hold only late events) and the stream
 // time (now); ok is false while the aggregation has seen no event.
 func (a *Aggregation) Span(context.Context) (first, now time.Time, ok bool, err error) {
-	err = a.view.Read(func(r pebble.Reader, _ uint64) error {
+	err = a.read(func(r pebble.Reader, _ uint64) error {
 		st, err := streamTime(r)
 		if err != nil || st == noTime {
 			return err

@@ -331,3 +331,37 @@ func TestKeyEscaping(t *testing.T) {
 		t.Error("floorDiv")
 	}
 }
+
+func TestCloseEndsQueries(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	a, err := Open(t.TempDir(), testDef("close", Tumbling(time.Minute), 0), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, st, []tev{ev("2025-03-01T10:00:00Z", "a", "x", 1, "u")})
+	catchUp(t, st, a, 10)
+	live := make(chan error, 1)
+	answered := make(chan struct{}, 1)
+	go func() {
+		live <- a.Live(context.Background(), Query{}, func(Result) error {
+			answered <- struct{}{}
+			return nil
+		})
+	}()
+	<-answered
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-live:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("live query ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("live query still running after Close")
+	}
+	if _, err := a.Query(context.Background(), Query{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("query after Close: %v", err)
+	}
+}

@@ -165,6 +165,34 @@ func TestHTTPLive(t *testing.T) {
 	if r := next(); r.Count != 2 || r.Start != at("2025-03-01T10:00:00Z") {
 		t.Errorf("change %+v", r)
 	}
+	// A second live query, as server-sent events, once the first is gone
+	// (MaxLive is 1): the current rows, each with the position as id.
+	sse := func() string {
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		req, _ := http.NewRequestWithContext(sctx, "GET", srv.URL+"/api/windows/live?live=true&sender=a", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("sse: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		br := bufio.NewReader(resp.Body)
+		var ev []string
+		for len(ev) < 2 {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line != "\n" && !strings.HasPrefix(line, ":") {
+				ev = append(ev, line)
+			}
+		}
+		return strings.Join(ev, "")
+	}
 	appendEvents(t, st, []tev{ev("2025-03-01T10:05:00Z", "a", "x", 7, "u1")})
 	// The 10:00 window closes (only the closed flag changes) and the
 	// 10:05 one appears, in start order.
@@ -174,6 +202,25 @@ func TestHTTPLive(t *testing.T) {
 	if r := next(); r.Count != 1 || r.Start != at("2025-03-01T10:05:00Z") {
 		t.Errorf("new window %+v", r)
 	}
+	resp.Body.Close()
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		// The first live query may not have ended yet: 503 until it has.
+		r, _ := get(t, srv.URL+"/api/windows/live?unit=minute", "")
+		if r.StatusCode == 200 && liveCount(a) == 0 {
+			got = sse()
+			break
+		}
+	}
+	if !strings.HasPrefix(got, "id: 7\ndata: {") || !strings.Contains(got, `"count":2`) {
+		t.Errorf("sse event %q", got)
+	}
 	cancel()
 	<-done
+}
+
+func liveCount(a *Aggregation) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.live
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/logbook/logbook/engine/eventstore"
 )
 
 func expect(t *testing.T, got, want string) {
@@ -363,5 +365,30 @@ func TestCloseEndsQueries(t *testing.T) {
 	}
 	if _, err := a.Query(context.Background(), Query{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("query after Close: %v", err)
+	}
+}
+
+func TestExtractJSON(t *testing.T) {
+	def := Definition{Name: "j", Window: Tumbling(time.Minute), Dims: []string{"sender.id", "kind"}, Values: []string{"size"}, Distinct: []string{"to"}}
+	def.Extract = ExtractJSON(def, "at", "sent")
+	r := Record{Dims: make([]string, 2), Values: make([]float64, 1), Distinct: make([]string, 1)}
+	e := eventstore.Event{Type: "sent", Data: []byte(`{"at":"2025-03-01T10:00:00.5Z","sender":{"id":"acme"},"kind":7,"size":12.5,"to":"bob"}`)}
+	if !def.Extract(&e, &r) || !r.Time.Equal(at("2025-03-01T10:00:00.5Z")) || r.Dims[0] != "acme" || r.Dims[1] != "7" || r.Values[0] != 12.5 || r.Distinct[0] != "bob" {
+		t.Errorf("%+v", r)
+	}
+	e.Data = []byte(`{"at":1740823200000,"size":1}`)
+	if !def.Extract(&e, &r) || !r.Time.Equal(time.UnixMilli(1740823200000)) || r.Dims[0] != "" {
+		t.Errorf("milliseconds: %+v", r)
+	}
+	for _, bad := range []eventstore.Event{
+		{Type: "other", Data: e.Data},
+		{Type: "sent", Data: []byte(`[1]`)},
+		{Type: "sent", Data: []byte(`{"size":1}`)},
+		{Type: "sent", Data: []byte(`{"at":"yesterday","size":1}`)},
+		{Type: "sent", Data: []byte(`{"at":1,"size":"big"}`)},
+	} {
+		if def.Extract(&bad, &r) {
+			t.Errorf("%s %s extracted", bad.Type, bad.Data)
+		}
 	}
 }

@@ -6,8 +6,9 @@
 // An Aggregation is a projection.View stored in a projection.PebbleView:
 // every batch of events changes the windows it touches and moves the
 // checkpoint in one Pebble batch, so a process killed at any moment
-// resumes with every window exact. Windows are keyed (level, start,
-// dimensions) so that a pull query over a time range is a range scan.
+// resumes with every window exact. The windows of one level that start
+// at the same time are stored together under the key (level, start), so
+// that a pull query over a time range is a range scan.
 //
 // Semantics (see docs/ARCHITECTURE.md, "Windowed aggregation"):
 //

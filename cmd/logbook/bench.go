@@ -16,12 +16,13 @@ import (
 const benchDataDir = "./data-bench"
 
 func newBenchCmd(e *env) *cobra.Command {
-	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry",
+	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows",
 		newBenchAppendCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
 		newBenchCrushCmd(e),
 		newBenchRegistryCmd(e),
+		newBenchWindowsCmd(e),
 	)
 	cpuProfileFlag(g)
 	return g

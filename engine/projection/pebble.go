@@ -42,6 +42,10 @@ type PebbleOptions struct {
 	Sync bool
 	// Logger receives Pebble's errors (default slog.Default()).
 	Logger *slog.Logger
+	// Tune, if set, adjusts Pebble's options before the database opens:
+	// a view that writes much (a windowed aggregation) wants a larger
+	// memtable and more room in level 0 than the defaults give.
+	Tune func(*pebble.Options)
 }
 
 var (
@@ -66,6 +70,9 @@ func OpenPebbleView(dir string, opts PebbleOptions, update func(b *pebble.Batch,
 	popts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             viewLogger{opts.Logger},
+	}
+	if opts.Tune != nil {
+		opts.Tune(popts)
 	}
 	db, err := pebble.Open(dir, popts)
 	if err != nil {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/internal/progress"
+)
+
+// newBenchWindowsCmd is `logbook bench windows`: windowed aggregation of a
+// generated day of notifications (internal/bench/windows.go).
+func newBenchWindowsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "windows", Short: "aggregate a day of events into minute windows, query them under a live ingest: events/s, query latency, --verify", Args: noArgs}
+	fs := cmd.Flags()
+	var bf benchFlags
+	// The bench needs an empty store: by default a temporary one.
+	bf.store.register(fs, "")
+	bf.asJSON = jsonFlag(fs)
+	var cfg bench.WindowsConfig
+	fs.IntVar(&cfg.Events, "events", 10_000_000, "events appended first, then aggregated (timed)")
+	fs.IntVar(&cfg.Senders, "senders", 1000, "distinct senders")
+	fs.IntVar(&cfg.Types, "types", 20, "distinct notification types")
+	fs.IntVar(&cfg.LiveEvents, "live-events", 0, "events appended while queries run (default events/10, at most 1,000,000)")
+	fs.IntVar(&cfg.MaxBatch, "batch", 65536, "events per aggregation commit")
+	fs.BoolVar(&cfg.Verify, "verify", false, "recompute every minute window from the raw events and count mismatches")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if cfg.Events <= 0 || cfg.Senders <= 0 || cfg.Senders > 65536 || cfg.Types <= 0 || cfg.Types > 256 || cfg.LiveEvents < 0 || cfg.MaxBatch <= 0 {
+			return usageError{"--events and --batch must be positive, --senders 1-65536, --types 1-256, --live-events not negative"}
+		}
+		if bf.store.data == "" && bf.store.store == "" {
+			dir, err := os.MkdirTemp("", "logbook-bench-windows-store-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			bf.store.data = dir
+		}
+		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
+			return bench.RunWindows(cmd.Context(), s, cfg)
+		})
+	}
+	return cmd
+}

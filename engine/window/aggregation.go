@@ -1,0 +1,643 @@
+package window
+
+import (
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/projection"
+)
+
+// Options configure an Aggregation.
+type Options struct {
+	// Sync makes each batch wait for its fsync (projection.PebbleOptions).
+	// Exactly-once does not need it.
+	Sync bool
+	// Registerer receives logbook_window_late_events_total; nil records
+	// nothing.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	// MaxRows bounds the rows of one query answer (default 10,000) and
+	// MaxScan the window entries one query may read (default 2,000,000):
+	// a query beyond either fails with ErrTooLarge rather than holding
+	// the server.
+	MaxRows int
+	MaxScan int
+	// MaxLive bounds the live queries running at once (default 100).
+	MaxLive int
+	// LiveInterval is the shortest time between two answers of a live
+	// query (default 100 ms): changes in between are coalesced, each
+	// window sent with its latest value.
+	LiveInterval time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxRows <= 0 {
+		o.MaxRows = 10_000
+	}
+	if o.MaxScan <= 0 {
+		o.MaxScan = 2_000_000
+	}
+	if o.MaxLive <= 0 {
+		o.MaxLive = 100
+	}
+	if o.LiveInterval <= 0 {
+		o.LiveInterval = 100 * time.Millisecond
+	}
+	return o
+}
+
+// tune sizes Pebble for the aggregation's write load: most events write
+// a new window entry, and each batch rewrites the open roll-up windows,
+// so with Pebble's default 4 MiB memtable and level-0 limits the writer
+// stalls behind flushes and compactions. A 64 MiB memtable lets the
+// rewrites of one entry collapse before they reach a table.
+func tune(o *pebble.Options) {
+	o.MemTableSize = 64 << 20
+	o.MemTableStopWritesThreshold = 4
+	o.L0CompactionThreshold = 4
+	o.L0StopWritesThreshold = 24
+	o.LBaseMaxBytes = 256 << 20
+}
+
+// noTime is the stream time before any event.
+const noTime = math.MinInt64
+
+// Aggregation is a windowed aggregation kept in a Pebble view. It is a
+// projection.View: run it with a projection.Runner (whose Filter may
+// narrow the log to a tag; Extract does the rest).
+//
+// The buckets of windows that are still open (end + grace > stream time)
+// are also held in memory, so that an event costs map lookups instead of
+// Pebble reads; every batch writes the buckets it changed, so the memory
+// copy never holds anything the database does not, and after a failed
+// batch it is reloaded from the database.
+type Aggregation struct {
+	def   Definition
+	dir   string
+	opts  Options
+	sizes []int64 // per level; 0 for sessions
+	exact int
+	view  *projection.PebbleView
+	lateC prometheus.Counter
+
+	// Writer state: touched only by Apply (which the runner serializes)
+	// and at open.
+	st       int64              // stream time
+	open     map[string]*bucket // open buckets by key
+	last     []*bucket          // per level, the bucket used last
+	sessions map[string][]*session
+	closing  closeHeap
+	dirty    []*bucket
+	rec      Record
+	key      []byte
+	dims     []byte
+	val      []byte
+	late     uint64    // late events of the batch being applied
+	slab     []state   // states handed out by newState, allocated in chunks
+	floats   []float64 // their stats, likewise
+
+	// reading is held by queries while they read the database, so that
+	// Close waits for them instead of closing it under them.
+	reading sync.RWMutex
+	shut    bool // guarded by reading
+
+	mu      sync.Mutex
+	changed chan struct{} // closed after each commit
+	live    int
+	closed  bool
+}
+
+// bucket holds the windows of one level that start at the same time, one
+// per key (encoded dimensions).
+type bucket struct {
+	key     string
+	level   uint8
+	start   int64
+	maxEnd  int64 // the latest end of its windows: it closes after it
+	entries map[string]*state
+	dirty   bool
+}
+
+// session is an open session window of one key.
+type session struct {
+	b    *bucket
+	dims string
+	*state
+}
+
+// Open opens (creating if needed) the aggregation's database in dir.
+func Open(dir string, def Definition, opts Options) (*Aggregation, error) {
+	if err := def.validate(); err != nil {
+		return nil, err
+	}
+	if def.DistinctExact == 0 {
+		def.DistinctExact = 1000
+	}
+	opts = opts.withDefaults()
+	a := &Aggregation{
+		def: def, dir: dir, opts: opts, sizes: def.levelSizes(), exact: def.DistinctExact,
+		changed: make(chan struct{}),
+		rec: Record{
+			Dims:     make([]string, len(def.Dims)),
+			Values:   make([]float64, len(def.Values)),
+			Distinct: make([]string, len(def.Distinct)),
+		},
+	}
+	if opts.Registerer != nil {
+		c, err := metrics.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "logbook_window_late_events_total",
+			Help: "Events that arrived after their window's grace period, counted in the window's late count.",
+		}, []string{"aggregation"}))
+		if err != nil {
+			return nil, fmt.Errorf("window %s: %w", def.Name, err)
+		}
+		a.lateC = c.WithLabelValues(def.Name)
+	}
+	v, err := projection.OpenPebbleView(dir, projection.PebbleOptions{Sync: opts.Sync, Logger: opts.Logger, Tune: tune}, a.update)
+	if err != nil {
+		return nil, err
+	}
+	a.view = v
+	if err := a.load(); err != nil {
+		_ = v.Close()
+		return nil, fmt.Errorf("window %s: %w", def.Name, err)
+	}
+	return a, nil
+}
+
+// Name returns the aggregation's name.
+func (a *Aggregation) Name() string { return a.def.Name }
+
+// Definition returns the aggregation's definition.
+func (a *Aggregation) Definition() Definition { return a.def }
+
+// Checkpoint implements projection.View.
+func (a *Aggregation) Checkpoint(ctx context.Context) (uint64, error) {
+	return a.view.Checkpoint(ctx)
+}
+
+// Apply implements projection.View: the batch's window changes, the
+// stream time and the checkpoint commit in one Pebble batch.
+func (a *Aggregation) Apply(ctx context.Context, batch []eventstore.Event) error {
+	a.late = 0
+	if err := a.view.Apply(ctx, batch); err != nil {
+		// The memory copy may hold changes that were not committed.
+		if lerr := a.load(); lerr != nil {
+			return errors.Join(err, fmt.Errorf("window %s: reloading: %w", a.def.Name, lerr))
+		}
+		return err
+	}
+	if a.lateC != nil && a.late > 0 {
+		a.lateC.Add(float64(a.late))
+	}
+	a.mu.Lock()
+	close(a.changed)
+	a.changed = make(chan struct{})
+	a.mu.Unlock()
+	return nil
+}
+
+// Close closes the database once running queries have read what they
+// read; live queries end with ErrClosed, later queries fail with it.
+// Stop the runner first.
+func (a *Aggregation) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	close(a.changed)
+	a.changed = make(chan struct{})
+	a.mu.Unlock()
+	a.reading.Lock()
+	defer a.reading.Unlock()
+	a.shut = true
+	return a.view.Close()
+}
+
+// read runs fn on a snapshot of the database, unless it is closed.
+func (a *Aggregation) read(fn func(r pebble.Reader, pos uint64) error) error {
+	a.reading.RLock()
+	defer a.reading.RUnlock()
+	if a.shut {
+		return ErrClosed
+	}
+	return a.view.Read(fn)
+}
+
+// ErrClosed ends queries on a closed aggregation.
+var ErrClosed = errors.New("window: aggregation closed")
+
+// load reads the stream time and every open bucket from the database.
+func (a *Aggregation) load() error {
+	a.st = noTime
+	a.open = make(map[string]*bucket)
+	a.last = make([]*bucket, len(a.sizes))
+	a.sessions = make(map[string][]*session)
+	a.closing = a.closing[:0]
+	a.dirty = a.dirty[:0]
+	return a.view.Read(func(r pebble.Reader, _ uint64) error {
+		var err error
+		if a.st, err = streamTime(r); err != nil || a.st == noTime {
+			return err // nothing seen yet, nothing open
+		}
+		for level, size := range a.sizes {
+			lo := bucketKey(nil, prefixWindow, uint8(level), math.MinInt64)
+			if size > 0 {
+				// Open windows end after st - grace, so start after it
+				// minus size. Sessions have no bound: all are read.
+				if from := a.st - int64(a.def.Grace) - size; from > math.MinInt64 {
+					lo = bucketKey(nil, prefixWindow, uint8(level), from+1)
+				}
+			}
+			it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: []byte{prefixWindow, uint8(level) + 1}})
+			if err != nil {
+				return err
+			}
+			for it.First(); it.Valid(); it.Next() {
+				b, err := a.decodeBucket(it.Key(), it.Value())
+				if err != nil {
+					it.Close()
+					return err
+				}
+				if a.isClosed(b.maxEnd) {
+					continue
+				}
+				a.open[b.key] = b
+				heap.Push(&a.closing, closing{end: b.maxEnd, key: b.key})
+				if a.def.Window.Kind == KindSession {
+					for dims, s := range b.entries {
+						a.sessions[dims] = append(a.sessions[dims], &session{b: b, dims: dims, state: s})
+					}
+				}
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (a *Aggregation) decodeBucket(k, v []byte) (*bucket, error) {
+	if len(k) != 10 || len(v) < 9 || v[0] != bucketFormat {
+		return nil, errBadState
+	}
+	b := &bucket{key: string(k), level: k[1], start: readTime(k[2:]), maxEnd: readTime(v[1:9]), entries: map[string]*state{}}
+	for rest := v[9:]; len(rest) > 0; {
+		dims, st, r, err := nextEntry(rest)
+		if err != nil {
+			return nil, err
+		}
+		s, err := decodeState(st, len(a.def.Values), len(a.def.Distinct), true)
+		if err != nil {
+			return nil, err
+		}
+		b.entries[string(dims)] = s
+		rest = r
+	}
+	return b, nil
+}
+
+func (a *Aggregation) encodeBucket(dst []byte, b *bucket) []byte {
+	dst = append(dst, bucketFormat)
+	dst = appendTime(dst, b.maxEnd)
+	for dims, s := range b.entries {
+		dst = appendEntry(dst, dims, s)
+	}
+	return dst
+}
+
+// isClosed tells whether a window ending at end is past its grace.
+func (a *Aggregation) isClosed(end int64) bool {
+	return a.st != noTime && end <= a.st-int64(a.def.Grace)
+}
+
+// update is the PebbleView's update function.
+func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
+	r := &a.rec
+	stBefore := a.st
+	for i := range events {
+		r.Time = time.Time{}
+		clear(r.Dims)
+		clear(r.Values)
+		clear(r.Distinct)
+		if !a.def.Extract(&events[i], r) {
+			continue
+		}
+		if r.Time.IsZero() {
+			return fmt.Errorf("window %s: event %d (%s): Extract set no time", a.def.Name, events[i].Position, events[i].Type)
+		}
+		if len(r.Dims) != len(a.def.Dims) || len(r.Values) != len(a.def.Values) || len(r.Distinct) != len(a.def.Distinct) {
+			return fmt.Errorf("window %s: Extract resized the record", a.def.Name)
+		}
+		t := r.Time.UnixNano()
+		if t > a.st {
+			a.st = t
+		}
+		a.dims = appendDims(a.dims[:0], r.Dims)
+		var err error
+		switch a.def.Window.Kind {
+		case KindTumbling:
+			size := a.sizes[0]
+			start := floorDiv(t, size)
+			late := a.isClosed(start + size)
+			if late {
+				a.late++
+			}
+			for level, size := range a.sizes {
+				s := floorDiv(t, size)
+				if err = a.touch(b, uint8(level), s, s+size, late, r); err != nil {
+					break
+				}
+			}
+		case KindHopping:
+			size, adv := a.sizes[0], int64(a.def.Window.Advance)
+			anyLate := false
+			for s := floorDiv(t, adv); s > t-size; s -= adv {
+				late := a.isClosed(s + size)
+				anyLate = anyLate || late
+				if err = a.touch(b, 0, s, s+size, late, r); err != nil {
+					break
+				}
+			}
+			if anyLate {
+				a.late++
+			}
+		case KindSession:
+			err = a.session(b, t, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, bk := range a.dirty {
+		bk.dirty = false
+		if len(bk.entries) == 0 {
+			if err := b.Delete([]byte(bk.key), nil); err != nil {
+				return err
+			}
+			continue
+		}
+		a.val = a.encodeBucket(a.val[:0], bk)
+		if err := b.Set([]byte(bk.key), a.val, nil); err != nil {
+			return err
+		}
+	}
+	a.dirty = a.dirty[:0]
+	if a.st != stBefore {
+		if err := b.Set(streamTimeKey, appendTime(nil, a.st), nil); err != nil {
+			return err
+		}
+	}
+	// Buckets past their grace leave memory; their last state is in this
+	// batch or an earlier one.
+	for len(a.closing) > 0 && a.isClosed(a.closing[0].end) {
+		c := heap.Pop(&a.closing).(closing)
+		bk := a.open[c.key]
+		if bk == nil || bk.maxEnd != c.end {
+			continue // a session bucket whose windows grew since
+		}
+		delete(a.open, c.key)
+		if a.last[bk.level] == bk {
+			a.last[bk.level] = nil
+		}
+		if a.def.Window.Kind == KindSession {
+			for dims, s := range bk.entries {
+				a.dropSession(dims, s)
+			}
+		}
+	}
+	return nil
+}
+
+// newState returns an empty state for a new window. Most events create
+// a window, so states and their stats come from chunks: one allocation
+// per few hundred windows instead of three per window, which cut the
+// collector's share of the ingest.
+func (a *Aggregation) newState(end int64) *state {
+	if len(a.slab) == 0 {
+		a.slab = make([]state, 256)
+	}
+	s := &a.slab[0]
+	a.slab = a.slab[1:]
+	n := 3 * len(a.def.Values)
+	if len(a.floats) < n {
+		a.floats = make([]float64, max(n, 4096))
+	}
+	s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
+	for i := 0; i < n; i += 3 {
+		s.stats[i+1], s.stats[i+2] = math.Inf(1), math.Inf(-1)
+	}
+	if len(a.def.Distinct) > 0 {
+		s.distinct = make([]distinctSet, len(a.def.Distinct))
+	}
+	return s
+}
+
+func (a *Aggregation) markDirty(bk *bucket) {
+	if !bk.dirty {
+		bk.dirty = true
+		a.dirty = append(a.dirty, bk)
+	}
+}
+
+// bucket returns the open bucket of level at start, made if new; nil
+// if it is closed (and so not in memory).
+func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
+	if bk := a.last[level]; bk != nil && bk.start == start {
+		return bk
+	}
+	a.key = bucketKey(a.key[:0], prefixWindow, level, start)
+	bk := a.open[string(a.key)]
+	if bk == nil {
+		if a.isClosed(end) {
+			return nil
+		}
+		// Open buckets are all in memory: this one is new. Sized like
+		// the last one of its level, it rarely grows.
+		hint := 0
+		if prev := a.last[level]; prev != nil {
+			hint = len(prev.entries)
+		}
+		bk = &bucket{key: string(a.key), level: level, start: start, maxEnd: end, entries: make(map[string]*state, hint)}
+		a.open[bk.key] = bk
+		heap.Push(&a.closing, closing{end: end, key: bk.key})
+	}
+	a.last[level] = bk
+	return bk
+}
+
+// touch adds r to the window [start, end) of level, or counts it late
+// there.
+func (a *Aggregation) touch(b *pebble.Batch, level uint8, start, end int64, late bool, r *Record) error {
+	bk := a.bucket(level, start, end)
+	if bk == nil {
+		// A closed window: only its late count changes, in a key of its
+		// own (rewriting the bucket would cost a bucket per late event).
+		if !late {
+			return fmt.Errorf("window %s: event for closed window not counted late", a.def.Name)
+		}
+		return a.countLate(b, level, start, end)
+	}
+	s := bk.entries[string(a.dims)]
+	if s == nil {
+		s = a.newState(end)
+		bk.entries[string(a.dims)] = s
+	}
+	if late {
+		s.late++
+	} else {
+		s.add(r, a.exact)
+	}
+	a.markDirty(bk)
+	return nil
+}
+
+// countLate adds a late event to the late key of a closed window, read
+// and written through the batch (which sees its own writes).
+func (a *Aggregation) countLate(b *pebble.Batch, level uint8, start, end int64) error {
+	a.key = append(bucketKey(a.key[:0], prefixLate, level, start), a.dims...)
+	n := uint64(0)
+	v, closer, err := b.Get(a.key)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		if len(v) > 8 {
+			n, _ = binary.Uvarint(v[8:])
+		}
+		closer.Close()
+	}
+	a.val = binary.AppendUvarint(appendTime(a.val[:0], end), n+1)
+	return b.Set(a.key, a.val, nil)
+}
+
+// session adds an event at t to its key's sessions: its own window is
+// [t, t+gap); every open session it overlaps merges with it into one.
+func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
+	gap := int64(a.def.Window.Gap)
+	if a.isClosed(t + gap) {
+		// Counted in a window of its own, [t, t+gap), whatever sessions
+		// are still in memory: the answer must not depend on where the
+		// batches of the log happened to end.
+		a.late++
+		return a.countLate(b, 0, t, t+gap)
+	}
+	list := a.sessions[string(a.dims)]
+	var hits []*session
+	start, end := t, t+gap
+	for _, s := range list {
+		// Closed sessions are final: they may linger in memory until the
+		// end of the batch, but they take no more events.
+		if s.b.start < t+gap && t < s.end && !a.isClosed(s.end) {
+			hits = append(hits, s)
+			start, end = min(start, s.b.start), max(end, s.end)
+		}
+	}
+	var target *session
+	for _, s := range hits {
+		if s.b.start == start {
+			target = s
+		}
+	}
+	if target == nil {
+		bk := a.bucket(0, start, end)
+		if bk == nil {
+			return fmt.Errorf("window %s: open session in a closed bucket", a.def.Name)
+		}
+		dims := string(a.dims)
+		st := bk.entries[dims]
+		if st == nil {
+			st = a.newState(end)
+			bk.entries[dims] = st
+		}
+		target = &session{b: bk, dims: dims, state: st}
+		a.sessions[dims] = append(a.sessions[dims], target)
+	}
+	for _, s := range hits {
+		if s == target {
+			continue
+		}
+		target.merge(s.state, a.exact)
+		delete(s.b.entries, s.dims)
+		a.markDirty(s.b)
+		a.dropSession(s.dims, s.state)
+	}
+	target.add(r, a.exact)
+	target.end = max(target.end, end)
+	if target.end > target.b.maxEnd {
+		target.b.maxEnd = target.end
+		heap.Push(&a.closing, closing{end: target.end, key: target.b.key})
+	}
+	a.markDirty(target.b)
+	return nil
+}
+
+func (a *Aggregation) dropSession(dims string, st *state) {
+	list := a.sessions[dims]
+	for i, x := range list {
+		if x.state == st {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(a.sessions, dims)
+	} else {
+		a.sessions[dims] = list
+	}
+}
+
+// closing is a bucket's end in the heap that evicts closed buckets; an
+// entry whose end has moved since is skipped when popped.
+type closing struct {
+	end int64
+	key string
+}
+
+type closeHeap []closing
+
+func (h closeHeap) Len() int           { return len(h) }
+func (h closeHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h closeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *closeHeap) Push(x any)        { *h = append(*h, x.(closing)) }
+func (h *closeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// streamTime decodes the stored stream time from a reader, noTime if none.
+func streamTime(r pebble.Reader) (int64, error) {
+	v, closer, err := r.Get(streamTimeKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return noTime, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, errors.New("window: malformed stream time")
+	}
+	return int64(binary.BigEndian.Uint64(v) ^ (1 << 63)), nil
+}

@@ -1,0 +1,142 @@
+package window
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+)
+
+// Keys of the view's Pebble database (keys starting with 0x00 belong to
+// projection.PebbleView):
+//
+//	'w' level:1 start:8        a bucket: every window of the level that
+//	                           starts then, one entry per key (blob)
+//	'l' level:1 start:8 dims   late events of a window that closed
+//	                           before they came: end:8, uvarint count
+//	'm' "streamtime"           the stream time, 8 bytes
+//
+// Times are Unix nanoseconds with the sign bit flipped, so that byte
+// order is time order. Each dimension is escaped (0x00 → 0x00 0xFF) and
+// ends with 0x00 0x01, so that encoded keys split unambiguously.
+//
+// A bucket is one value per window start rather than one per window and
+// key because most events create a window (a minute of a sender and a
+// type sees less than one event on average), and the roll-up windows are
+// rewritten by every batch: one Pebble entry per window start makes a
+// batch write a few large values instead of one small value per event,
+// which is what lets the aggregation keep up with the log. A pull query
+// still reads only the buckets of its time range.
+const (
+	prefixWindow = 'w'
+	prefixLate   = 'l'
+	bucketFormat = 2
+)
+
+var streamTimeKey = []byte("mstreamtime")
+
+func appendTime(b []byte, t int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(t)^(1<<63))
+}
+
+func readTime(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
+
+func appendDim(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			b = append(b, 0, 0xFF)
+		} else {
+			b = append(b, s[i])
+		}
+	}
+	return append(b, 0, 1)
+}
+
+// appendDims appends the encoded dimensions.
+func appendDims(b []byte, dims []string) []byte {
+	for _, d := range dims {
+		b = appendDim(b, d)
+	}
+	return b
+}
+
+// bucketKey appends the key of the bucket of a level's windows starting
+// at start; with prefixLate, the prefix of its late counts.
+func bucketKey(b []byte, prefix byte, level uint8, start int64) []byte {
+	return appendTime(append(b, prefix, level), start)
+}
+
+// entry layout inside a bucket: uvarint length, encoded dims, uvarint
+// length, state.
+func appendEntry(b []byte, dims string, s *state) []byte {
+	b = binary.AppendUvarint(b, uint64(len(dims)))
+	b = append(b, dims...)
+	// The state's length is not known before encoding: encode after a
+	// maximal length prefix, then move it into place.
+	at := len(b)
+	b = append(b, 0, 0, 0, 0, 0)
+	b = s.appendTo(b)
+	n := len(b) - at - 5
+	var pre [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(pre[:], uint64(n))
+	copy(b[at+k:], b[at+5:])
+	copy(b[at:], pre[:k])
+	return b[:at+k+n]
+}
+
+// nextEntry splits the first entry off a bucket's entries.
+func nextEntry(b []byte) (dims, st, rest []byte, err error) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 || uint64(len(b)-n) < l {
+		return nil, nil, nil, errBadKey
+	}
+	dims, b = b[n:n+int(l)], b[n+int(l):]
+	l, n = binary.Uvarint(b)
+	if n <= 0 || uint64(len(b)-n) < l {
+		return nil, nil, nil, errBadKey
+	}
+	return dims, b[n : n+int(l)], b[n+int(l):], nil
+}
+
+var errBadKey = errors.New("window: malformed window key")
+
+// splitDims splits encoded dimensions; the parts alias rest unless a
+// dimension holds an escaped zero byte.
+func splitDims(rest []byte, dims [][]byte) ([][]byte, error) {
+	dims = dims[:0]
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 || i+1 >= len(rest) {
+			return nil, errBadKey
+		}
+		if rest[i+1] == 1 {
+			dims = append(dims, rest[:i:i])
+			rest = rest[i+2:]
+			continue
+		}
+		// An escaped zero byte: decode into a new slice.
+		var d []byte
+		j := 0
+		for {
+			if j+1 >= len(rest) {
+				return nil, errBadKey
+			}
+			if rest[j] != 0 {
+				d = append(d, rest[j])
+				j++
+				continue
+			}
+			if rest[j+1] == 0xFF {
+				d = append(d, 0)
+				j += 2
+				continue
+			}
+			if rest[j+1] != 1 {
+				return nil, errBadKey
+			}
+			break
+		}
+		dims = append(dims, d)
+		rest = rest[j+2:]
+	}
+	return dims, nil
+}

@@ -294,9 +294,13 @@ func (s *System) compose(p Proc, defs map[string]*ProcDef, stack []string) (node
 		if err != nil {
 			return nil, err
 		}
-		h := &hideNode{child: x, set: map[int]bool{}}
+		h := &hideNode{child: x}
 		for _, a := range p.Actions {
-			h.set[s.action(a)] = true
+			i := s.action(a)
+			if !x.alphabet()[i] {
+				return nil, errorf(p.Pos, "hiding %s, which the hidden process does not perform", a)
+			}
+			h.set = setBit(h.set, i)
 		}
 		return h, nil
 	}
@@ -304,11 +308,14 @@ func (s *System) compose(p Proc, defs map[string]*ProcDef, stack []string) (node
 }
 
 func (s *System) coop(at Pos, l, r node, acts []string) (node, error) {
-	c := &coopNode{l: l, r: r, set: map[int]bool{}}
+	c := &coopNode{l: l, r: r}
 	la, ra := alphabet(l), alphabet(r)
 	for _, a := range acts {
 		i := s.action(a)
-		c.set[i] = true
+		if c.set != nil && i < len(c.set) && c.set[i] {
+			return nil, errorf(at, "%s appears twice in the cooperation set", a)
+		}
+		c.set = setBit(c.set, i)
 		c.list = append(c.list, i)
 		switch {
 		case !la[i] && !ra[i]:
@@ -320,6 +327,18 @@ func (s *System) coop(at Pos, l, r node, acts []string) (node, error) {
 	sort.Ints(c.list)
 	return c, nil
 }
+
+// setBit marks action i in a set indexed by action.
+func setBit(set []bool, i int) []bool {
+	for len(set) <= i {
+		set = append(set, false)
+	}
+	set[i] = true
+	return set
+}
+
+// has reports whether action i is in set.
+func has(set []bool, i int) bool { return i < len(set) && set[i] }
 
 func isComposite(p Proc) bool {
 	switch p.(type) {

@@ -89,7 +89,7 @@ func (gr *group) alphabet() map[int]bool { return gr.seq.alpha }
 // passive.
 type coopNode struct {
 	l, r node
-	set  map[int]bool
+	set  []bool // indexed by action
 	list []int
 }
 
@@ -103,12 +103,12 @@ func (c *coopNode) gen(x []float64, g *generator, out []trans) ([]trans, error) 
 		return out, err
 	}
 	for _, t := range lt {
-		if !c.set[t.action] {
+		if !has(c.set, t.action) {
 			out = append(out, t)
 		}
 	}
 	for _, t := range rt {
-		if !c.set[t.action] {
+		if !has(c.set, t.action) {
 			out = append(out, t)
 		}
 	}
@@ -189,14 +189,14 @@ func minRate(a, b rate) rate {
 // cooperation can synchronise on.
 type hideNode struct {
 	child node
-	set   map[int]bool
+	set   []bool // indexed by action
 }
 
 func (h *hideNode) gen(x []float64, g *generator, out []trans) ([]trans, error) {
 	start := len(out)
 	out, err := h.child.gen(x, g, out)
 	for i := start; i < len(out); i++ {
-		if h.set[out[i].action] {
+		if has(h.set, out[i].action) {
 			out[i].action = 0
 		}
 	}
@@ -206,7 +206,7 @@ func (h *hideNode) gen(x []float64, g *generator, out []trans) ([]trans, error) 
 func (h *hideNode) alphabet() map[int]bool {
 	u := map[int]bool{}
 	for a := range h.child.alphabet() {
-		if h.set[a] {
+		if a < len(h.set) && h.set[a] {
 			a = 0
 		}
 		u[a] = true

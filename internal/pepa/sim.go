@@ -117,4 +117,3 @@ func (s *System) Simulate(opt SimOptions) (*SimResult, error) {
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
 }
-

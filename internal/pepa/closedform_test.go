@@ -2,6 +2,7 @@ package pepa
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -151,4 +152,33 @@ P[3][a]
 	// any order: the maximum of three Exp(2), mean (1/2)(1 + 1/2 + 1/3).
 	near(t, "throughput a", r.Throughput["a"], 1/(1+0.5*(1+0.5+1.0/3)), 1e-10)
 	near(t, "throughput b", r.Throughput["b"], 3/(1+0.5*(1+0.5+1.0/3)), 1e-10)
+}
+
+// Calibration replaces rates by measured values and keeps the rest.
+func TestCalibrate(t *testing.T) {
+	m := loadModel(t, "queue_db.pepa")
+	var b strings.Builder
+	if err := WriteCalibrated(&b, m, map[string]float64{"db": 4.2, "a": 3}, "a test"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(b.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	s, err := Check(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.rates["db"] != 4.2 || s.rates["a"] != 3 || s.rates["q"] != 100 {
+		t.Errorf("rates %v", s.rates)
+	}
+	if !strings.Contains(b.String(), "db = 4.2") {
+		t.Errorf("no db in\n%s", b.String())
+	}
+	if _, err := Calibrate(m, map[string]float64{"dbx": 1}); err == nil {
+		t.Error("calibrating an unknown rate succeeded")
+	}
+	if _, err := Calibrate(m, map[string]float64{"db": -1}); err == nil {
+		t.Error("calibrating with a negative rate succeeded")
+	}
 }

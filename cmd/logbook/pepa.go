@@ -102,7 +102,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func runPepaSolve(_ context.Context, e *env, args []string) error {
+func runPepaSolve(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "pepa solve", "pepa solve MODEL.pepa [--set name=value …] [--tolerance 1e-10] [--max-iterations N] [--omega W] [--json]")
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -122,7 +122,7 @@ func runPepaSolve(_ context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.Solve(opt)
+	r, err := s.Solve(ctx, opt)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func printMeasures(w io.Writer, actions []string, m pepa.Measures) {
 
 func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
-func runPepaSweep(_ context.Context, e *env, args []string) error {
+func runPepaSweep(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "pepa sweep", "pepa sweep MODEL.pepa --param NAME --from X --to Y [--step S] [--actions a,b] [--set name=value …] [--csv|--json]")
 	set := rateSet{}
 	fs.Var(set, "set", "set another rate definition, name=value (repeatable)")
@@ -199,7 +199,7 @@ func runPepaSweep(_ context.Context, e *env, args []string) error {
 			}
 		}
 	}
-	rows, err := pepa.Sweep(m, set, *param, values, opt)
+	rows, err := pepa.Sweep(ctx, m, set, *param, values, opt)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func runPepaSweep(_ context.Context, e *env, args []string) error {
 	return tw.Flush()
 }
 
-func runPepaODE(_ context.Context, e *env, args []string) error {
+func runPepaODE(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "pepa ode", "pepa ode MODEL.pepa [--set name=value …] [--step H] [--tolerance T] [--timeout D] [--json]")
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -251,20 +251,22 @@ func runPepaODE(_ context.Context, e *env, args []string) error {
 	fs.Float64Var(&opt.Step, "step", 0, "integration step (default 0.5 / the fastest rate)")
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-5, "steady when window means change by at most this, relative")
 	fs.Float64Var(&opt.MaxTime, "max-time", 1e7, "give up after this much model time")
-	fs.DurationVar(&opt.Deadline, "timeout", 5*time.Minute, "give up after this much wall-clock time")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this much wall-clock time")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	path, err := parseModelArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if opt.Step < 0 || !(opt.Tolerance > 0) || !(opt.MaxTime > 0) || opt.Deadline <= 0 {
+	if opt.Step < 0 || !(opt.Tolerance > 0) || !(opt.MaxTime > 0) || *timeout <= 0 {
 		return usageError{"--step must not be negative; --tolerance, --max-time and --timeout must be positive"}
 	}
 	_, s, err := loadPepa(e, path, set)
 	if err != nil {
 		return err
 	}
-	r, err := s.Fluid(opt)
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	r, err := s.Fluid(ctx, opt)
 	if err != nil {
 		return err
 	}
@@ -282,7 +284,7 @@ func runPepaODE(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-func runPepaSim(_ context.Context, e *env, args []string) error {
+func runPepaSim(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "pepa sim", "pepa sim MODEL.pepa [--set name=value …] [--seed S] [--time T] [--warmup W] [--batches B] [--json]")
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -303,7 +305,7 @@ func runPepaSim(_ context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.Simulate(opt)
+	r, err := s.Simulate(ctx, opt)
 	if err != nil {
 		return err
 	}

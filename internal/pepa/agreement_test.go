@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -24,18 +25,18 @@ func TestCTMCFluidSimulationAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chain, err := s.Solve(SolveOptions{})
+		chain, err := s.Solve(context.Background(), SolveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fluid, err := s.Fluid(FluidOptions{Deadline: 20 * time.Second})
+		fluid, err := s.Fluid(ctxFor(t, 20*time.Second), FluidOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !fluid.Converged {
 			t.Errorf("a=%g: the fluid approximation did not converge (change %g)", a, fluid.Change)
 		}
-		sim, err := s.Simulate(SimOptions{Seed: uint64(a), Time: 20000})
+		sim, err := s.Simulate(context.Background(), SimOptions{Seed: uint64(a), Time: 20000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,9 +67,9 @@ func TestSimulationSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, _ := s.Simulate(SimOptions{Seed: 7, Time: 500})
-	r2, _ := s.Simulate(SimOptions{Seed: 7, Time: 500})
-	r3, _ := s.Simulate(SimOptions{Seed: 8, Time: 500})
+	r1, _ := s.Simulate(context.Background(), SimOptions{Seed: 7, Time: 500})
+	r2, _ := s.Simulate(context.Background(), SimOptions{Seed: 7, Time: 500})
+	r3, _ := s.Simulate(context.Background(), SimOptions{Seed: 8, Time: 500})
 	if r1.Events != r2.Events || r1.Throughput["athletics"] != r2.Throughput["athletics"] {
 		t.Error("the same seed gave different runs")
 	}
@@ -87,7 +88,7 @@ func TestFluidLargePopulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Fluid(FluidOptions{Deadline: 30 * time.Second})
+	r, err := s.Fluid(ctxFor(t, 30*time.Second), FluidOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,4 +99,11 @@ func TestFluidLargePopulation(t *testing.T) {
 	near(t, "cycling", r.Throughput["cycling"], 0.5, 1e-4)
 	// The queue is full of athletics requests.
 	near(t, "Q_A population", r.Populations["Q_0"]["Q_A"]/1e4, 1, 1e-3)
+}
+
+// ctxFor is a context that ends after d or with the test.
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }

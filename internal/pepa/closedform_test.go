@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func solveText(t *testing.T, src string, set map[string]float64) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Solve(SolveOptions{Tolerance: 1e-13})
+	r, err := s.Solve(context.Background(), SolveOptions{Tolerance: 1e-13})
 	if err != nil {
 		t.Fatal(err)
 	}

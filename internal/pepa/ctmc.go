@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -129,7 +130,7 @@ type Steady struct {
 // initial state), alternately forwards and backwards (symmetric
 // Gauss–Seidel), which suits chains whose probability mass flows both
 // along and against that order. The residual max_j |(πQ)_j| is reported.
-func (c *Chain) Solve(opt SolveOptions) (*Steady, error) {
+func (c *Chain) Solve(ctx context.Context, opt SolveOptions) (*Steady, error) {
 	if opt.Tolerance <= 0 {
 		opt.Tolerance = 1e-10
 	}
@@ -226,6 +227,9 @@ func (c *Chain) Solve(opt SolveOptions) (*Steady, error) {
 			if st.Residual <= opt.Tolerance {
 				return st, nil
 			}
+			if err := ctx.Err(); err != nil {
+				return st, fmt.Errorf("stopped after %d iterations at residual %g: %w", it, st.Residual, err)
+			}
 		}
 	}
 	return st, fmt.Errorf("the solver did not reach residual %g in %d iterations (residual %g)", opt.Tolerance, opt.MaxIterations, st.Residual)
@@ -308,13 +312,13 @@ type Result struct {
 }
 
 // Solve derives and solves the system's chain.
-func (s *System) Solve(opt SolveOptions) (*Result, error) {
+func (s *System) Solve(ctx context.Context, opt SolveOptions) (*Result, error) {
 	t0 := time.Now()
 	c, err := s.Derive(0)
 	if err != nil {
 		return nil, err
 	}
-	st, err := c.Solve(opt)
+	st, err := c.Solve(ctx, opt)
 	if err != nil {
 		return nil, err
 	}

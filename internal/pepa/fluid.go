@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -19,8 +20,6 @@ type FluidOptions struct {
 	Tolerance float64
 	// MaxTime bounds the integration (model time). Default 1e7.
 	MaxTime float64
-	// Deadline bounds the wall-clock time, if positive.
-	Deadline time.Duration
 }
 
 // FluidResult is the fluid approximation's steady state.
@@ -52,7 +51,10 @@ type FluidResult struct {
 // population per local state. For a model of N copies the fluid limit is
 // accurate as N grows (Kurtz's theorem); for small N it is an
 // approximation.
-func (s *System) Fluid(opt FluidOptions) (*FluidResult, error) {
+//
+// Integration stops at steady state, at MaxTime, or when ctx ends; the
+// result says whether it converged.
+func (s *System) Fluid(ctx context.Context, opt FluidOptions) (*FluidResult, error) {
 	t0 := time.Now()
 	if opt.Tolerance <= 0 {
 		opt.Tolerance = 1e-5
@@ -177,7 +179,7 @@ func (s *System) Fluid(opt FluidOptions) (*FluidResult, error) {
 		if window < 1_000_000 {
 			window *= 2
 		}
-		if res.Time >= opt.MaxTime || (opt.Deadline > 0 && time.Since(t0) > opt.Deadline) {
+		if res.Time >= opt.MaxTime || ctx.Err() != nil {
 			break
 		}
 	}

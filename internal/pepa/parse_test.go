@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -149,7 +150,7 @@ func TestCheckErrors(t *testing.T) {
 		}
 		s, err := Check(m, nil)
 		if err == nil {
-			_, err = s.Solve(SolveOptions{})
+			_, err = s.Solve(context.Background(), SolveOptions{})
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want %q", c.src, err, c.want)

@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"math"
 	"os"
 	"strconv"
@@ -63,7 +64,7 @@ func checkTable(t *testing.T, model string, set map[string]float64, table string
 	for _, r := range rows {
 		as = append(as, r[0])
 	}
-	got, err := Sweep(m, set, "a", as, SolveOptions{})
+	got, err := Sweep(context.Background(), m, set, "a", as, SolveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -40,7 +41,7 @@ type SimResult struct {
 // action (firings over batch time) is one sample, and the confidence
 // interval is the batch means' mean ± t(0.975, B−1) · s / √B (the method
 // of batch means).
-func (s *System) Simulate(opt SimOptions) (*SimResult, error) {
+func (s *System) Simulate(ctx context.Context, opt SimOptions) (*SimResult, error) {
 	t0 := time.Now()
 	if opt.Time <= 0 {
 		opt.Time = 10000
@@ -97,6 +98,9 @@ func (s *System) Simulate(opt SimOptions) (*SimResult, error) {
 			counts[b][ts[k].action]++
 		}
 		res.Events++
+		if res.Events%65536 == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("simulation stopped at time %g: %w", t, ctx.Err())
+		}
 	}
 	res.Throughput = map[string]Estimate{}
 	// The t quantile comes from gonum's Student's t distribution.

@@ -1,6 +1,7 @@
 package pepa
 
 import (
+	"context"
 	"fmt"
 	"math"
 )
@@ -35,7 +36,7 @@ func Steps(from, to, step float64) ([]float64, error) {
 
 // Sweep solves m once for each value of the rate param, with the other
 // rates as in the model or set.
-func Sweep(m *Model, set map[string]float64, param string, values []float64, opt SolveOptions) ([]SweepRow, error) {
+func Sweep(ctx context.Context, m *Model, set map[string]float64, param string, values []float64, opt SolveOptions) ([]SweepRow, error) {
 	var rows []SweepRow
 	for _, v := range values {
 		over := map[string]float64{}
@@ -47,7 +48,7 @@ func Sweep(m *Model, set map[string]float64, param string, values []float64, opt
 		if err != nil {
 			return nil, err
 		}
-		r, err := s.Solve(opt)
+		r, err := s.Solve(ctx, opt)
 		if err != nil {
 			return nil, fmt.Errorf("%s = %g: %w", param, v, err)
 		}

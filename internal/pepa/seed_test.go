@@ -222,3 +222,35 @@ a	athletics	cycling
 9	8.4	0.93
 10	8.83	0.88`)
 }
+
+// The seed's Figure 8 writes its system equation without brackets, as
+// Website <athletics, cycling> DB_1 || DB_2 <dbsrv1, dbsrv2> Service_1 ||
+// Service_2. Cooperation associates to the left, so read literally the
+// model blocks cycling between Website and DB_1 and leaves DB_2's passive
+// cycling with no partner: it cannot be solved. docs/models brackets the
+// parallel groups, which gives Table 2.
+func TestSeedFiguresNeedBrackets(t *testing.T) {
+	src, err := os.ReadFile("../../docs/models/distributed_db.pepa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bracketed := "Website <athletics, cycling> (DB_1 || DB_2) <dbsrv1, dbsrv2> (Service_1 || Service_2)"
+	if !strings.Contains(string(src), bracketed) {
+		t.Fatal("the model's system equation changed")
+	}
+	literal := strings.Replace(string(src), bracketed, "Website <athletics, cycling> DB_1 || DB_2 <dbsrv1, dbsrv2> Service_1 || Service_2", 1)
+	m, err := Parse(literal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Check(m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) != 2 {
+		t.Errorf("warnings %q, want cycling and dbsrv2 blocked", s.Warnings)
+	}
+	if _, err := s.Solve(context.Background(), SolveOptions{}); err == nil || !strings.Contains(err.Error(), "action cycling is passive in every component") {
+		t.Errorf("solving the literal reading: %v", err)
+	}
+}

@@ -20,6 +20,8 @@ type Chain struct {
 	to    []int32
 	rate  []float64
 	act   []int32
+	// level[k] is state k's breadth-first distance from the initial state.
+	level []int32
 }
 
 // States is the number of reachable states.
@@ -63,6 +65,7 @@ func (s *System) Derive(maxStates int) (*Chain, error) {
 		v0[i] = int32(f)
 	}
 	c.states = append(c.states, v0...)
+	c.level = append(c.level, 0)
 	index[string(keyOf(v0))] = 0
 	var g generator
 	var ts []trans
@@ -92,6 +95,7 @@ func (s *System) Derive(maxStates int) (*Chain, error) {
 				}
 				index[string(key)] = id
 				c.states = append(c.states, next...)
+				c.level = append(c.level, c.level[k]+1)
 			}
 			c.to = append(c.to, id)
 			c.rate = append(c.rate, t.rate.v)
@@ -109,6 +113,8 @@ type SolveOptions struct {
 	// Omega is the over-relaxation factor of SOR, in (0, 2); 1 is plain
 	// Gauss–Seidel. Default 1.
 	Omega float64
+	// NoAggregation turns off the aggregation–disaggregation step.
+	NoAggregation bool
 }
 
 // Steady is the steady-state distribution of a chain.
@@ -206,6 +212,7 @@ func (c *Chain) Solve(ctx context.Context, opt SolveOptions) (*Steady, error) {
 		}
 		return worst
 	}
+	aggs := c.aggregations()
 	st := &Steady{Chain: c, Pi: pi}
 	if n == 1 {
 		pi[0] = 1
@@ -220,6 +227,9 @@ func (c *Chain) Solve(ctx context.Context, opt SolveOptions) (*Steady, error) {
 			for j := n - 1; j >= 0; j-- {
 				update(j)
 			}
+		}
+		if len(aggs) > 0 && !opt.NoAggregation && it%2 == 0 {
+			aggs[(it/2)%len(aggs)].correct(pi)
 		}
 		st.Iterations = it
 		if it%10 == 0 || it == opt.MaxIterations {
@@ -327,6 +337,113 @@ func (s *System) Solve(ctx context.Context, opt SolveOptions) (*Result, error) {
 		Residual: st.Residual, Iterations: st.Iterations,
 		Seconds: time.Since(t0).Seconds(), Measures: st.Measures(),
 	}, nil
+}
+
+// aggregations prepares the aggregation–disaggregation steps of Solve.
+// Gauss–Seidel is slow where probability must travel far through the
+// chain — a long queue near critical load — and fast at settling it
+// locally. So every other sweep the states are lumped into blocks along
+// one "axis" of the chain — the breadth-first level, or the count of one
+// local state of an aggregated component — chosen such that every
+// transition moves at most one block up or down. The lumped chain is then
+// a birth–death chain, whose up and down rates are the current π's
+// conditional rates between neighbouring blocks; it is solved exactly
+// (product form, in logarithms, so that a thousand blocks of geometric
+// decay neither underflow nor overflow) and each block's probabilities
+// are rescaled to its solution. The axes take turns. This is iterative
+// aggregation–disaggregation (Koury, McAllister and Stewart, "Iterative
+// methods for computing stationary distributions of nearly completely
+// decomposable Markov chains", 1984) with these blocks as partitions;
+// the convergence test is still the residual of the full chain.
+func (c *Chain) aggregations() []*levels {
+	n := c.States()
+	var out []*levels
+	try := func(block func(i int) int32) {
+		lo, hi := int32(math.MaxInt32), int32(math.MinInt32)
+		for i := 0; i < n; i++ {
+			b := block(i)
+			lo, hi = min(lo, b), max(hi, b)
+			for e := c.start[i]; e < c.start[i+1]; e++ {
+				if d := block(int(c.to[e])) - b; d > 1 || d < -1 {
+					return
+				}
+			}
+		}
+		if hi-lo < 2 {
+			return
+		}
+		ids := make([]int32, n)
+		for i := range ids {
+			ids[i] = block(i) - lo
+		}
+		out = append(out, &levels{c: c, m: int(hi-lo) + 1, block: ids})
+	}
+	try(func(i int) int32 { return c.level[i] })
+	for j := 0; j < c.width; j++ {
+		try(func(i int) int32 { return c.states[i*c.width+j] })
+	}
+	return out
+}
+
+// levels is one partition of the states into blocks 0 … m−1.
+type levels struct {
+	c     *Chain
+	m     int
+	block []int32
+}
+
+func (l *levels) correct(pi []float64) {
+	c := l.c
+	mass := make([]float64, l.m)
+	up := make([]float64, l.m)
+	down := make([]float64, l.m)
+	for i, p := range pi {
+		li := l.block[i]
+		mass[li] += p
+		for e := c.start[i]; e < c.start[i+1]; e++ {
+			switch l.block[c.to[e]] - li {
+			case 1:
+				up[li] += p * c.rate[e]
+			case -1:
+				down[li] += p * c.rate[e]
+			}
+		}
+	}
+	// Levels past one whose probability has underflowed to zero (or that
+	// cannot be left) keep their values: they hold next to nothing.
+	logXi := make([]float64, 1, l.m)
+	if mass[0] <= 0 {
+		return
+	}
+	for L := 0; L+1 < l.m; L++ {
+		if mass[L+1] <= 0 || up[L] <= 0 || down[L+1] <= 0 {
+			break
+		}
+		// Balance across the cut between L and L+1:
+		// ξ_L · up_L/mass_L = ξ_{L+1} · down_{L+1}/mass_{L+1}.
+		logXi = append(logXi, logXi[L]+math.Log(up[L]/mass[L])-math.Log(down[L+1]/mass[L+1]))
+	}
+	hi := math.Inf(-1)
+	var kept float64
+	for L, v := range logXi {
+		hi = math.Max(hi, v)
+		kept += mass[L]
+	}
+	var z float64
+	for _, v := range logXi {
+		z += math.Exp(v - hi)
+	}
+	// The rescaled levels keep their total mass.
+	scale := make([]float64, l.m)
+	for L := range scale {
+		scale[L] = 1
+	}
+	for L, v := range logXi {
+		scale[L] = kept * math.Exp(v-hi) / z / mass[L]
+	}
+	for i := range pi {
+		pi[i] *= scale[l.block[i]]
+	}
 }
 
 // sortedKeys returns a map's keys in order.

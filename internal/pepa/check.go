@@ -446,7 +446,7 @@ func (s *System) sequential(start string, defs map[string]*ProcDef) (*seqProc, e
 		kind := map[int]bool{}
 		for _, a := range acts {
 			if k, ok := kind[a.action]; ok && k != a.rate.passive {
-				return nil, fmt.Errorf("%s: local state %s of %s offers %s both actively and passively", s.model.System.procPos(), sp.names[i], start, s.actions[a.action])
+				return nil, fmt.Errorf("local state %s of %s offers %s both actively and passively", sp.names[i], start, s.actions[a.action])
 			}
 			kind[a.action] = a.rate.passive
 		}

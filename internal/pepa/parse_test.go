@@ -168,3 +168,22 @@ func TestCheckErrors(t *testing.T) {
 		t.Errorf("warnings %v, err %v", s.Warnings, err)
 	}
 }
+
+func TestMixedActiveAndPassive(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"P = (a, 1).P + (a, T).P;\nQ = (a, 1).Q;\nP <a> Q", "local state P of P offers a both actively and passively"},
+		{"P = (a, 1).P;\nR = (a, T).R;\nQ = (a, 1).Q;\n(P || R) <a> Q", "action a is offered both actively and passively by one side of a cooperation"},
+	} {
+		m, err := Parse(c.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Check(m, nil)
+		if err == nil {
+			_, err = s.Solve(context.Background(), SolveOptions{})
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.src, err, c.want)
+		}
+	}
+}

@@ -154,6 +154,12 @@ func (c *coopNode) alphabet() map[int]bool {
 	return u
 }
 
+// mixedRates is the error of a cooperation side that offers one action
+// both actively and passively.
+type mixedRates struct{ action int }
+
+func (e mixedRates) Error() string { return fmt.Sprintf("action %d", e.action) }
+
 // apparent sums the rates of action a among ts. Active and passive rates
 // of one action cannot be summed: PEPA gives that no meaning.
 func apparent(ts []trans, a int) (rate, bool, error) {
@@ -164,7 +170,7 @@ func apparent(ts []trans, a int) (rate, bool, error) {
 			continue
 		}
 		if found && sum.passive != t.rate.passive {
-			return rate{}, false, fmt.Errorf("action %d is offered both actively and passively by one side of a cooperation", a)
+			return rate{}, false, mixedRates{a}
 		}
 		sum.v += t.rate.v
 		sum.passive = t.rate.passive
@@ -229,8 +235,11 @@ func (s *System) initial() []float64 {
 func (s *System) transitions(x []float64, g *generator, out []trans) ([]trans, error) {
 	g.reset()
 	out, err := s.root.gen(x, g, out[:0])
+	if m, ok := err.(mixedRates); ok {
+		return nil, fmt.Errorf("action %s is offered both actively and passively by one side of a cooperation (in state %s)", s.actions[m.action], s.describe(x))
+	}
 	if err != nil {
-		return nil, s.actionError(err)
+		return nil, err
 	}
 	for _, t := range out {
 		if t.rate.passive {
@@ -238,14 +247,6 @@ func (s *System) transitions(x []float64, g *generator, out []trans) ([]trans, e
 		}
 	}
 	return out, nil
-}
-
-func (s *System) actionError(err error) error {
-	var a int
-	if _, e := fmt.Sscanf(err.Error(), "action %d", &a); e == nil && a < len(s.actions) {
-		return fmt.Errorf("action %s is offered both actively and passively by one side of a cooperation", s.actions[a])
-	}
-	return err
 }
 
 // describe prints a state as its groups' local states, e.g.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"testing"
-	"time"
 )
 
 // The Markov chain, the fluid approximation and simulation agree within
@@ -29,7 +28,10 @@ func TestCTMCFluidSimulationAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fluid, err := s.Fluid(ctxFor(t, 20*time.Second), FluidOptions{})
+		// A relative tolerance of 1e-4 is plenty for a 2 % comparison, and
+		// bounding model time rather than wall time keeps the test
+		// deterministic on a loaded machine.
+		fluid, err := s.Fluid(context.Background(), FluidOptions{Tolerance: 1e-4, MaxTime: 1e6})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +90,7 @@ func TestFluidLargePopulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Fluid(ctxFor(t, 30*time.Second), FluidOptions{})
+	r, err := s.Fluid(context.Background(), FluidOptions{Tolerance: 1e-6, MaxTime: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +101,4 @@ func TestFluidLargePopulation(t *testing.T) {
 	near(t, "cycling", r.Throughput["cycling"], 0.5, 1e-4)
 	// The queue is full of athletics requests.
 	near(t, "Q_A population", r.Populations["Q_0"]["Q_A"]/1e4, 1, 1e-3)
-}
-
-// ctxFor is a context that ends after d or with the test.
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

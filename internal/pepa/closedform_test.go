@@ -190,7 +190,7 @@ func TestCalibrate(t *testing.T) {
 // aggregation in far fewer sweeps.
 func TestAggregationAcceleratesGaussSeidel(t *testing.T) {
 	m := loadModel(t, "shared_queue.pepa")
-	s, err := Check(m, map[string]float64{"a": 5, "n": 100})
+	s, err := Check(m, map[string]float64{"a": 5, "n": 50})
 	if err != nil {
 		t.Fatal(err)
 	}

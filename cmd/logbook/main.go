@@ -126,6 +126,7 @@ over the default. Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		newFlightsCmd(e),
 		newBenchCmd(e),
 		newLoadtestCmd(e),
+		newPepaCmd(e),
 		newVersionCmd(e),
 	)
 	return root

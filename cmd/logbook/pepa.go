@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/internal/pepa"
+)
+
+// newPepaCmd is `logbook pepa solve|sweep|ode|sim MODEL.pepa …`: the
+// PEPA tool of internal/pepa.
+func newPepaCmd(e *env) *cobra.Command {
+	return group("pepa", "PEPA performance models: steady state, sweeps, fluid approximation, simulation",
+		newPepaSolveCmd(e),
+		newPepaSweepCmd(e),
+		newPepaODECmd(e),
+		newPepaSimCmd(e),
+	)
+}
+
+// oneModel takes exactly one argument, the model file.
+func oneModel(_ *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0:
+		return usagef("which model? (a .pepa file)")
+	case len(args) > 1:
+		return usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
+	}
+	return nil
+}
+
+// rateSet is the repeatable --set name=value flag.
+type rateSet map[string]float64
+
+func (r rateSet) String() string { return fmt.Sprint(map[string]float64(r)) }
+
+func (r rateSet) Type() string { return "name=value" }
+
+func (r rateSet) Set(s string) error {
+	name, val, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want name=value, not %q", s)
+	}
+	v, err := strconv.ParseFloat(val, 64)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not a number", name, val)
+	}
+	r[name] = v
+	return nil
+}
+
+// loadPepa reads and checks a model; errors name the file, line and column.
+func loadPepa(e *env, path string, set rateSet) (*pepa.Model, *pepa.System, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := pepa.Parse(string(src))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s:%v", path, err)
+	}
+	s, err := pepa.Check(m, set)
+	if err != nil {
+		if _, ok := err.(*pepa.Error); ok {
+			return nil, nil, fmt.Errorf("%s:%v", path, err)
+		}
+		return nil, nil, err
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(e.stderr, "%s:%s (warning)\n", path, w)
+	}
+	return m, s, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newPepaSolveCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "solve MODEL.pepa", Short: "the steady state of a model: throughput per action, utilisation per local state", Args: oneModel}
+	fs := cmd.Flags()
+	set := rateSet{}
+	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
+	var opt pepa.SolveOptions
+	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "stop when the residual max|πQ| is at most this")
+	fs.IntVar(&opt.MaxIterations, "max-iterations", 100000, "give up after this many Gauss–Seidel sweeps")
+	fs.Float64Var(&opt.Omega, "omega", 1, "over-relaxation factor in (0, 2); 1 is Gauss–Seidel")
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, path := cmd.Context(), args[0]
+		if !(opt.Tolerance > 0) || opt.MaxIterations <= 0 || !(opt.Omega > 0 && opt.Omega < 2) {
+			return usageError{"--tolerance and --max-iterations must be positive, --omega in (0, 2)"}
+		}
+		_, s, err := loadPepa(e, path, set)
+		if err != nil {
+			return err
+		}
+		r, err := s.Solve(ctx, opt)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(e.stdout, r)
+		}
+		fmt.Fprintf(e.stdout, "states %d, transitions %d, residual %.3g after %d iterations, %.3f s\n\n", r.States, r.Transitions, r.Residual, r.Iterations, r.Seconds)
+		printMeasures(e.stdout, s.Actions(), r.Measures)
+		return nil
+	}
+	return cmd
+}
+
+func printMeasures(w io.Writer, actions []string, m pepa.Measures) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "action\tthroughput")
+	for _, a := range actions {
+		fmt.Fprintf(tw, "%s\t%.6g\n", a, m.Throughput[a])
+	}
+	fmt.Fprintln(tw, "\ncomponent\tlocal state\tutilisation\tmean population")
+	for _, c := range sortedNames(m.Utilisation) {
+		for _, ls := range sortedNames(m.Utilisation[c]) {
+			pop := ""
+			if p, ok := m.Populations[c]; ok {
+				pop = fmt.Sprintf("%.6g", p[ls])
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.6g\t%s\n", c, ls, m.Utilisation[c][ls], pop)
+		}
+	}
+	tw.Flush()
+}
+
+func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func newPepaSweepCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "sweep MODEL.pepa", Short: "solve a model for each value of one rate: throughput per action, one row per value", Args: oneModel}
+	fs := cmd.Flags()
+	set := rateSet{}
+	fs.Var(set, "set", "set another rate definition, name=value (repeatable)")
+	param := fs.String("param", "", "the rate definition to vary (required)")
+	from := fs.Float64("from", 1, "first value")
+	to := fs.Float64("to", 10, "last value")
+	step := fs.Float64("step", 1, "step between values")
+	actions := fs.String("actions", "", "comma-separated actions to report (default: all)")
+	asCSV := fs.Bool("csv", false, "print CSV")
+	asJSON := jsonFlag(fs)
+	var opt pepa.SolveOptions
+	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "the solver's residual bound")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, path := cmd.Context(), args[0]
+		if *param == "" {
+			return usageError{"--param NAME is required"}
+		}
+		if *asCSV && *asJSON {
+			return usageError{"--csv and --json exclude each other"}
+		}
+		values, err := pepa.Steps(*from, *to, *step)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		m, s, err := loadPepa(e, path, set)
+		if err != nil {
+			return err
+		}
+		cols := s.Actions()
+		if *actions != "" {
+			known := map[string]bool{}
+			for _, a := range cols {
+				known[a] = true
+			}
+			cols = strings.Split(*actions, ",")
+			for _, a := range cols {
+				if !known[a] {
+					return usageError{fmt.Sprintf("--actions: the model has no action %q (actions: %s)", a, strings.Join(s.Actions(), ", "))}
+				}
+			}
+		}
+		rows, err := pepa.Sweep(ctx, m, set, *param, values, opt)
+		if err != nil {
+			return err
+		}
+		switch {
+		case *asJSON:
+			out := struct {
+				Param string           `json:"param"`
+				Rows  []map[string]any `json:"rows"`
+			}{Param: *param}
+			for _, r := range rows {
+				row := map[string]any{*param: r.Value}
+				for _, a := range cols {
+					row[a] = r.Throughput[a]
+				}
+				out.Rows = append(out.Rows, row)
+			}
+			return writeJSON(e.stdout, out)
+		case *asCSV:
+			w := csv.NewWriter(e.stdout)
+			w.Write(append([]string{*param}, cols...))
+			for _, r := range rows {
+				rec := []string{strconv.FormatFloat(r.Value, 'g', -1, 64)}
+				for _, a := range cols {
+					rec = append(rec, strconv.FormatFloat(r.Throughput[a], 'g', -1, 64))
+				}
+				w.Write(rec)
+			}
+			w.Flush()
+			return w.Error()
+		}
+		// Text: two decimals, as the seed's tables print them.
+		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, *param+"\t"+strings.Join(cols, "\t")+"\t")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%g\t", r.Value)
+			for _, a := range cols {
+				fmt.Fprintf(tw, "%.2f\t", r.Throughput[a])
+			}
+			fmt.Fprintln(tw)
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func newPepaODECmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "ode MODEL.pepa", Short: "the fluid (ODE) approximation of a model, integrated to steady state", Args: oneModel}
+	fs := cmd.Flags()
+	set := rateSet{}
+	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
+	var opt pepa.FluidOptions
+	fs.Float64Var(&opt.Step, "step", 0, "integration step (default 0.5 / the fastest rate)")
+	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-5, "steady when window means change by at most this, relative")
+	fs.Float64Var(&opt.MaxTime, "max-time", 1e7, "give up after this much model time")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this much wall-clock time")
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, path := cmd.Context(), args[0]
+		if opt.Step < 0 || !(opt.Tolerance > 0) || !(opt.MaxTime > 0) || *timeout <= 0 {
+			return usageError{"--step must not be negative; --tolerance, --max-time and --timeout must be positive"}
+		}
+		_, s, err := loadPepa(e, path, set)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		r, err := s.Fluid(ctx, opt)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := writeJSON(e.stdout, r); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(e.stdout, "fluid approximation: t = %g after %d steps of %g, converged %v (last change %.3g), %.3f s\n\n", r.Time, r.Steps, r.Step, r.Converged, r.Change, r.Seconds)
+			printMeasures(e.stdout, s.Actions(), r.Measures)
+		}
+		if !r.Converged {
+			return fmt.Errorf("not at steady state when stopped (change %.3g > %g): raise --timeout or --max-time", r.Change, opt.Tolerance)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newPepaSimCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "sim MODEL.pepa", Short: "Gillespie simulation of a model, with 95 % confidence intervals", Args: oneModel}
+	fs := cmd.Flags()
+	set := rateSet{}
+	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
+	var opt pepa.SimOptions
+	fs.Uint64Var(&opt.Seed, "seed", 1, "random seed: the same seed gives the same run")
+	fs.Float64Var(&opt.Time, "time", 10000, "model time measured")
+	fs.Float64Var(&opt.Warmup, "warmup", 0, "model time discarded first (default: --time / 10)")
+	fs.IntVar(&opt.Batches, "batches", 20, "batches for the 95 % confidence interval")
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, path := cmd.Context(), args[0]
+		if !(opt.Time > 0) || opt.Warmup < 0 || opt.Batches < 2 {
+			return usageError{"--time must be positive, --warmup not negative, --batches at least 2"}
+		}
+		_, s, err := loadPepa(e, path, set)
+		if err != nil {
+			return err
+		}
+		r, err := s.Simulate(ctx, opt)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(e.stdout, r)
+		}
+		fmt.Fprintf(e.stdout, "%d events, %.3f s\n\n", r.Events, r.Seconds)
+		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "action\tthroughput\t95 % confidence")
+		for _, a := range s.Actions() {
+			est := r.Throughput[a]
+			fmt.Fprintf(tw, "%s\t%.6g\t± %.3g\n", a, est.Mean, est.HalfWidth)
+		}
+		return tw.Flush()
+	}
+	return cmd
+}

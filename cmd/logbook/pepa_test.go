@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPepaCommands(t *testing.T) {
+	model := "../../docs/models/shared_queue.pepa"
+	code, out, stderr := runCLI(t, "pepa", "solve", model, "--set", "a=10", "--json")
+	if code != 0 {
+		t.Fatalf("solve: %d %s", code, stderr)
+	}
+	var solved struct {
+		States      int                           `json:"states"`
+		Transitions int                           `json:"transitions"`
+		Residual    float64                       `json:"residual"`
+		Seconds     float64                       `json:"seconds"`
+		Throughput  map[string]float64            `json:"throughput"`
+		Utilisation map[string]map[string]float64 `json:"utilisation"`
+	}
+	if err := json.Unmarshal([]byte(out), &solved); err != nil {
+		t.Fatal(err)
+	}
+	if solved.States != 66 || solved.Transitions != 220 || solved.Residual > 1e-10 || solved.Seconds <= 0 {
+		t.Errorf("solve: %+v", solved)
+	}
+	if x := solved.Throughput["cycling"]; x < 0.495 || x >= 0.505 {
+		t.Errorf("cycling throughput %g, the seed's Table 1 prints 0.5", x)
+	}
+	if u := solved.Utilisation["Q_0"]["Q_A"]; u < 0.5 || u > 1 {
+		t.Errorf("utilisation of Q_A %g", u)
+	}
+
+	code, out, stderr = runCLI(t, "pepa", "sweep", model, "--param", "a", "--from", "1", "--to", "10", "--step", "1", "--actions", "athletics,cycling", "--json")
+	if code != 0 {
+		t.Fatalf("sweep: %d %s", code, stderr)
+	}
+	var swept struct {
+		Param string               `json:"param"`
+		Rows  []map[string]float64 `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &swept); err != nil {
+		t.Fatal(err)
+	}
+	if swept.Param != "a" || len(swept.Rows) != 10 || swept.Rows[3]["a"] != 4 || len(swept.Rows[3]) != 3 {
+		t.Fatalf("sweep: %+v", swept)
+	}
+	code, out, _ = runCLI(t, "pepa", "sweep", model, "--param", "a", "--from", "4", "--to", "5", "--actions", "athletics,cycling", "--csv")
+	if lines := strings.Split(out, "\n"); code != 0 || len(lines) != 4 || lines[0] != "a,athletics,cycling" || !strings.HasPrefix(lines[1], "4,3.899") || !strings.HasPrefix(lines[2], "5,4.534") {
+		t.Errorf("sweep --csv: %d\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, "pepa", "sweep", model, "--param", "a", "--from", "10", "--to", "10")
+	if code != 0 || !strings.Contains(out, "5.00     0.50") {
+		t.Errorf("sweep text: %d\n%s", code, out)
+	}
+
+	code, out, stderr = runCLI(t, "pepa", "ode", model, "--set", "a=10", "--set", "n=20000", "--json")
+	if code != 0 || !strings.Contains(out, `"converged": true`) {
+		t.Errorf("ode: %d %s %s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "pepa", "sim", model, "--seed", "3", "--time", "2000", "--json")
+	if code != 0 || !strings.Contains(out, `"half_width"`) {
+		t.Errorf("sim: %d %s %s", code, out, stderr)
+	}
+}
+
+func TestPepaErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.pepa")
+	os.WriteFile(bad, []byte("r = 1;\nP = (a, r).Q;\nP\n"), 0o644)
+	model := "../../docs/models/shared_queue.pepa"
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"pepa"}, 2, "which pepa command?"},
+		{[]string{"pepa", "solve"}, 2, "which model?"},
+		{[]string{"pepa", "solve", bad}, 1, "bad.pepa:2:12: process Q is not defined (used in P)"},
+		{[]string{"pepa", "solve", "/no/such.pepa"}, 1, "no such file"},
+		{[]string{"pepa", "solve", model, "--set", "zz=1"}, 1, `no rate named "zz"`},
+		{[]string{"pepa", "solve", model, "--set", "a"}, 2, "want name=value"},
+		{[]string{"pepa", "solve", model, "extra"}, 2, "unexpected arguments: extra"},
+		{[]string{"pepa", "sweep", model}, 2, "--param NAME is required"},
+		{[]string{"pepa", "sweep", model, "--param", "a", "--step", "0"}, 2, "the step must be positive"},
+		{[]string{"pepa", "sweep", model, "--param", "a", "--actions", "nope"}, 2, `no action "nope"`},
+		{[]string{"pepa", "sweep", model, "--param", "a", "--csv", "--json"}, 2, "exclude each other"},
+		{[]string{"pepa", "sim", model, "--batches", "1"}, 2, "--batches at least 2"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.msg)
+		}
+	}
+}

@@ -52,6 +52,10 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal asks the command to stop (servers shut down
+	// gracefully); a second one ends the process at once, as it would
+	// without this handler.
+	context.AfterFunc(ctx, stop)
 	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, setDefaultLogger: true}, os.Args[1:])
 	stop()
 	os.Exit(code)

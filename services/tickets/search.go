@@ -123,8 +123,8 @@ type Listing struct {
 // the answer reflects.
 type Result struct {
 	Tickets  []Listing `json:"tickets"`
-	Matches  int      `json:"matches"`
-	Position uint64   `json:"position"`
+	Matches  int       `json:"matches"`
+	Position uint64    `json:"position"`
 }
 
 // Find answers q, which must be valid.

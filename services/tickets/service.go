@@ -117,11 +117,9 @@ func (s *Service) Find(ctx context.Context, q Query) (Result, error) {
 	var res Result
 	err := s.Sched.Do(ctx, sport, func() error {
 		res = s.Search.Current().Find(q)
+		s.served[sport].Add(1)
 		return nil
 	})
-	if err == nil {
-		s.served[sport].Add(1)
-	}
 	return res, err
 }
 
@@ -157,6 +155,7 @@ func (s *Service) execute(ctx context.Context, id string, cmd Command, key strin
 	}
 	var b Booking
 	err = s.Sched.Do(ctx, sport, func() error {
+		s.served[sport].Add(1) // served, whatever the answer
 		res, err := s.Tickets.Execute(ctx, id, cmd, opts...)
 		if err != nil {
 			return err
@@ -165,26 +164,24 @@ func (s *Service) execute(ctx context.Context, id string, cmd Command, key strin
 		b.Ticket, _, err = s.Tickets.State(ctx, id)
 		return err
 	})
-	if err == nil {
-		s.served[sport].Add(1)
-	}
 	return b, err
 }
 
 // Control goes through the scheduler like any request but touches no
 // node: its throughput is the service's overhead ceiling.
 func (s *Service) Control(ctx context.Context) error {
-	err := s.Sched.Do(ctx, Control, func() error { return nil })
-	if err == nil {
+	return s.Sched.Do(ctx, Control, func() error {
 		s.control.Add(1)
-	}
-	return err
+		return nil
+	})
 }
 
 // Stats are the service's counters since it started.
 type Stats struct {
-	Arch    Arch              `json:"arch"`
-	Sports  map[string]uint64 `json:"sports"`  // requests served per sport
+	Arch Arch `json:"arch"`
+	// Sports counts the requests each sport had served by a node,
+	// whatever their answer (a refused booking was served too).
+	Sports  map[string]uint64 `json:"sports"`
 	Control uint64            `json:"control"` // control requests served
 	Nodes   map[string]uint64 `json:"nodes"`   // requests completed per node
 	// NodeRate is each node's capacity in requests/s (0: unlimited), and

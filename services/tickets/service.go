@@ -123,44 +123,37 @@ func (s *Service) Find(ctx context.Context, q Query) (Result, error) {
 	return res, err
 }
 
-// Booking is the outcome of a book or return.
+// Booking is the outcome of a book or return: the ticket after it, and
+// the command's result (version, log position, whether it was a retry).
 type Booking struct {
-	Ticket   Ticket `json:"ticket"`
-	Position uint64 `json:"position"` // of the event in the log (0: nothing changed)
-	// Duplicate: the idempotency key had been seen; nothing was done
-	// again.
-	Duplicate bool `json:"duplicate,omitempty"`
+	Ticket Ticket
+	Result aggregate.Result[Event]
 }
 
-// Book allocates ticket id to owner. key, if not empty, makes a retry
-// safe.
-func (s *Service) Book(ctx context.Context, id, owner, key string) (Booking, error) {
-	return s.execute(ctx, id, Book{Owner: owner}, key)
+// Book allocates ticket id to owner. Options are the aggregate runtime's:
+// an idempotency key makes a retry safe.
+func (s *Service) Book(ctx context.Context, id, owner string, opts ...aggregate.Option) (Booking, error) {
+	return s.execute(ctx, id, Book{Owner: owner}, opts)
 }
 
 // Return releases owner's ticket id.
-func (s *Service) Return(ctx context.Context, id, owner, key string) (Booking, error) {
-	return s.execute(ctx, id, Return{Owner: owner}, key)
+func (s *Service) Return(ctx context.Context, id, owner string, opts ...aggregate.Option) (Booking, error) {
+	return s.execute(ctx, id, Return{Owner: owner}, opts)
 }
 
-func (s *Service) execute(ctx context.Context, id string, cmd Command, key string) (Booking, error) {
+func (s *Service) execute(ctx context.Context, id string, cmd Command, opts []aggregate.Option) (Booking, error) {
 	t, err := s.Catalogue.Ticket(id)
 	if err != nil {
 		return Booking{}, err
 	}
 	sport := s.Catalogue.SportIndex(t.Sport)
-	var opts []aggregate.Option
-	if key != "" {
-		opts = append(opts, aggregate.WithIdempotencyKey(key))
-	}
 	var b Booking
 	err = s.Sched.Do(ctx, sport, func() error {
 		s.served[sport].Add(1) // served, whatever the answer
-		res, err := s.Tickets.Execute(ctx, id, cmd, opts...)
-		if err != nil {
+		var err error
+		if b.Result, err = s.Tickets.Execute(ctx, id, cmd, opts...); err != nil {
 			return err
 		}
-		b.Position, b.Duplicate = res.Position, res.Duplicate
 		b.Ticket, _, err = s.Tickets.State(ctx, id)
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/engine/aggregate"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
 )
 
@@ -64,19 +65,19 @@ func TestConcurrentBookers(t *testing.T) {
 						if len(mine) > 0 && rng.IntN(3) == 0 {
 							i := rng.IntN(len(mine))
 							id := mine[i]
-							res, err := s.Return(ctx, id, owner, "")
+							res, err := s.Return(ctx, id, owner)
 							if err != nil {
 								t.Errorf("return %s by %s: %v", id, owner, err)
 								return
 							}
 							mine = append(mine[:i], mine[i+1:]...)
 							mu.Lock()
-							acks = append(acks, ack{id, owner, "TicketReturned", res.Position})
+							acks = append(acks, ack{id, owner, "TicketReturned", res.Result.Position})
 							mu.Unlock()
 							continue
 						}
 						id := TicketID(cat.Sports[rng.IntN(len(cat.Sports))], rng.IntN(cat.PerSport))
-						res, err := s.Book(ctx, id, owner, "")
+						res, err := s.Book(ctx, id, owner)
 						switch {
 						case errors.Is(err, ErrTaken):
 						case err != nil:
@@ -84,10 +85,10 @@ func TestConcurrentBookers(t *testing.T) {
 							return
 						case res.Ticket.Owner != owner:
 							t.Errorf("book %s by %s acknowledged with owner %q", id, owner, res.Ticket.Owner)
-						case res.Position != 0:
+						case res.Result.Position != 0:
 							mine = append(mine, id)
 							mu.Lock()
-							acks = append(acks, ack{id, owner, "TicketBooked", res.Position})
+							acks = append(acks, ack{id, owner, "TicketBooked", res.Result.Position})
 							mu.Unlock()
 						}
 					}
@@ -140,21 +141,21 @@ func TestConcurrentBookers(t *testing.T) {
 func TestIdempotentBooking(t *testing.T) {
 	s := newTestService(t, testCat, SchedConfig{Arch: Fair})
 	ctx := context.Background()
-	first, err := s.Book(ctx, "diving.3", "ann", "key-1")
-	if err != nil || first.Position == 0 {
+	first, err := s.Book(ctx, "diving.3", "ann", aggregate.WithIdempotencyKey("key-1"))
+	if err != nil || first.Result.Position == 0 {
 		t.Fatal(first, err)
 	}
-	again, err := s.Book(ctx, "diving.3", "ann", "key-1")
-	if err != nil || !again.Duplicate || again.Position != first.Position {
+	again, err := s.Book(ctx, "diving.3", "ann", aggregate.WithIdempotencyKey("key-1"))
+	if err != nil || !again.Result.Duplicate || again.Result.Position != first.Result.Position {
 		t.Fatalf("retry = %+v, %v; want the first result again", again, err)
 	}
-	if _, err := s.Book(ctx, "diving.3", "bob", "key-2"); !errors.Is(err, ErrTaken) {
+	if _, err := s.Book(ctx, "diving.3", "bob", aggregate.WithIdempotencyKey("key-2")); !errors.Is(err, ErrTaken) {
 		t.Fatalf("bob booking ann's seat: %v", err)
 	}
-	if _, err := s.Return(ctx, "diving.3", "bob", ""); !errors.Is(err, ErrNotHeld) {
+	if _, err := s.Return(ctx, "diving.3", "bob"); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("bob returning ann's seat: %v", err)
 	}
-	if _, err := s.Book(ctx, "diving.999", "bob", ""); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Book(ctx, "diving.999", "bob"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown ticket: %v", err)
 	}
 	if _, err := s.Find(ctx, Query{Sport: "diving", Day: 11, Limit: 1}); !errors.Is(err, ErrInvalid) {

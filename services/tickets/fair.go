@@ -19,16 +19,18 @@ import (
 //     robin with a quantum of one request is plain round robin. A sport
 //     with few requests is served as soon as its turn comes, however many
 //     requests the hot sport has queued.
-//   - A small in-flight limit per node (NodeInFlight, default 2: one in
-//     service, one ready to start). The shared-queue architecture starves
-//     cold sports because its workers all wait on the hot sport's node:
-//     the scheduler hands out work before a node can take it, and the
-//     order is then fixed. Here a request leaves its sport's queue only
-//     when a node holding that sport has room, so the hot sport's backlog
-//     stays in the hot sport's queue, where it delays nobody else, and the
-//     choice of what runs next is made at the last moment. Two in flight
-//     keep a node from idling between requests, so no capacity is lost
-//     to fairness.
+//   - A small in-flight limit per node (NodeInFlight, default 4). The
+//     shared-queue architecture starves cold sports because its workers
+//     all wait on the hot sport's node: the scheduler hands out work
+//     before a node can take it, and the order is then fixed. Here a
+//     request leaves its sport's queue only when a node holding that
+//     sport has room, so the hot sport's backlog stays in the hot sport's
+//     queue, where it delays nobody else, and the choice of what runs
+//     next is made at the last moment. A few in flight keep a node busy
+//     while the callers of finished requests are still waking up (with
+//     two, a busy machine left the emulated nodes idle a fifth of the
+//     time), so no capacity is lost to fairness; the price is that a cold
+//     request may wait behind that many at its node.
 //   - With replicas, the least loaded replica, as in "The Power of Two
 //     Choices in Randomized Load Balancing" (Mitzenmacher, 2001): a
 //     request that finds a replica with room goes to the one with the

@@ -181,11 +181,12 @@ type Stats struct {
 	// Placement which nodes hold each sport.
 	NodeRate  float64             `json:"node_rate"`
 	Placement map[string][]string `json:"placement"`
+	PerSport  int                 `json:"tickets_per_sport"`
 }
 
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
-	st := Stats{Arch: s.Arch, Sports: map[string]uint64{}, Nodes: map[string]uint64{}, Control: s.control.Load(), Placement: map[string][]string{}}
+	st := Stats{Arch: s.Arch, Sports: map[string]uint64{}, Nodes: map[string]uint64{}, Control: s.control.Load(), Placement: map[string][]string{}, PerSport: s.Catalogue.PerSport}
 	for i, name := range s.Catalogue.Sports {
 		st.Sports[name] = s.served[i].Load()
 	}

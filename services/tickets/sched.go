@@ -167,14 +167,22 @@ func newJob(ctx context.Context, sport int, op func() error) *job {
 	return &job{ctx: ctx, sport: sport, op: op, done: make(chan error, 1)}
 }
 
-// wait returns the job's outcome, or ctx's error if the caller leaves
-// first (the worker then skips the job).
-func (j *job) wait() error {
+// wait returns the job's outcome, ctx's error if the caller leaves first
+// (the worker then skips the job), or ErrClosed if the workers stop
+// before taking it.
+func (j *job) wait(closed <-chan struct{}) error {
 	select {
 	case err := <-j.done:
 		return err
 	case <-j.ctx.Done():
 		return j.ctx.Err()
+	case <-closed:
+		select {
+		case err := <-j.done:
+			return err
+		default:
+			return ErrClosed
+		}
 	}
 }
 
@@ -233,7 +241,7 @@ func (p *workerPool) enqueue(q chan<- *job, j *job) error {
 	}
 	select {
 	case q <- j:
-		return j.wait()
+		return j.wait(p.closed)
 	default:
 		return ErrBusy
 	}

@@ -184,7 +184,7 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 	fs.DurationVar(&cfg.Step, "step", 30*time.Second, "how long each step lasts")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "the unmeasured start of each step (default a fifth of --step)")
 	fs.StringVar(&cfg.Ops, "ops", "search", "search, book or mixed (half search, a quarter each book and return)")
-	fs.Float64Var(&cfg.ControlRate, "control-rate", 20, "control requests/s, sent alongside (negative: the step's total offered rate, which the seed measured in a separate run)")
+	fs.Float64Var(&cfg.ControlRate, "control-rate", 20, "control requests/s, sent alongside (negative: the step's total offered rate, which the paper measured in a separate run)")
 	fs.StringVar(&cfg.Hot, "hot", "athletics", "the sport in hot demand")
 	fs.IntVar(&cfg.SearchLimit, "search-limit", 10, "tickets per search answer")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the arrival process (0: random)")

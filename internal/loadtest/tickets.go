@@ -20,12 +20,14 @@ import (
 	"github.com/logbook/logbook/internal/stats"
 )
 
-// TicketsConfig is the skewed-demand experiment on the tickets service:
+// TicketsConfig is the skewed-demand experiment on the tickets service
+// (after "Performance modelling and simulation of skewed demand in complex
+// systems", Shephard, 2017 — "the paper" below):
 // every cold sport at ColdRate requests/s, the hot sport at ColdRate × m
 // for each multiplier m in turn, and control requests besides; each step
 // held for Step, of which the first Warmup is not measured. Arrivals are
 // an open Poisson process (exponential gaps, like JMeter's Poisson timer
-// in the seed's runs): they leave on schedule whatever the server does.
+// in the paper's runs): they leave on schedule whatever the server does.
 type TicketsConfig struct {
 	ColdRate    float64
 	Multipliers []float64
@@ -42,7 +44,7 @@ type TicketsConfig struct {
 // TicketsStep is one step's measurements. Rates are per second over the
 // measured part of the step (the step less its warm-up): offered counts
 // the requests sent in it, throughput and rejected the answers received
-// in it — what a meter at the server counts, as in the seed; latencies
+// in it — what a meter at the server counts, as in the paper; latencies
 // are those of the requests sent in it. Keys are sport names and
 // "control".
 type TicketsStep struct {
@@ -463,7 +465,7 @@ func (g *ticketsGen) request(key int, rng *rand.Rand) (method, path, body string
 	return "GET", "/api/tickets/search?sport=" + url.QueryEscape(sport) + "&limit=" + strconv.Itoa(g.cfg.SearchLimit), "", nil
 }
 
-// Table renders the result in the layout of the seed's tables: per step
+// Table renders the result in the layout of the paper's tables: per step
 // the multiplier, each sport's throughput (with more than four sports:
 // the hot one, the cold ones' lowest and mean), total, control, the ratio
 // of hot to cold demand, and each node's completed requests/s (with many

@@ -59,7 +59,7 @@ func fraction(r TicketsResult, i int, sport string) float64 {
 	return r.Steps[i].Throughput[sport] / r.Steps[i].Offered[sport]
 }
 
-// The direction of the seed's result and of ours, end to end over HTTP,
+// The direction of the paper's result and of ours, end to end over HTTP,
 // without timing assertions: generous margins on rates a noisy machine
 // cannot move far. Under the shared queue, cycling loses about half its
 // throughput when athletics' demand grows tenfold, though its own demand

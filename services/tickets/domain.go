@@ -1,5 +1,7 @@
 // Package tickets is the ticketing service of a multi-sport event: tickets
-// for a sport, a day and a seat, which customers search, book and return.
+// for a sport, a day and a seat, which customers search, book and return —
+// the use case of "Performance modelling and simulation of skewed demand
+// in complex systems" (Shephard, 2017), called "the paper" below.
 // Demand is skewed — one sport (athletics) is wanted far more than the
 // others — and the package's schedulers (sched.go, fair.go) decide how
 // requests reach the store nodes that hold the tickets, so that the hot
@@ -47,7 +49,7 @@ type Catalogue struct {
 	Days     int
 }
 
-// DefaultSports are the seed's three: athletics in hot demand, cycling and
+// DefaultSports are the paper's three: athletics in hot demand, cycling and
 // diving not.
 var DefaultSports = []string{"athletics", "cycling", "diving"}
 

@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// Node emulates one store node of the seed's measured systems: a
+// Node emulates one store node of the paper's measured systems: a
 // partition of the tickets (some sports) behind a single server that
 // serves at most Rate requests per second, each taking an exponentially
 // distributed time (mean 1/Rate) — the M/M/1 server of the Markov models
-// the seed solved, and the one-core database virtual machines it
+// the paper solved, and the one-core database virtual machines it
 // measured. With Rate 0 the node adds nothing: requests go straight to the
 // real store.
 //

@@ -25,7 +25,7 @@ type Scheduler interface {
 }
 
 // Control is the sport of a control request: it touches no store node
-// and measures the overhead of everything else, as in the seed.
+// and measures the overhead of everything else, as in the paper.
 const Control = -1
 
 // Overload and shutdown errors of Do.
@@ -42,7 +42,7 @@ var (
 // Arch names an architecture.
 type Arch string
 
-// The architectures: the seed's three, and fair.
+// The architectures: the paper's three, and fair.
 const (
 	// Micro: one worker and one node per sport, fully separate.
 	Micro Arch = "micro"
@@ -68,7 +68,7 @@ type SchedConfig struct {
 	// micro and queue, 2 for queue-rep and fair; micro allows only 1.
 	Replicas int
 	// Workers is the queue architectures' worker pool (default 16, the
-	// seed's).
+	// paper's).
 	Workers int
 	// QueueLimit bounds the requests waiting: in the shared queue, in
 	// each micro worker's queue, and in fair's queues all together
@@ -119,7 +119,7 @@ func (c SchedConfig) withDefaults() (SchedConfig, error) {
 // NewScheduler builds the nodes and the scheduler of c.Arch. Node i is
 // named db<i+1> and holds sport i; with two replicas it also holds sport
 // i+1 (mod the number of sports), so that sport j lives on nodes j and
-// j-1: for the seed's three sports db1 holds athletics and cycling, db2
+// j-1: for the paper's three sports db1 holds athletics and cycling, db2
 // cycling and diving, db3 diving and athletics.
 func NewScheduler(c SchedConfig, sportNames []string) (Scheduler, error) {
 	c, err := c.withDefaults()
@@ -274,11 +274,11 @@ func (m *micro) Do(ctx context.Context, sport int, op func() error) error {
 	return m.enqueue(m.queues[sport], newJob(ctx, sport, op))
 }
 
-// shared is the seed's queue architecture, with one or two replicas: one
+// shared is the paper's queue architecture, with one or two replicas: one
 // FIFO queue that every request, control included, goes through, and a
 // pool of workers that each take the oldest request and wait for its node.
 // With two replicas a worker picks one of the sport's nodes at random with
-// equal probability, as the seed's model assumed.
+// equal probability, as the paper's model assumed.
 //
 // Under skewed demand the workers end up waiting on the hot sport's nodes,
 // and the queue fills with hot requests in the ratio of the demands: every

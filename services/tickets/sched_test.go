@@ -102,7 +102,7 @@ func gatedRun(t *testing.T, arch Arch, backlog int) (servedBefore int) {
 
 // A cold sport's wait is bounded whatever the hot sport's backlog under
 // fair — at most one hot request per node takes its turn first — and
-// grows with the backlog under the shared queue: the seed's starvation.
+// grows with the backlog under the shared queue: the paper's starvation.
 func TestColdWaitBoundedByTurnsNotBacklog(t *testing.T) {
 	for _, backlog := range []int{10, 100, 1000} {
 		if got := gatedRun(t, Fair, backlog); got > 2 {
@@ -268,7 +268,7 @@ func TestSchedulerPlacement(t *testing.T) {
 	for _, n := range s.Nodes() {
 		got += fmt.Sprintf("%s:%v ", n.Name, n.Sports)
 	}
-	// The seed's ring: db1 athletics+cycling, db2 cycling+diving, db3 diving+athletics.
+	// The paper's ring: db1 athletics+cycling, db2 cycling+diving, db3 diving+athletics.
 	if want := "db1:[athletics cycling] db2:[cycling diving] db3:[diving athletics] "; got != want {
 		t.Errorf("placement %q, want %q", got, want)
 	}

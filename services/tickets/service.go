@@ -37,7 +37,7 @@ type Config struct {
 //
 // Book and return append events to the ticket's stream; the search view
 // follows the log and answers searches. This is the split by operation
-// that the seed proposes as future work — book and return produce events,
+// that the paper proposes as future work — book and return produce events,
 // search consumes them — and it is simply how logbook works: the log is
 // the event stream between them.
 type Service struct {

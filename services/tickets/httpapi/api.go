@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/logbook/logbook/engine/aggregate"
 	"github.com/logbook/logbook/engine/api"
@@ -30,6 +31,10 @@ func OpenAPI() []byte { return openapiJSON }
 // maxBody bounds a request body: a book or return is one owner name.
 const maxBody = 4 << 10
 
+// readWait bounds how long a search waits for the view to reach the
+// position a client asked for (min_position); then 503.
+const readWait = 5 * time.Second
+
 // API serves the tickets HTTP API over a Service.
 type API struct {
 	*tickets.Service
@@ -37,7 +42,7 @@ type API struct {
 
 // Routes is the tickets API's route table.
 var Routes = []api.Route[*API]{
-	withQuery(route("GET /api/tickets/search", auth.Viewer, api.ViewQuery, (*API).search), "sport", "owner", "day", "available", "limit"),
+	withQuery(route("GET /api/tickets/search", auth.Viewer, api.ViewQuery, (*API).search), "sport", "owner", "day", "available", "limit", api.MinPosition),
 	route("POST /api/tickets/{id}/book", auth.Booker, api.Command, (*API).book),
 	route("POST /api/tickets/{id}/return", auth.Booker, api.Command, (*API).giveBack),
 	route("GET /api/tickets/control", auth.Viewer, api.Anywhere, (*API).control),
@@ -128,6 +133,19 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	if s := v.Get("available"); s != "" {
 		if q.Available, err = strconv.ParseBool(s); err != nil {
 			return api.BadRequest("available %q: want true or false", s)
+		}
+	}
+	if s := v.Get(api.MinPosition); s != "" {
+		// Read your writes: wait, before taking a node's time, until the
+		// view has applied the position a book or return answered.
+		pos, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return api.BadRequest("min_position %q: want a log position", s)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readWait)
+		defer cancel()
+		if err := a.Search.WaitFor(ctx, pos); err != nil {
+			return fmt.Errorf("waiting for the search view to reach position %d: %w", pos, err)
 		}
 	}
 	res, err := a.Find(r.Context(), q)

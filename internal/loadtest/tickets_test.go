@@ -13,30 +13,66 @@ import (
 	"github.com/logbook/logbook/services/tickets/httpapi"
 )
 
-// runArch serves the tickets API with one architecture (three sports,
-// nodes of 100 requests/s) and runs a short experiment against it: cold
-// sports at 20/s, athletics at 20/s and then 200/s.
-func runArch(t *testing.T, arch tickets.Arch) TicketsResult {
+// serveTickets serves the tickets API on a fresh store; it returns the
+// server's URL and the store, closed when the test ends.
+func serveTickets(t *testing.T, sc tickets.SchedConfig, perSport int) (string, *tickets.Service) {
 	t.Helper()
 	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	svc, err := tickets.New(ctx, store, tickets.Config{
-		Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 500, Days: 10},
-		Sched:     tickets.SchedConfig{Arch: arch, NodeRate: 100},
+		Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: perSport, Days: 10},
+		Sched:     sc,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Close()
-	tokens, _ := auth.ParseEnv("viewer-token:viewer")
+	tokens, _ := auth.ParseEnv("viewer-token:viewer,booker-token:booker")
 	srv := httptest.NewServer(httpapi.New(svc, tokens))
-	defer srv.Close()
-	c, err := NewTicketsClient(srv.URL, "viewer-token", 4096)
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		svc.Close()
+		store.Close()
+	})
+	return srv.URL, svc
+}
+
+// The mixed workload books, returns what it booked, and searches; the log
+// afterwards holds both kinds of event and no seat sold twice, and every
+// answer was a success or a refused booking.
+func TestTicketsMixedOps(t *testing.T) {
+	url, svc := serveTickets(t, tickets.SchedConfig{Arch: tickets.Fair}, 50)
+	c, err := NewTicketsClient(url, "booker-token", 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunTickets(context.Background(), c, TicketsConfig{ColdRate: 40, Multipliers: []float64{1, 3}, Step: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, Ops: "mixed", ControlRate: 10, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FirstFailure != "" {
+		t.Fatalf("failure: %s", res.FirstFailure)
+	}
+	a, err := tickets.AuditLog(context.Background(), svc.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Violations) > 0 || a.Events == 0 || a.Booked >= a.Events {
+		t.Fatalf("audit %+v: want bookings and returns, no violations", a)
+	}
+}
+
+// runArch serves the tickets API with one architecture (three sports,
+// nodes of 100 requests/s) and runs a short experiment against it: cold
+// sports at 20/s, athletics at 20/s and then 200/s.
+func runArch(t *testing.T, arch tickets.Arch) TicketsResult {
+	t.Helper()
+	url, _ := serveTickets(t, tickets.SchedConfig{Arch: arch, NodeRate: 100}, 500)
+	ctx := context.Background()
+	c, err := NewTicketsClient(url, "viewer-token", 4096)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ func newLoadtestCmd(e *env) *cobra.Command {
 	g := group("loadtest", "load a running server's HTTP API: read (the schedule checks), write (simulated planners)",
 		newLoadtestReadCmd(e),
 		newLoadtestWriteCmd(e),
+		newLoadtestTicketsCmd(e),
 	)
 	cpuProfileFlag(g)
 	return g

@@ -1,10 +1,11 @@
-// Package auth is token authentication with three roles: planners change
-// the schedule, viewers only read, and schema admins change the schema
-// registry (register, delete, configure; reading schemas needs only a
-// viewer). Tokens come from a file (one "token role" per line) or an
-// environment variable ("token:role,…"), and are sent as a bearer token or
-// as the password of HTTP basic auth (the user name is ignored), which is
-// what Confluent's registry clients send.
+// Package auth is token authentication with four roles: planners change
+// the flight schedule, bookers book and return tickets, viewers only
+// read, and schema admins change the schema registry (register, delete,
+// configure; reading schemas needs only a viewer). Tokens come from a
+// file (one "token role" per line) or an environment variable
+// ("token:role,…"), and are sent as a bearer token or as the password of
+// HTTP basic auth (the user name is ignored), which is what Confluent's
+// registry clients send.
 package auth
 
 import (
@@ -26,6 +27,9 @@ const (
 	Planner     Role = "planner"
 	Viewer      Role = "viewer"
 	SchemaAdmin Role = "schema-admin"
+	// Booker may book and return tickets (and read, like every role),
+	// but not change the flight schedule.
+	Booker Role = "booker"
 )
 
 // CanWrite reports whether the role may change the schedule.
@@ -43,8 +47,8 @@ func (t *Tokens) Add(token string, role Role) error {
 	if len(token) < 8 {
 		return fmt.Errorf("auth: token %q… is shorter than 8 characters", prefix(token))
 	}
-	if role != Planner && role != Viewer && role != SchemaAdmin {
-		return fmt.Errorf("auth: unknown role %q (planner, viewer or schema-admin)", role)
+	if role != Planner && role != Viewer && role != SchemaAdmin && role != Booker {
+		return fmt.Errorf("auth: unknown role %q (planner, booker, viewer or schema-admin)", role)
 	}
 	if t.byDigest == nil {
 		t.byDigest = map[[32]byte]Role{}

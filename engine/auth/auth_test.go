@@ -27,9 +27,16 @@ func TestParse(t *testing.T) {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}
 	}
-	env, err := ParseEnv("aaaaaaaa:planner, bbbbbbbb:viewer")
-	if err != nil || env.Len() != 2 {
+	env, err := ParseEnv("aaaaaaaa:planner, bbbbbbbb:viewer, cccccccc:booker")
+	if err != nil || env.Len() != 3 {
 		t.Fatal(env, err)
+	}
+	// A booker books tickets and reads, but does not plan flights.
+	if r, _ := env.Lookup("cccccccc"); r != Booker || !r.Has(Booker) || !r.Has(Viewer) || r.Has(Planner) || r.CanWrite() {
+		t.Errorf("booker role: %q", r)
+	}
+	if r, _ := env.Lookup("aaaaaaaa"); r.Has(Booker) {
+		t.Error("a planner may book")
 	}
 	if _, err := ParseEnv("aaaaaaaa"); err == nil {
 		t.Fatal("missing role accepted")

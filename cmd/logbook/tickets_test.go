@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTicketsBadUsage(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer")
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"tickets"}, 2, "which tickets command? (check, serve)"},
+		{[]string{"tickets", "serve", "--arch", "lifo"}, 2, `--arch "lifo"`},
+		{[]string{"tickets", "serve", "--node-rate", "-1"}, 2, "must not be negative"},
+		{[]string{"tickets", "serve", "--replicas", "3"}, 2, "--replicas 1 or 2"},
+		{[]string{"tickets", "serve", "--sports", "0"}, 2, "--sports 0"},
+		{[]string{"tickets", "serve", "--tickets-per-sport", "0"}, 2, "tickets per sport"},
+		{[]string{"loadtest", "tickets"}, 2, "--url and --token are required"},
+		{[]string{"loadtest", "tickets", "--url", "ftp://x", "--token", "t"}, 2, "want http://host:port"},
+		{[]string{"loadtest", "tickets", "--url", "http://x", "--token", "t", "--hot-multipliers", "1,x"}, 2, `"x" is not a positive number`},
+		{[]string{"loadtest", "tickets", "--url", "http://x", "--token", "t", "--ops", "sell"}, 2, `--ops "sell"`},
+		{[]string{"loadtest", "tickets", "--url", "http://x", "--token", "t", "--step", "1s", "--warmup", "2s"}, 2, "--warmup shorter than --step"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.msg)
+		}
+	}
+	t.Setenv("LOGBOOK_TOKENS", "")
+	if code, _, stderr := runCLI(t, "tickets", "serve", "--data", t.TempDir()); code != 2 || !strings.Contains(stderr, "no bearer tokens") {
+		t.Errorf("serve without tokens: %d %q", code, stderr)
+	}
+}
+
+// tickets serve answers over HTTP, the load test runs against it, and
+// tickets check reads the store it leaves.
+func TestTicketsServeLoadtestCheck(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,booker-token:booker")
+	data := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		code := run(ctx, &env{stdout: &strings.Builder{}, stderr: &strings.Builder{}, getenv: func(string) string { return "" }},
+			[]string{"tickets", "serve", "--data", data, "--addr", addr, "--arch", "fair", "--node-rate", "0", "--tickets-per-sport", "20"})
+		done <- code
+	}()
+	ready := false
+	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(20 * time.Millisecond) {
+		if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			res.Body.Close()
+			ready = res.StatusCode == 200
+			break
+		}
+	}
+	if !ready {
+		cancel()
+		t.Fatalf("tickets serve did not answer /healthz (exit %d)", <-done)
+	}
+	code, out, stderr := runCLI(t, "loadtest", "tickets", "--url", "http://"+addr, "--token", "booker-token", "--ops", "book",
+		"--cold-rate", "20", "--hot-multipliers", "1", "--step", "1s", "--json")
+	var res struct {
+		Arch  string `json:"arch"`
+		Steps []struct {
+			Throughput map[string]float64 `json:"throughput"`
+			P99        map[string]float64 `json:"p99_ms"`
+			Nodes      map[string]float64 `json:"nodes"`
+		} `json:"steps"`
+		ColdMinFraction       *float64 `json:"cold_min_fraction"`
+		HotFractionOfCapacity *float64 `json:"hot_fraction_of_capacity"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Arch != "fair" || len(res.Steps) != 1 ||
+		res.ColdMinFraction == nil || res.HotFractionOfCapacity == nil || res.Steps[0].Nodes["db1"] == 0 {
+		t.Errorf("loadtest tickets: exit %d, %q, %q", code, out, stderr)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("tickets serve exited %d", code)
+	}
+	code, out, stderr = runCLI(t, "tickets", "check", "--data", data, "--json")
+	var a struct {
+		Events     int      `json:"events"`
+		Violations []string `json:"violations"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &a) != nil || a.Events == 0 || len(a.Violations) != 0 {
+		t.Errorf("tickets check: exit %d, %q, %q", code, out, stderr)
+	}
+}

@@ -1,0 +1,206 @@
+// Package httpapi is the tickets service's HTTP API under /api/tickets/:
+// search (any token), book and return (a booker's token), control (a
+// request that touches no store node), the service's counters, and the
+// OpenAPI document. Its route table (Routes) is what the handler, the
+// node gating and the OpenAPI check read.
+package httpapi
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/logbook/logbook/engine/aggregate"
+	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/problem"
+	"github.com/logbook/logbook/services/tickets"
+)
+
+//go:embed openapi.json
+var openapiJSON []byte
+
+// OpenAPI is the API's OpenAPI document.
+func OpenAPI() []byte { return openapiJSON }
+
+// maxBody bounds a request body: a book or return is one owner name.
+const maxBody = 4 << 10
+
+// readWait bounds how long a search waits for the view to reach the
+// position a client asked for (min_position); then 503.
+const readWait = 5 * time.Second
+
+// API serves the tickets HTTP API over a Service.
+type API struct {
+	*tickets.Service
+}
+
+// Routes is the tickets API's route table.
+var Routes = []api.Route[*API]{
+	withQuery(route("GET /api/tickets/search", auth.Viewer, api.ViewQuery, (*API).search), "sport", "owner", "day", "available", "limit", api.MinPosition),
+	route("POST /api/tickets/{id}/book", auth.Booker, api.Command, (*API).book),
+	route("POST /api/tickets/{id}/return", auth.Booker, api.Command, (*API).giveBack),
+	route("GET /api/tickets/control", auth.Viewer, api.Anywhere, (*API).control),
+	route("GET /api/tickets/stats", auth.Viewer, api.Anywhere, (*API).stats),
+	{Spec: api.Spec{Method: "GET", Path: "/api/tickets/openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write(openapiJSON)
+		return err
+	}},
+}
+
+func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
+	method, path, _ := strings.Cut(pattern, " ")
+	return api.Route[*API]{Spec: api.Spec{Method: method, Path: path, Role: role, Kind: kind}, Handle: func(a *API, w http.ResponseWriter, r *http.Request) error {
+		err := h(a, w, r)
+		if errors.Is(err, tickets.ErrBusy) || errors.Is(err, tickets.ErrKeyBusy) {
+			w.Header().Set("Retry-After", "1")
+		}
+		return err
+	}}
+}
+
+// New returns the tickets HTTP API for svc. Every route but the OpenAPI
+// document needs a bearer token; booking and returning need a booker's.
+func New(svc *tickets.Service, tokens *auth.Tokens) http.Handler {
+	mux := http.NewServeMux()
+	api.Mount(mux, Routes, &API{Service: svc}, api.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+	mux.Handle("/api/tickets/", api.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/tickets/openapi.json)", r.Method, r.URL.Path)}
+	}, nil))
+	return mux
+}
+
+// Problem types of the tickets domain.
+const (
+	TypeTaken   = "urn:logbook:problem:tickets:taken"    // 409: someone else holds the ticket (who is not said)
+	TypeNotHeld = "urn:logbook:problem:tickets:not-held" // 409: a return by someone who does not hold the ticket
+	TypeBusy    = "urn:logbook:problem:tickets:busy"     // 503 (all queues full) or 429 (this sport's queue full); Retry-After
+)
+
+// domainErrors maps the tickets errors: 409 taken or not held, 404 no
+// such ticket or sport, 400 invalid input, 429 the sport's queue full,
+// 503 every queue full or the scheduler closed.
+func domainErrors(err error) (problem.Details, bool) {
+	switch {
+	case errors.Is(err, tickets.ErrTaken):
+		return api.Problem(http.StatusConflict, TypeTaken, err.Error()), true
+	case errors.Is(err, tickets.ErrNotHeld):
+		return api.Problem(http.StatusConflict, TypeNotHeld, err.Error()), true
+	case errors.Is(err, tickets.ErrNotFound):
+		return api.Problem(http.StatusNotFound, api.TypeNotFound, err.Error()), true
+	case errors.Is(err, tickets.ErrInvalid):
+		return api.Problem(http.StatusBadRequest, api.TypeInvalidRequest, err.Error()), true
+	case errors.Is(err, tickets.ErrKeyBusy):
+		return api.Problem(http.StatusTooManyRequests, TypeBusy, err.Error()), true
+	case errors.Is(err, tickets.ErrBusy):
+		return api.Problem(http.StatusServiceUnavailable, TypeBusy, err.Error()), true
+	case errors.Is(err, tickets.ErrClosed):
+		return api.Problem(http.StatusServiceUnavailable, api.TypeUnavailable, err.Error()), true
+	}
+	return problem.Details{}, false
+}
+
+// withQuery names the query parameters a route takes; engine/api
+// refuses others.
+func withQuery(r api.Route[*API], params ...string) api.Route[*API] {
+	r.Query = params
+	return r
+}
+
+func (a *API) search(w http.ResponseWriter, r *http.Request) error {
+	v := r.URL.Query()
+	q := tickets.Query{Sport: v.Get("sport"), Owner: v.Get("owner"), Limit: 100}
+	if q.Sport == "" {
+		return api.BadRequest("sport is required")
+	}
+	var err error
+	if s := v.Get("day"); s != "" {
+		if q.Day, err = strconv.Atoi(s); err != nil || q.Day < 1 {
+			return api.BadRequest("day %q: want a positive number", s)
+		}
+	}
+	if s := v.Get("limit"); s != "" {
+		if q.Limit, err = strconv.Atoi(s); err != nil {
+			return api.BadRequest("limit %q: want a number", s)
+		}
+	}
+	if s := v.Get("available"); s != "" {
+		if q.Available, err = strconv.ParseBool(s); err != nil {
+			return api.BadRequest("available %q: want true or false", s)
+		}
+	}
+	if s := v.Get(api.MinPosition); s != "" {
+		// Read your writes: wait, before taking a node's time, until the
+		// view has applied the position a book or return answered.
+		pos, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return api.BadRequest("min_position %q: want a log position", s)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readWait)
+		defer cancel()
+		if err := a.Search.WaitFor(ctx, pos); err != nil {
+			return fmt.Errorf("waiting for the search view to reach position %d: %w", pos, err)
+		}
+	}
+	res, err := a.Find(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	return api.WriteJSON(w, http.StatusOK, res)
+}
+
+// ownerBody is the body of a book or return.
+type ownerBody struct {
+	Owner string `json:"owner"`
+}
+
+// bookingAnswer is the answer to a book or return.
+type bookingAnswer struct {
+	Ticket tickets.Ticket `json:"ticket"`
+	api.CommandResult
+}
+
+func (a *API) book(w http.ResponseWriter, r *http.Request) error {
+	return a.command(w, r, a.Book)
+}
+
+func (a *API) giveBack(w http.ResponseWriter, r *http.Request) error {
+	return a.command(w, r, a.Return)
+}
+
+func (a *API) command(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, id, owner string, opts ...aggregate.Option) (tickets.Booking, error)) error {
+	var body ownerBody
+	if err := api.DecodeJSON(r, maxBody, &body); err != nil {
+		return err
+	}
+	if body.Owner == "" {
+		return api.BadRequest("owner is required")
+	}
+	opts, err := api.CommandOptions(r)
+	if err != nil {
+		return err
+	}
+	b, err := do(r.Context(), r.PathValue("id"), body.Owner, opts...)
+	if err != nil {
+		return err
+	}
+	status := api.ResultHeaders(w, http.StatusOK, b.Result)
+	return api.WriteJSON(w, status, bookingAnswer{Ticket: b.Ticket, CommandResult: api.Result(b.Result)})
+}
+
+func (a *API) control(w http.ResponseWriter, r *http.Request) error {
+	if err := a.Control(r.Context()); err != nil {
+		return err
+	}
+	return api.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (a *API) stats(w http.ResponseWriter, _ *http.Request) error {
+	return api.WriteJSON(w, http.StatusOK, a.Stats())
+}

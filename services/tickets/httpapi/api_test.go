@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/services/tickets"
+)
+
+const (
+	viewer = "viewer-token"
+	booker = "booker-token"
+)
+
+func newServer(t *testing.T, sc tickets.SchedConfig) *httptest.Server {
+	t.Helper()
+	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	svc, err := tickets.New(ctx, store, tickets.Config{Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 20, Days: 4}, Sched: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, _ := auth.ParseEnv(viewer + ":viewer," + booker + ":booker,planner-token:planner")
+	srv := httptest.NewServer(New(svc, tokens))
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		svc.Close()
+		store.Close()
+	})
+	return srv
+}
+
+// call sends a request and checks a JSON answer against the OpenAPI
+// document; errors must be problem+json.
+func call(t *testing.T, srv *httptest.Server, ctx context.Context, method, path, token, body string, header ...string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	ct := res.Header.Get("Content-Type")
+	if res.StatusCode >= 400 && ct != "application/problem+json" {
+		t.Errorf("%s %s: %d with %q, want problem+json", method, path, res.StatusCode, ct)
+	}
+	checkAnswer(t, method, path, res.StatusCode, ct, raw)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return res.StatusCode, res.Header, m
+}
+
+func TestAPI(t *testing.T) {
+	srv := newServer(t, tickets.SchedConfig{Arch: tickets.Fair})
+	ctx := context.Background()
+	for _, c := range []struct {
+		method, path, token, body string
+		status                    int
+	}{
+		{"GET", "/api/tickets/search?sport=cycling", "", "", 401},
+		{"GET", "/api/tickets/search?sport=cycling", "wrong-token", "", 401},
+		{"GET", "/api/tickets/search?sport=cycling", viewer, "", 200},
+		{"GET", "/api/tickets/search?sport=cycling&day=2&available=true&limit=3", booker, "", 200},
+		{"GET", "/api/tickets/search", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=rowing", viewer, "", 404},
+		{"GET", "/api/tickets/search?sport=cycling&day=5", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=cycling&day=x", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=cycling&limit=0", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=cycling&limit=1001", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=cycling&available=maybe", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=cycling&colour=red", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=cycling&min_position=x", viewer, "", 400},
+		{"GET", "/api/tickets/search?sport=cycling&min_position=0", viewer, "", 200},
+		{"POST", "/api/tickets/cycling.1/book", viewer, `{"owner":"ann"}`, 403},
+		{"POST", "/api/tickets/cycling.1/book", "planner-token", `{"owner":"ann"}`, 403},
+		{"POST", "/api/tickets/cycling.1/book", booker, `{"owner":""}`, 400},
+		{"POST", "/api/tickets/cycling.1/book", booker, `{"owner":"ann","x":1}`, 400},
+		{"POST", "/api/tickets/cycling.1/book", booker, `{"owner":"a\u0000b"}`, 400},
+		{"POST", "/api/tickets/cycling.1/book", booker, `not json`, 400},
+		{"POST", "/api/tickets/cycling.20/book", booker, `{"owner":"ann"}`, 404},
+		{"POST", "/api/tickets/rowing.1/book", booker, `{"owner":"ann"}`, 404},
+		{"POST", "/api/tickets/cycling.1/return", booker, `{"owner":"ann"}`, 409},
+		{"GET", "/api/tickets/control", viewer, "", 200},
+		{"GET", "/api/tickets/stats", viewer, "", 200},
+		{"GET", "/api/tickets/nothing", viewer, "", 404},
+		{"GET", "/api/tickets/openapi.json", "", "", 200},
+	} {
+		if got, _, m := call(t, srv, ctx, c.method, c.path, c.token, c.body); got != c.status {
+			t.Errorf("%s %s as %q: %d %v, want %d", c.method, c.path, c.token, got, m, c.status)
+		}
+	}
+
+	// Book, have it refused to another without naming the holder, search
+	// one's own, retry with the same key, return.
+	status, h, m := call(t, srv, ctx, "POST", "/api/tickets/diving.5/book", booker, `{"owner":"ann"}`, "Idempotency-Key", "k1")
+	if status != 200 || m["ticket"].(map[string]any)["owner"] != "ann" || h.Get("X-Logbook-Position") == "" || h.Get("ETag") != `"1"` {
+		t.Fatalf("book: %d %v %v", status, h, m)
+	}
+	pos := m["position"]
+	status, _, m = call(t, srv, ctx, "POST", "/api/tickets/diving.5/book", booker, `{"owner":"bob"}`)
+	if status != 409 || m["type"] != TypeTaken || strings.Contains(fmt.Sprint(m), "ann") {
+		t.Fatalf("taken: %d %v (must not name the holder)", status, m)
+	}
+	status, _, m = call(t, srv, ctx, "POST", "/api/tickets/diving.5/book", booker, `{"owner":"ann"}`, "Idempotency-Key", "k1")
+	if status != 200 || m["duplicate"] != true || m["position"] != pos {
+		t.Fatalf("retry: %d %v", status, m)
+	}
+	// The search view follows the log; min_position reads one's own write.
+	_, _, m = call(t, srv, ctx, "GET", fmt.Sprintf("/api/tickets/search?sport=diving&owner=ann&min_position=%.0f", pos), viewer, "")
+	if m["matches"] != float64(1) || m["tickets"].([]any)[0].(map[string]any)["id"] != "diving.5" {
+		t.Fatalf("ann's tickets: %v", m)
+	}
+	_, _, m = call(t, srv, ctx, "GET", "/api/tickets/search?sport=diving&limit=1000", viewer, "")
+	if strings.Contains(fmt.Sprint(m), "ann") {
+		t.Errorf("a search not by owner shows owners: %v", m)
+	}
+	if status, _, m = call(t, srv, ctx, "POST", "/api/tickets/diving.5/return", booker, `{"owner":"bob"}`); status != 409 || m["type"] != TypeNotHeld {
+		t.Fatalf("bob returns ann's: %d %v", status, m)
+	}
+	if status, _, m = call(t, srv, ctx, "POST", "/api/tickets/diving.5/return", booker, `{"owner":"ann"}`); status != 200 || m["ticket"].(map[string]any)["owner"] != nil {
+		t.Fatalf("return: %d %v", status, m)
+	}
+	if status, _, _ = call(t, srv, ctx, "POST", "/api/tickets/diving.5/book", booker, `{"owner":"bob"}`); status != 200 {
+		t.Fatalf("book after return: %d", status)
+	}
+}
+
+// Full queues answer at once, with Retry-After: 429 when one sport has
+// as many waiting as it may, 503 when all queues are. A node of rate 0.0001
+// holds its first request for hours, until the test ends it.
+func TestOverload(t *testing.T) {
+	srv := newServer(t, tickets.SchedConfig{Arch: tickets.Fair, Replicas: 1, NodeRate: 0.0001, NodeInFlight: 1, KeyLimit: 2, QueueLimit: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	hold := func(sport string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/tickets/search?sport="+sport, nil)
+			req.Header.Set("Authorization", "Bearer "+viewer)
+			if res, err := srv.Client().Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
+	// until retries a request until it is answered with want: the held
+	// requests reach the scheduler in their own time, and a probe that
+	// arrives first waits in their place until it gives up.
+	until := func(sport string, want int) (http.Header, map[string]any) {
+		for range 5000 {
+			pctx, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			req, _ := http.NewRequestWithContext(pctx, "GET", srv.URL+"/api/tickets/search?sport="+sport, nil)
+			req.Header.Set("Authorization", "Bearer "+viewer)
+			res, err := srv.Client().Do(req)
+			if err != nil {
+				stop()
+				continue
+			}
+			raw, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			stop()
+			var m map[string]any
+			_ = json.Unmarshal(raw, &m)
+			if res.StatusCode == want {
+				return res.Header, m
+			}
+			if res.StatusCode == 200 {
+				t.Fatalf("%s served by a node that should be busy", sport)
+			}
+		}
+		t.Fatalf("%s never answered %d", sport, want)
+		return nil, nil
+	}
+	hold("athletics") // on its node
+	hold("cycling")   // on its node
+	hold("athletics") // waits
+	hold("athletics") // waits: athletics at its limit, the queues full
+	h, m := until("athletics", 429)
+	if h.Get("Retry-After") == "" || m["type"] != TypeBusy {
+		t.Errorf("athletics over its limit: %v %v", h, m)
+	}
+	if h, _ = until("cycling", 503); h.Get("Retry-After") == "" {
+		t.Errorf("all queues full: %v", h)
+	}
+	// Control touches no node: still served.
+	if status, _, _ := call(t, srv, context.Background(), "GET", "/api/tickets/control", viewer, ""); status != 200 {
+		t.Errorf("control under overload: %d", status)
+	}
+}

@@ -1,0 +1,69 @@
+package tickets
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Node emulates one store node of the paper's measured systems: a
+// partition of the tickets (some sports) behind a single server that
+// serves at most Rate requests per second, each taking an exponentially
+// distributed time (mean 1/Rate) — the M/M/1 server of the Markov models
+// the paper solved, and the one-core database virtual machines it
+// measured. With Rate 0 the node adds nothing: requests go straight to the
+// real store.
+//
+// The server is kept in virtual time: each request is given the interval
+// after the work accepted before it, and its caller sleeps until that
+// interval ends. A late wake-up (a busy machine) then delays one caller
+// but never lowers the node's capacity, as sleeping inside a lock would.
+type Node struct {
+	Name   string
+	Sports []string // the sports it holds, its primary partition first
+	Rate   float64  // requests per second; 0: unlimited
+
+	mu   sync.Mutex
+	free time.Time // when the server finishes the work accepted so far
+	rng  *rand.Rand
+
+	completed atomic.Uint64
+}
+
+// NewNode returns a node serving sports at rate requests/s.
+func NewNode(name string, rate float64, sports ...string) *Node {
+	return &Node{Name: name, Sports: sports, Rate: rate, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+}
+
+// Serve holds the node's server for one service time, then runs op (the
+// request's real work on the store) and counts a completion. If ctx ends
+// while it waits, the service time is spent anyway — the server was
+// reserved — and op does not run.
+func (n *Node) Serve(ctx context.Context, op func() error) error {
+	if n.Rate > 0 {
+		n.mu.Lock()
+		now := time.Now()
+		start := n.free
+		if start.Before(now) {
+			start = now
+		}
+		n.free = start.Add(time.Duration(n.rng.ExpFloat64() / n.Rate * float64(time.Second)))
+		done := n.free
+		n.mu.Unlock()
+		t := time.NewTimer(time.Until(done))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	err := op()
+	n.completed.Add(1)
+	return err
+}
+
+// Completed is how many requests the node has served.
+func (n *Node) Completed() uint64 { return n.completed.Load() }

@@ -1,0 +1,281 @@
+package tickets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// waiting is how many requests a scheduler holds that no node has taken.
+func waiting(s Scheduler) int {
+	switch s := s.(type) {
+	case *fair:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.queued
+	case *shared:
+		return len(s.q)
+	case *micro:
+		n := 0
+		for _, q := range s.queues {
+			n += len(q)
+		}
+		return n
+	}
+	panic("unknown scheduler")
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// gatedRun measures how many requests are served between a cold request's
+// arrival and its own service, when the hot sport has `backlog` requests
+// queued. Ops block until the test hands out a token, one at a time, so
+// the order of service is exact and nothing depends on timing. Two sports
+// on two nodes that each hold both: the cold sport has no node of its
+// own, and must get its turn on a node the hot sport floods.
+func gatedRun(t *testing.T, arch Arch, backlog int) (servedBefore int) {
+	s, err := NewScheduler(SchedConfig{Arch: arch, Sports: 2, Replicas: 2, Workers: 2, NodeInFlight: 1, QueueLimit: 1 << 14, KeyLimit: 1 << 14}, []string{"hot", "cold"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var (
+		mu    sync.Mutex
+		order []int
+	)
+	tokens := make(chan struct{})
+	op := func(sport int) func() error {
+		return func() error {
+			mu.Lock()
+			order = append(order, sport)
+			mu.Unlock()
+			<-tokens
+			return nil
+		}
+	}
+	started := func() int { mu.Lock(); defer mu.Unlock(); return len(order) }
+	var wg sync.WaitGroup
+	do := func(sport int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Do(context.Background(), sport, op(sport)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for range backlog + 2 {
+		do(0)
+	}
+	// Two hot requests run (one per node or worker), the rest wait.
+	eventually(t, "the hot backlog", func() bool { return started() == 2 && waiting(s) == backlog })
+	do(1)
+	eventually(t, "the cold request to queue", func() bool { return waiting(s) == backlog+1 })
+	for {
+		mu.Lock()
+		i := len(order) - 1
+		last := order[i]
+		mu.Unlock()
+		if last == 1 {
+			servedBefore = i - 2 // hot requests started after the cold one arrived
+			break
+		}
+		tokens <- struct{}{}
+		eventually(t, "the next request", func() bool { return started() > i+1 })
+	}
+	close(tokens)
+	wg.Wait()
+	return servedBefore
+}
+
+// A cold sport's wait is bounded whatever the hot sport's backlog under
+// fair — at most one hot request per node takes its turn first — and
+// grows with the backlog under the shared queue: the paper's starvation.
+func TestColdWaitBoundedByTurnsNotBacklog(t *testing.T) {
+	for _, backlog := range []int{10, 100, 1000} {
+		if got := gatedRun(t, Fair, backlog); got > 2 {
+			t.Errorf("fair, hot backlog %d: %d hot requests served before the cold one; want ≤ 2 (one turn per node)", backlog, got)
+		}
+		if got := gatedRun(t, QueueRep, backlog); got < backlog {
+			t.Errorf("queue-rep, hot backlog %d: only %d hot requests before the cold one; the FIFO should make it wait for all", backlog, got)
+		}
+	}
+}
+
+// Many sports, random demand skewed to one, random cancellations and
+// random service times, on the emulated nodes: every request ends once,
+// ops run exactly for the requests that succeed, and the fair scheduler's
+// bookkeeping holds throughout — no node over its in-flight limit, no
+// node with room while a flow waits for it, and the count of waiting
+// requests equal to the flows' contents.
+func TestFairRandomized(t *testing.T) {
+	const sports = 1000
+	names := Sports(sports)
+	s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: sports, NodeRate: 20_000, NodeInFlight: 2, QueueLimit: 2000, KeyLimit: 300}, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.(*fair)
+	check := func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		live := 0
+		for _, fl := range f.flows {
+			live += fl.live
+			if fl.live < 0 || fl.live > f.keyLimit {
+				t.Errorf("flow with %d live requests", fl.live)
+			}
+			for i, n := range fl.replicas {
+				if fl.live > 0 && !fl.inRing[i] {
+					t.Errorf("a flow with %d waiting is not in the ring of %s", fl.live, n.node.Name)
+				}
+				if fl.live > 0 && n.inflight < n.limit {
+					t.Errorf("%s has room (%d/%d) while a flow waits for it", n.node.Name, n.inflight, n.limit)
+				}
+			}
+		}
+		if live != f.queued || f.queued > f.queueLimit {
+			t.Errorf("queued %d, flows hold %d (limit %d)", f.queued, live, f.queueLimit)
+		}
+		for _, n := range f.fn {
+			if n.inflight < 0 || n.inflight > n.limit {
+				t.Errorf("%s: %d in flight, limit %d", n.node.Name, n.inflight, n.limit)
+			}
+		}
+	}
+	stop := make(chan struct{})
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				check()
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	var ran, ok, busy atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 150 {
+				sport := rng.IntN(sports)
+				if rng.IntN(2) == 0 {
+					sport = 0 // the hot one
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				if rng.IntN(5) == 0 {
+					ctx, cancel = context.WithTimeout(context.Background(), time.Duration(rng.IntN(500))*time.Microsecond)
+				}
+				err := s.Do(ctx, sport, func() error { ran.Add(1); return nil })
+				cancel()
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, ErrKeyBusy), errors.Is(err, ErrBusy), errors.Is(err, context.DeadlineExceeded):
+					busy.Add(1)
+				default:
+					t.Errorf("Do: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-checked
+	check()
+	if ran.Load() != ok.Load() {
+		t.Errorf("ops ran %d times, %d requests succeeded", ran.Load(), ok.Load())
+	}
+	if ok.Load()+busy.Load() != 64*150 {
+		t.Errorf("%d + %d outcomes for %d requests", ok.Load(), busy.Load(), 64*150)
+	}
+	f.mu.Lock()
+	for _, n := range f.fn {
+		if n.inflight != 0 {
+			t.Errorf("%s: %d in flight after the run", n.node.Name, n.inflight)
+		}
+	}
+	f.mu.Unlock()
+	s.Close()
+	if err := s.Do(context.Background(), 1, func() error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("Do after Close: %v", err)
+	}
+}
+
+// The limits answer at once: a sport over its own limit gets ErrKeyBusy
+// while other sports are still queued, and a full scheduler ErrBusy.
+func TestFairLimits(t *testing.T) {
+	s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: 3, Replicas: 1, NodeInFlight: 1, QueueLimit: 5, KeyLimit: 3}, DefaultSports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	submit := func(sport int) {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = s.Do(context.Background(), sport, func() error { <-gate; return nil }) }()
+	}
+	submit(0) // runs
+	submit(1) // runs
+	for range 3 {
+		submit(0)
+	}
+	eventually(t, "three athletics waiting", func() bool { return waiting(s) == 3 })
+	if err := s.Do(context.Background(), 0, nil); !errors.Is(err, ErrKeyBusy) {
+		t.Errorf("4th waiting athletics: %v, want ErrKeyBusy", err)
+	}
+	submit(1)
+	submit(1)
+	eventually(t, "five waiting", func() bool { return waiting(s) == 5 })
+	if err := s.Do(context.Background(), 2, func() error { return nil }); err != nil {
+		t.Errorf("diving has a free node: %v", err)
+	}
+	submit(2) // diving's node is free again: runs
+	if err := s.Do(context.Background(), 1, nil); !errors.Is(err, ErrBusy) {
+		t.Errorf("queue full: %v, want ErrBusy", err)
+	}
+	close(gate)
+	wg.Wait()
+}
+
+func TestSchedulerPlacement(t *testing.T) {
+	s, err := NewScheduler(SchedConfig{Arch: QueueRep, Sports: 3}, DefaultSports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := ""
+	for _, n := range s.Nodes() {
+		got += fmt.Sprintf("%s:%v ", n.Name, n.Sports)
+	}
+	// The paper's ring: db1 athletics+cycling, db2 cycling+diving, db3 diving+athletics.
+	if want := "db1:[athletics cycling] db2:[cycling diving] db3:[diving athletics] "; got != want {
+		t.Errorf("placement %q, want %q", got, want)
+	}
+	if _, err := NewScheduler(SchedConfig{Arch: Micro, Sports: 3, Replicas: 2}, DefaultSports); err == nil {
+		t.Error("micro with replicas accepted")
+	}
+	if _, err := NewScheduler(SchedConfig{Arch: "lifo", Sports: 3}, DefaultSports); err == nil {
+		t.Error("unknown architecture accepted")
+	}
+}

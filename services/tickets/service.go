@@ -1,0 +1,224 @@
+package tickets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/logbook/logbook/engine/aggregate"
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/projection"
+)
+
+// Kind is the ticket aggregate's kind: its streams are "ticket-<id>" and
+// its events are tagged "ticket".
+const Kind = "ticket"
+
+func ticketEvents() *aggregate.JSONCodec[Event] {
+	return aggregate.NewJSONCodec[Event]().
+		Register("TicketBooked", 1, TicketBooked{}).
+		Register("TicketReturned", 1, TicketReturned{})
+}
+
+// Config configures a Service.
+type Config struct {
+	Catalogue  Catalogue
+	Sched      SchedConfig // Sports is filled in from the catalogue
+	Aggregates aggregate.Options
+	Registerer prometheus.Registerer // metrics (nil: none)
+}
+
+// Service is the ticketing service: the ticket aggregates (the write
+// model), the search view (the read model), and the scheduler through
+// which every request reaches an emulated store node.
+//
+// Book and return append events to the ticket's stream; the search view
+// follows the log and answers searches. This is the split by operation
+// that the paper proposes as future work — book and return produce events,
+// search consumes them — and it is simply how logbook works: the log is
+// the event stream between them.
+type Service struct {
+	Catalogue Catalogue
+	Store     eventstore.Store
+	Tickets   *aggregate.Runtime[Ticket, Command, Event]
+	Search    *projection.Live[*Search]
+	Sched     Scheduler
+	Arch      Arch
+
+	served  []atomic.Uint64 // completed requests per sport
+	control atomic.Uint64
+}
+
+// New starts the service on store.
+func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, error) {
+	cat := cfg.Catalogue
+	if err := cat.Validate(); err != nil {
+		return nil, err
+	}
+	sc := cfg.Sched
+	sc.Sports = len(cat.Sports)
+	sched, err := NewScheduler(sc, cat.Sports)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Catalogue: cat, Store: store, Sched: sched, Arch: sc.Arch, served: make([]atomic.Uint64, len(cat.Sports))}
+	ao := cfg.Aggregates
+	ao.Registerer = cfg.Registerer
+	s.Tickets, err = aggregate.New(store, aggregate.Definition[Ticket, Command, Event]{
+		Kind: Kind,
+		Initial: func(id string) Ticket {
+			t, err := cat.Ticket(id)
+			if err != nil {
+				return Ticket{ID: id} // no sport: Decide refuses it
+			}
+			return t
+		},
+		Decide: Decide,
+		Evolve: Evolve,
+		Events: ticketEvents(),
+	}, ao)
+	if err != nil {
+		sched.Close()
+		return nil, err
+	}
+	s.Search, err = projection.StartLive(ctx, store, func(context.Context) (*Search, error) {
+		return NewSearch(cat), nil
+	}, projection.Options{Name: "tickets-search", Filter: eventstore.Tagged(Kind), Registerer: cfg.Registerer})
+	if err != nil {
+		s.Tickets.Close()
+		sched.Close()
+		return nil, fmt.Errorf("tickets: search view: %w", err)
+	}
+	if cfg.Registerer != nil {
+		if err := s.register(cfg.Registerer); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Close stops the scheduler, the view and the runtime.
+func (s *Service) Close() error {
+	s.Sched.Close()
+	return errors.Join(s.Search.Close(), s.Tickets.Close())
+}
+
+// Find answers a search through the scheduler, on a node holding q's
+// sport.
+func (s *Service) Find(ctx context.Context, q Query) (Result, error) {
+	if err := q.Validate(s.Catalogue); err != nil {
+		return Result{}, err
+	}
+	sport := s.Catalogue.SportIndex(q.Sport)
+	var res Result
+	err := s.Sched.Do(ctx, sport, func() error {
+		res = s.Search.Current().Find(q)
+		s.served[sport].Add(1)
+		return nil
+	})
+	return res, err
+}
+
+// Booking is the outcome of a book or return: the ticket after it, and
+// the command's result (version, log position, whether it was a retry).
+type Booking struct {
+	Ticket Ticket
+	Result aggregate.Result[Event]
+}
+
+// Book allocates ticket id to owner. Options are the aggregate runtime's:
+// an idempotency key makes a retry safe.
+func (s *Service) Book(ctx context.Context, id, owner string, opts ...aggregate.Option) (Booking, error) {
+	return s.execute(ctx, id, Book{Owner: owner}, opts)
+}
+
+// Return releases owner's ticket id.
+func (s *Service) Return(ctx context.Context, id, owner string, opts ...aggregate.Option) (Booking, error) {
+	return s.execute(ctx, id, Return{Owner: owner}, opts)
+}
+
+func (s *Service) execute(ctx context.Context, id string, cmd Command, opts []aggregate.Option) (Booking, error) {
+	t, err := s.Catalogue.Ticket(id)
+	if err != nil {
+		return Booking{}, err
+	}
+	sport := s.Catalogue.SportIndex(t.Sport)
+	var b Booking
+	err = s.Sched.Do(ctx, sport, func() error {
+		s.served[sport].Add(1) // served, whatever the answer
+		var err error
+		if b.Result, err = s.Tickets.Execute(ctx, id, cmd, opts...); err != nil {
+			return err
+		}
+		b.Ticket, _, err = s.Tickets.State(ctx, id)
+		return err
+	})
+	return b, err
+}
+
+// Control goes through the scheduler like any request but touches no
+// node: its throughput is the service's overhead ceiling.
+func (s *Service) Control(ctx context.Context) error {
+	return s.Sched.Do(ctx, Control, func() error {
+		s.control.Add(1)
+		return nil
+	})
+}
+
+// Stats are the service's counters since it started.
+type Stats struct {
+	Arch Arch `json:"arch"`
+	// Sports counts the requests each sport had served by a node,
+	// whatever their answer (a refused booking was served too).
+	Sports  map[string]uint64 `json:"sports"`
+	Control uint64            `json:"control"` // control requests served
+	Nodes   map[string]uint64 `json:"nodes"`   // requests completed per node
+	// NodeRate is each node's capacity in requests/s (0: unlimited), and
+	// Placement which nodes hold each sport.
+	NodeRate  float64             `json:"node_rate"`
+	Placement map[string][]string `json:"placement"`
+	PerSport  int                 `json:"tickets_per_sport"`
+}
+
+// Stats returns the counters.
+func (s *Service) Stats() Stats {
+	st := Stats{Arch: s.Arch, Sports: map[string]uint64{}, Nodes: map[string]uint64{}, Control: s.control.Load(), Placement: map[string][]string{}, PerSport: s.Catalogue.PerSport}
+	for i, name := range s.Catalogue.Sports {
+		st.Sports[name] = s.served[i].Load()
+	}
+	for _, n := range s.Sched.Nodes() {
+		st.Nodes[n.Name] = n.Completed()
+		st.NodeRate = n.Rate
+		for _, sp := range n.Sports {
+			st.Placement[sp] = append(st.Placement[sp], n.Name)
+		}
+	}
+	return st
+}
+
+func (s *Service) register(reg prometheus.Registerer) error {
+	served := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "logbook_tickets_control_total", Help: "Control requests served."},
+		func() float64 { return float64(s.control.Load()) })
+	if err := reg.Register(served); err != nil {
+		return err
+	}
+	for i, name := range s.Catalogue.Sports {
+		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "logbook_tickets_served_total", Help: "Ticket requests served, by sport.", ConstLabels: prometheus.Labels{"sport": name}},
+			func() float64 { return float64(s.served[i].Load()) })
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, n := range s.Sched.Nodes() {
+		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "logbook_tickets_node_completed_total", Help: "Requests completed by each emulated store node.", ConstLabels: prometheus.Labels{"node": n.Name}},
+			func() float64 { return float64(n.Completed()) })
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package tickets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/engine/aggregate"
+	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+)
+
+// newTestService runs a service on a fresh embedded store (no fsync).
+func newTestService(t *testing.T, cat Catalogue, sc SchedConfig) *Service {
+	t.Helper()
+	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := New(ctx, store, Config{Catalogue: cat, Sched: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		store.Close()
+	})
+	return s
+}
+
+// 256 bookers race for a few seats, booking and returning at random,
+// under every architecture. Afterwards: the log never sells a seat twice,
+// every acknowledged booking and return is in the log where the service
+// said, and the search view agrees with the log's final owners.
+func TestConcurrentBookers(t *testing.T) {
+	for _, arch := range Archs {
+		t.Run(string(arch), func(t *testing.T) {
+			cat := Catalogue{Sports: DefaultSports, PerSport: 8, Days: 2}
+			s := newTestService(t, cat, SchedConfig{Arch: arch, Workers: 16, QueueLimit: 1 << 14, KeyLimit: 1 << 14})
+			ctx := context.Background()
+			type ack struct {
+				id, owner, typ string
+				pos            uint64
+			}
+			var (
+				mu   sync.Mutex
+				acks []ack
+				wg   sync.WaitGroup
+			)
+			for b := range 256 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					owner := fmt.Sprintf("booker-%d", b)
+					rng := rand.New(rand.NewPCG(uint64(b), 1))
+					var mine []string
+					for range 12 {
+						if len(mine) > 0 && rng.IntN(3) == 0 {
+							i := rng.IntN(len(mine))
+							id := mine[i]
+							res, err := s.Return(ctx, id, owner)
+							if err != nil {
+								t.Errorf("return %s by %s: %v", id, owner, err)
+								return
+							}
+							mine = append(mine[:i], mine[i+1:]...)
+							mu.Lock()
+							acks = append(acks, ack{id, owner, "TicketReturned", res.Result.Position})
+							mu.Unlock()
+							continue
+						}
+						id := TicketID(cat.Sports[rng.IntN(len(cat.Sports))], rng.IntN(cat.PerSport))
+						res, err := s.Book(ctx, id, owner)
+						switch {
+						case errors.Is(err, ErrTaken):
+						case err != nil:
+							t.Errorf("book %s by %s: %v", id, owner, err)
+							return
+						case res.Ticket.Owner != owner:
+							t.Errorf("book %s by %s acknowledged with owner %q", id, owner, res.Ticket.Owner)
+						case res.Result.Position != 0:
+							mine = append(mine, id)
+							mu.Lock()
+							acks = append(acks, ack{id, owner, "TicketBooked", res.Result.Position})
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			audit, err := AuditLog(ctx, s.Store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(audit.Violations) > 0 {
+				t.Fatalf("seats sold twice: %v", audit.Violations)
+			}
+			if audit.Events != len(acks) {
+				t.Errorf("log has %d ticket events, %d were acknowledged", audit.Events, len(acks))
+			}
+			for _, a := range acks {
+				evs, err := s.Store.ReadAll(ctx, a.pos, 1)
+				if err != nil || len(evs) != 1 || evs[0].Stream != Kind+"-"+a.id || evs[0].Type != a.typ {
+					t.Fatalf("acknowledged %s of %s by %s at %d: log has %v (%v)", a.typ, a.id, a.owner, a.pos, evs, err)
+				}
+			}
+			// The view, once caught up, shows each ticket's last owner.
+			head, _ := s.Store.Head(ctx)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := s.Search.WaitFor(wctx, head); err != nil {
+				t.Fatal(err)
+			}
+			booked := 0
+			for _, sport := range cat.Sports {
+				res := s.Search.Current().Find(Query{Sport: sport, Limit: MaxLimit})
+				for _, l := range res.Tickets {
+					tk, _, err := s.Tickets.State(ctx, l.ID)
+					if err == nil && (tk.Owner == "") != l.Available {
+						t.Errorf("%s: view says available=%v, aggregate owner %q", l.ID, l.Available, tk.Owner)
+					}
+					if !l.Available {
+						booked++
+					}
+				}
+			}
+			if booked != audit.Booked {
+				t.Errorf("view has %d booked, the log %d", booked, audit.Booked)
+			}
+		})
+	}
+}
+
+func TestIdempotentBooking(t *testing.T) {
+	s := newTestService(t, testCat, SchedConfig{Arch: Fair})
+	ctx := context.Background()
+	first, err := s.Book(ctx, "diving.3", "ann", aggregate.WithIdempotencyKey("key-1"))
+	if err != nil || first.Result.Position == 0 {
+		t.Fatal(first, err)
+	}
+	again, err := s.Book(ctx, "diving.3", "ann", aggregate.WithIdempotencyKey("key-1"))
+	if err != nil || !again.Result.Duplicate || again.Result.Position != first.Result.Position {
+		t.Fatalf("retry = %+v, %v; want the first result again", again, err)
+	}
+	if _, err := s.Book(ctx, "diving.3", "bob", aggregate.WithIdempotencyKey("key-2")); !errors.Is(err, ErrTaken) {
+		t.Fatalf("bob booking ann's seat: %v", err)
+	}
+	if _, err := s.Return(ctx, "diving.3", "bob"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("bob returning ann's seat: %v", err)
+	}
+	if _, err := s.Book(ctx, "diving.999", "bob"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown ticket: %v", err)
+	}
+	if _, err := s.Find(ctx, Query{Sport: "diving", Day: 11, Limit: 1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("day 11 of 10: %v", err)
+	}
+	if err := s.Control(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.Control != 1 || st.Sports["diving"] != 4 || st.Nodes["db3"]+st.Nodes["db2"] != 4 {
+		t.Errorf("stats %+v", st)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/internal/pepa"
+	"github.com/logbook/logbook/internal/plot"
 )
 
 // newPepaCmd is `logbook pepa solve|sweep|ode|sim MODEL.pepa …`: the
@@ -156,12 +158,18 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 	actions := fs.String("actions", "", "comma-separated actions to report (default: all)")
 	asCSV := fs.Bool("csv", false, "print CSV")
 	asJSON := jsonFlag(fs)
+	plotFile := fs.String("plot", "", "also draw each action's throughput against the parameter into this .svg or .png file")
 	var opt pepa.SolveOptions
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "the solver's residual bound")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if *param == "" {
 			return usageError{"--param NAME is required"}
+		}
+		if *plotFile != "" {
+			if err := plot.CheckFile(*plotFile); err != nil {
+				return usagef("--plot %v", err)
+			}
 		}
 		if *asCSV && *asJSON {
 			return usageError{"--csv and --json exclude each other"}
@@ -190,6 +198,11 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 		rows, err := pepa.Sweep(ctx, m, set, *param, values, opt)
 		if err != nil {
 			return err
+		}
+		if *plotFile != "" {
+			if err := plot.Save(*plotFile, sweepFigure(path, *param, cols, rows)); err != nil {
+				return fmt.Errorf("--plot: %w", err)
+			}
 		}
 		switch {
 		case *asJSON:
@@ -312,4 +325,19 @@ func newPepaSimCmd(e *env) *cobra.Command {
 		return tw.Flush()
 	}
 	return cmd
+}
+
+// sweepFigure draws a sweep as the model tables' figures are drawn: each
+// action's throughput against the swept rate.
+func sweepFigure(model, param string, actions []string, rows []pepa.SweepRow) plot.Figure {
+	panel := plot.Panel{YLabel: "throughput (per time unit)"}
+	for _, a := range actions {
+		s := plot.Series{Name: a}
+		for _, r := range rows {
+			s.X = append(s.X, r.Value)
+			s.Y = append(s.Y, r.Throughput[a])
+		}
+		panel.Series = append(panel.Series, s)
+	}
+	return plot.Figure{Title: filepath.Base(model), XLabel: param, Panels: []plot.Panel{panel}}
 }

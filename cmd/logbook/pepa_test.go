@@ -96,3 +96,25 @@ func TestPepaErrors(t *testing.T) {
 		}
 	}
 }
+
+// sweep --plot draws the sweep: one line per action, in an SVG whose
+// legend names them.
+func TestPepaSweepPlot(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sweep.svg")
+	code, _, stderr := runCLI(t, "pepa", "sweep", "../../docs/models/shared_queue.pepa", "--param", "a", "--from", "1", "--to", "5", "--actions", "athletics,cycling", "--plot", file)
+	if code != 0 {
+		t.Fatalf("sweep --plot: %d %s", code, stderr)
+	}
+	svg, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "athletics", "cycling", "shared_queue.pepa"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("the figure lacks %q", want)
+		}
+	}
+	if code, _, _ := runCLI(t, "pepa", "sweep", "../../docs/models/shared_queue.pepa", "--param", "a", "--plot", "x.gif"); code != 2 {
+		t.Errorf("--plot x.gif: exit %d, want 2", code)
+	}
+}

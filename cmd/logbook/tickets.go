@@ -18,6 +18,7 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/internal/loadtest"
+	"github.com/logbook/logbook/internal/plot"
 	"github.com/logbook/logbook/services/tickets"
 	"github.com/logbook/logbook/services/tickets/httpapi"
 )
@@ -188,10 +189,16 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.Hot, "hot", "athletics", "the sport in hot demand")
 	fs.IntVar(&cfg.SearchLimit, "search-limit", 10, "tickets per search answer")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the arrival process (0: random)")
+	plotFile := fs.String("plot", "", "also draw throughput per sport and per node, and p99 per sport, against the multiplier into this .svg or .png file")
 	asJSON := jsonFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *u == "" || *token == "" {
 			return usageError{"--url and --token are required"}
+		}
+		if *plotFile != "" {
+			if err := plot.CheckFile(*plotFile); err != nil {
+				return usagef("--plot %v", err)
+			}
 		}
 		cfg.Multipliers = nil
 		for _, f := range strings.Split(*mults, ",") {
@@ -220,6 +227,11 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 		res, err := loadtest.RunTickets(cmd.Context(), c, cfg)
 		if err != nil {
 			return err
+		}
+		if *plotFile != "" {
+			if err := plot.Save(*plotFile, res.Figure()); err != nil {
+				return fmt.Errorf("--plot: %w", err)
+			}
 		}
 		if *asJSON {
 			return report(e.stdout, true, res, nil)

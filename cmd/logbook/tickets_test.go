@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,8 +72,9 @@ func TestTicketsServeLoadtestCheck(t *testing.T) {
 		cancel()
 		t.Fatalf("tickets serve did not answer /healthz (exit %d)", <-done)
 	}
+	figure := filepath.Join(t.TempDir(), "tickets.svg")
 	code, out, stderr := runCLI(t, "loadtest", "tickets", "--url", "http://"+addr, "--token", "booker-token", "--ops", "book",
-		"--cold-rate", "20", "--hot-multipliers", "1", "--step", "1s", "--json")
+		"--cold-rate", "20", "--hot-multipliers", "1", "--step", "1s", "--json", "--plot", figure)
 	var res struct {
 		Arch  string `json:"arch"`
 		Steps []struct {
@@ -85,6 +88,9 @@ func TestTicketsServeLoadtestCheck(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Arch != "fair" || len(res.Steps) != 1 ||
 		res.ColdMinFraction == nil || res.HotFractionOfCapacity == nil || res.Steps[0].Nodes["db1"] == 0 {
 		t.Errorf("loadtest tickets: exit %d, %q, %q", code, out, stderr)
+	}
+	if svg, err := os.ReadFile(figure); err != nil || !strings.Contains(string(svg), "cycling") || !strings.Contains(string(svg), "db1") {
+		t.Errorf("--plot drew no figure of sports and nodes: %v", err)
 	}
 	cancel()
 	if code := <-done; code != 0 {

@@ -2,6 +2,8 @@ package loadtest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/logbook/logbook/internal/plot"
 )
@@ -54,4 +56,53 @@ func (r ReadResult) Figure() plot.Figure {
 func (r WriteResult) Figure() plot.Figure {
 	title := fmt.Sprintf("loadtest write: %d planners, %d legs each", r.Users, r.LegsPerUser)
 	return timelineFigure(title, "commands/s", r.Timeline)
+}
+
+// Figure is the skewed-demand experiment as its tables read: each sport's
+// requests served per second (and control's) against the hot sport's
+// multiplier, each store node's completions, and each sport's p99.
+func (r TicketsResult) Figure() plot.Figure {
+	x := make([]float64, len(r.Steps))
+	for i, s := range r.Steps {
+		x[i] = s.Multiplier
+	}
+	series := func(pick func(TicketsStep) map[string]float64, names []string) []plot.Series {
+		var out []plot.Series
+		for _, n := range names {
+			s := plot.Series{Name: n, X: x, Y: make([]float64, len(r.Steps))}
+			for i, st := range r.Steps {
+				s.Y[i] = pick(st)[n]
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	// At most a dozen lines a panel: with many sports, the hot one and
+	// the first cold ones stand for the rest.
+	sports := r.Sports
+	if len(sports) > 12 {
+		sports = append([]string{r.Hot}, sports[:11]...)
+		if slices.Contains(sports[1:], r.Hot) {
+			sports = r.Sports[:12]
+		}
+	}
+	var nodes []string
+	if len(r.Steps) > 0 {
+		nodes = slices.Sorted(maps.Keys(r.Steps[len(r.Steps)-1].Nodes))
+		if len(nodes) > 12 {
+			nodes = nodes[:12]
+		}
+	}
+	panels := []plot.Panel{
+		{YLabel: "served per second", Series: series(func(s TicketsStep) map[string]float64 { return s.Throughput }, append(slices.Clone(sports), "control"))},
+	}
+	if len(nodes) > 0 {
+		panels = append(panels, plot.Panel{YLabel: "node completions per second", Series: series(func(s TicketsStep) map[string]float64 { return s.Nodes }, nodes)})
+	}
+	panels = append(panels, plot.Panel{YLabel: "p99 ms", Series: series(func(s TicketsStep) map[string]float64 { return s.P99 }, sports)})
+	return plot.Figure{
+		Title:  fmt.Sprintf("tickets, %s architecture: %s in hot demand", r.Arch, r.Hot),
+		XLabel: fmt.Sprintf("%s's demand, in multiples of a cold sport's %g/s", r.Hot, r.ColdRate),
+		Panels: panels,
+	}
 }

@@ -222,7 +222,7 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 	if err != nil {
 		return err
 	}
-	n.svc, err = flights.NewService(ctx, store, flights.Options{Registerer: n.reg, CommandsOnly: commandsOnly, Aggregates: aggregate.Options{Logger: n.log}})
+	n.svc, err = flights.NewService(ctx, store, flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly})
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (n *node) openReadOnly(ctx context.Context) error {
 		// Kafka feeds the view; the store gives what Kafka no longer holds.
 		viewStore = kafkabus.NewReplicaStore(b.cfg, b.topic, store)
 	}
-	n.svc, err = flights.NewReplica(ctx, viewStore, flights.Options{Registerer: n.reg})
+	n.svc, err = flights.NewReplica(ctx, viewStore, flights.Options{Registerer: n.reg, Logger: n.log})
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (n *node) openReplicaOf(ctx context.Context) error {
 	n.health = rs
 	n.describe = "(replica of " + n.cfg.replicaOf + ")"
 	var err error
-	n.svc, err = flights.NewReplica(ctx, rs, flights.Options{Registerer: n.reg})
+	n.svc, err = flights.NewReplica(ctx, rs, flights.Options{Registerer: n.reg, Logger: n.log})
 	if err != nil {
 		return err
 	}

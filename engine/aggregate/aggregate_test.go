@@ -604,10 +604,14 @@ func TestPanicsFailTheCommandNotTheProcess(t *testing.T) {
 		}
 		return evolveOK(s, ev)
 	}
-	rt := newRuntime(t, store, def, aggregate.Options{})
+	var logs bytes.Buffer
+	rt := newRuntime(t, store, def, aggregate.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	mustExec(t, rt, "a", open{Owner: "a"})
 	if _, err := rt.Execute(ctx, "a", deposit{Amount: 13}); !errors.Is(err, aggregate.ErrPanic) {
 		t.Fatalf("a panicking decide: %v, want ErrPanic", err)
+	}
+	if l := logs.String(); !strings.Contains(l, "panicked") || !strings.Contains(l, "stream=account-a") || !strings.Contains(l, "unlucky") {
+		t.Fatalf("the panic was not logged with its stream: %q", l)
 	}
 	if _, err := rt.Execute(ctx, "a", deposit{Amount: 666}); !errors.Is(err, aggregate.ErrPanic) {
 		t.Fatalf("a panicking evolve: %v, want ErrPanic", err)

@@ -67,6 +67,7 @@ func (sh *shard[S, C, E]) catchUp(e *entry[S, C, E]) error {
 				return fmt.Errorf("aggregate: load %s at seq %d: %w", e.stream, se.Seq, err)
 			}
 			if e.state, err = evolveStored(def, e.state, ev); err != nil {
+				sh.rt.opts.Logger.Error("aggregate: a stored event cannot be applied; the aggregate cannot load", "stream", e.stream, "seq", se.Seq, "position", se.Position, "type", se.Type, "err", err)
 				return fmt.Errorf("aggregate: load %s at seq %d (position %d): %w", e.stream, se.Seq, se.Position, err)
 			}
 			e.version = se.Seq

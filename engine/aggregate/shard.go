@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -262,6 +263,7 @@ func (sh *shard[S, C, E]) decideOne(e *entry[S, C, E], state S, req *request[S, 
 	defer func() {
 		if p := recover(); p != nil {
 			out, enc, next, err = nil, nil, state, fmt.Errorf("%w: deciding %T on %s: %v", ErrPanic, req.cmd, e.stream, p)
+			sh.rt.opts.Logger.Error("aggregate: a decide or evolve function panicked; the command fails", "stream", e.stream, "version", e.version, "command", fmt.Sprintf("%T", req.cmd), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
 	}()
 	if out, err = def.Decide(state, req.cmd); err != nil {

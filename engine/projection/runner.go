@@ -206,6 +206,9 @@ func (r *Runner) apply(ctx context.Context, batch []eventstore.Event) error {
 		return fmt.Errorf("projection %s: store delivered position %d after %d", r.opts.Name, first, prev)
 	}
 	if err := applySafely(ctx, r.view, batch); err != nil {
+		if errors.Is(err, ErrPanic) {
+			r.opts.Logger.Error("projection: apply panicked; the view stops", "view", r.opts.Name, "first", first, "last", last, "err", err)
+		}
 		return fmt.Errorf("projection %s: applying positions %d..%d: %w", r.opts.Name, first, last, err)
 	}
 	r.advance(last)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -50,6 +51,7 @@ type Service struct {
 type Options struct {
 	Aggregates aggregate.Options     // for all three runtimes
 	Registerer prometheus.Registerer // metrics (nil: none)
+	Logger     *slog.Logger          // for the runtimes and the view (nil: slog.Default())
 	// CommandsOnly starts the runtimes without the validation view: a
 	// write node of a cluster whose queries go to read replicas, which
 	// would otherwise spend CPU keeping a view nobody asks. Its view
@@ -64,6 +66,9 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 	s := &Service{Store: store}
 	ao := opts.Aggregates
 	ao.Registerer = opts.Registerer
+	if ao.Logger == nil {
+		ao.Logger = opts.Logger
+	}
 	var err error
 	s.Rotations, err = aggregate.New(store, aggregate.Definition[Rotation, RotationCommand, RotationEvent]{
 		Kind:          "rotation",
@@ -104,7 +109,7 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 	}
 	s.Validation, err = projection.StartLive(ctx, store, func(context.Context) (*Validation, error) {
 		return NewValidation(), nil
-	}, projection.Options{Name: "validation", Registerer: opts.Registerer})
+	}, projection.Options{Name: "validation", Registerer: opts.Registerer, Logger: opts.Logger})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("flights: validation view: %w", err)
@@ -121,7 +126,7 @@ func NewReplica(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 	var err error
 	s.Validation, err = projection.StartLive(ctx, store, func(context.Context) (*Validation, error) {
 		return NewValidation(), nil
-	}, projection.Options{Name: "validation", Registerer: opts.Registerer})
+	}, projection.Options{Name: "validation", Registerer: opts.Registerer, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("flights: validation view: %w", err)
 	}

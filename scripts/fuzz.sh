@@ -44,7 +44,8 @@ while read -r pkg target; do
 		exit 1
 	}
 	found="$cache/$module/${pkg#./}/$target"
-	n=$(find "$found" -type f 2>/dev/null | wc -l)
+	n=0
+	[ -d "$found" ] && n=$(find "$found" -type f | wc -l)
 	log "$target: $n inputs in the cached corpus"
 	if [ "${FUZZ_KEEP:-}" = 1 ] && [ "$n" -gt 0 ]; then
 		mkdir -p "$pkg/testdata/fuzz/$target"

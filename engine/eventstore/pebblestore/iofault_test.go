@@ -1,8 +1,13 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,4 +121,89 @@ func TestWALFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWALCreateFault fails the creation of a new WAL file, which Pebble
+// needs when a full memtable is rotated. Pebble v2.1.7 panics there
+// (DB.rotateWAL), and the panic turns into a fatal error while unwinding,
+// which no recover can stop: the process dies. The test runs the store in
+// a child process and checks what matters then: the child dies rather
+// than acknowledging the append, and after a reopen every acknowledged
+// append is there and the head is the last acknowledged position, or the
+// one after it, whole.
+func TestWALCreateFault(t *testing.T) {
+	if dir := os.Getenv("LOGBOOK_WAL_CREATE_CHILD"); dir != "" {
+		walCreateChild(dir)
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWALCreateFault$")
+	cmd.Env = append(os.Environ(), "LOGBOOK_WAL_CREATE_CHILD="+dir)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	childErr := cmd.Run()
+	if childErr == nil {
+		t.Fatalf("the child survived the failed WAL creation:\n%s", out.String())
+	}
+	var acked, attempted uint64
+	for _, line := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "acked "); ok {
+			acked, _ = strconv.ParseUint(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "attempt "); ok {
+			attempted, _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	if acked == 0 || !strings.Contains(stderr.String(), "rotateWAL") {
+		t.Fatalf("child: %v, acked %d\n%s\n%s", childErr, acked, out.String(), stderr.String())
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	head, err := s.Head(ctx)
+	if err != nil || (head != acked && head != attempted) {
+		t.Fatalf("head %d after the crash, acknowledged %d, attempted %d: %v", head, acked, attempted, err)
+	}
+	for from := uint64(1); from <= head; {
+		evs, err := s.ReadAll(ctx, from, 100)
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("read from %d: %d events, %v", from, len(evs), err)
+		}
+		for _, ev := range evs {
+			if ev.Position != from || ev.Seq != from || len(ev.Data) != walCreateEventBytes {
+				t.Fatalf("event at %d after the crash: %+v", from, ev.Position)
+			}
+			from++
+		}
+	}
+	t.Logf("child died (%v) after %d acknowledged appends; head %d after reopen", childErr, acked, head)
+}
+
+const walCreateEventBytes = 200 << 10
+
+// walCreateChild appends to a store whose next WAL file cannot be
+// created, printing each position it is about to write and each that was
+// acknowledged, until it dies.
+func walCreateChild(dir string) {
+	fault := walFault(errorfs.ErrInjected, errorfs.OpCreate, errorfs.OpReuseForWrite)
+	s, err := Open(dir, Options{fs: errorfs.Wrap(vfs.Default, fault), MemTableBytes: 1 << 20})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(3)
+	}
+	fault.On()
+	data := bytes.Repeat([]byte("x"), walCreateEventBytes)
+	for i := uint64(0); i < 100; i++ {
+		fmt.Printf("attempt %d\n", i+1)
+		res, err := s.Append(context.Background(), "s", eventstore.Exactly(i), []eventstore.NewEvent{{Type: "t", Data: data}})
+		if err != nil {
+			fmt.Println("append:", err)
+			os.Exit(4)
+		}
+		fmt.Printf("acked %d\n", res.LastPosition)
+	}
+	os.Exit(0)
 }

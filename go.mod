@@ -3,6 +3,7 @@ module github.com/logbook/logbook
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/axiomhq/hyperloglog v0.3.0
 	github.com/benbjohnson/immutable v0.4.3
 	github.com/cockroachdb/pebble/v2 v2.1.7

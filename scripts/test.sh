@@ -58,5 +58,8 @@ export LOGBOOK_TEST_PYTHON
 log "go test -race"
 go test -race -count=1 -timeout 30m ./...
 
+log "fuzzing, ${LOGBOOK_FUZZTIME:-3}s per target"
+./scripts/fuzz.sh "${LOGBOOK_FUZZTIME:-3}"
+
 log "web UI browser tests"
 ./scripts/test-ui.sh

@@ -198,15 +198,26 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 				continue
 			}
 		}
-		if req.expect >= 0 && uint64(req.expect) != version {
-			sh.reject(req, &eventstore.ConflictError{Stream: e.stream, Expected: eventstore.Exactly(uint64(req.expect)), Actual: version})
-			continue
+		var err error
+		var out []E
+		var part []eventstore.NewEvent
+		var next S
+		switch {
+		case req.expect >= 0 && uint64(req.expect) != version:
+			err = &eventstore.ConflictError{Stream: e.stream, Expected: eventstore.Exactly(uint64(req.expect)), Actual: version}
+		case req.kind == reqCreate && version != 0:
+			err = fmt.Errorf("aggregate: create %s: %w", e.stream, ErrExists)
+		default:
+			out, part, next, err = sh.decideOne(e, state, req)
 		}
-		if req.kind == reqCreate && version != 0 {
-			sh.reject(req, fmt.Errorf("aggregate: create %s: %w", e.stream, ErrExists))
-			continue
+		if err != nil && version != e.version {
+			// Refused because of events of this batch, which are not
+			// stored yet: answering now would tell of a state no read
+			// can see, or that never comes to be if the append fails.
+			// Decide this and the rest again after the append.
+			e.queue = append(slices.Clone(reqs[i:]), e.queue...)
+			break
 		}
-		out, part, next, err := sh.decideOne(e, state, req)
 		if err != nil {
 			sh.reject(req, err)
 			continue

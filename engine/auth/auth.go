@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/logbook/logbook/engine/problem"
 )
@@ -46,6 +47,12 @@ type Tokens struct {
 func (t *Tokens) Add(token string, role Role) error {
 	if len(token) < 8 {
 		return fmt.Errorf("auth: token %q… is shorter than 8 characters", prefix(token))
+	}
+	// A token travels in one Authorization header, which drops the
+	// blanks around it and cannot carry control characters: a token with
+	// either would be kept but could never authenticate.
+	if strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return fmt.Errorf("auth: token %q… contains a blank or a control character", prefix(token))
 	}
 	if role != Planner && role != Viewer && role != SchemaAdmin && role != Booker {
 		return fmt.Errorf("auth: unknown role %q (planner, booker, viewer or schema-admin)", role)

@@ -8,11 +8,13 @@ package replica
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,8 +29,32 @@ import (
 // offer.
 var ErrReadOnly = errors.New("replica: read-only store following a primary; send writes to the primary")
 
+// Errors of the primary's stream that reading again cannot mend: they end
+// a read or a subscription.
+var (
+	// ErrLineTooLong: a line of the stream is over MaxLine bytes.
+	ErrLineTooLong = errors.New("replica: line of the primary's stream too long")
+	// ErrGap: the stream skipped a position (5, then 7). The log has no
+	// gaps, so an event was lost on the way; a view that went on would
+	// silently lack it.
+	ErrGap = errors.New("replica: gap in the primary's stream")
+)
+
+// errMalformed is a line of the stream that is not an event: the
+// subscription logs it and reconnects.
+var errMalformed = errors.New("replica: malformed event line")
+
+// MaxLine bounds one line of the primary's stream, so that a broken or
+// hostile primary cannot make the replica hold a line without end. One
+// event is at most 1 MiB by default (eventstore.Limits); its JSON line,
+// with base64 and escapes, stays well within this bound.
+const MaxLine = 8 << 20
+
 // Store follows the primary at base (http://host:port) with a bearer token.
 type Store struct {
+	// Log receives the subscription's warnings: malformed lines, broken
+	// streams, reconnects. Nil means slog.Default().
+	Log    *slog.Logger
 	base   string
 	token  string
 	client *http.Client
@@ -104,6 +130,7 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 	defer res.Body.Close()
 	st := &stream{body: res.Body, r: bufio.NewReaderSize(res.Body, 1<<16)}
 	var out []eventstore.Event
+	want := max1(from)
 	for len(out) < max {
 		ev, err := st.next()
 		if errors.Is(err, io.EOF) {
@@ -112,9 +139,20 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 		if err != nil {
 			return out, err
 		}
+		if ev.Position != want {
+			return out, fmt.Errorf("%w: position %d where %d was due", ErrGap, ev.Position, want)
+		}
 		out = append(out, ev)
+		want++
 	}
 	return out, nil
+}
+
+func (s *Store) logger() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
 }
 
 func max1(v uint64) uint64 {
@@ -155,7 +193,7 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 		}
 		return &stream{body: res.Body, r: bufio.NewReaderSize(res.Body, 1<<16)}, nil
 	}
-	go sub.pump(&stream{body: res.Body, r: bufio.NewReaderSize(res.Body, 1<<16)}, max1(from), reconnect)
+	go sub.pump(&stream{body: res.Body, r: bufio.NewReaderSize(res.Body, 1<<16)}, max1(from), reconnect, s.logger())
 	return sub, nil
 }
 
@@ -177,11 +215,14 @@ type subscription struct {
 }
 
 // pump decodes the stream into the channel. When the stream ends or
-// breaks — the primary restarted, the network blinked — it reconnects from
-// the position after the last event it delivered, backing off up to five
-// seconds between tries, until the subscription is closed: a replica
-// should outlive its primary's restarts, not serve stale answers after one.
-func (s *subscription) pump(st *stream, next uint64, reconnect func(from uint64) (*stream, error)) {
+// breaks — the primary restarted, the network blinked, a line was
+// malformed — it logs why and reconnects from the position after the last
+// event it delivered, backing off up to five seconds between tries, until
+// the subscription is closed: a replica should outlive its primary's
+// restarts, not serve stale answers after one. A gap in the positions or
+// an overlong line ends the subscription with an error instead, since
+// reading again cannot mend them.
+func (s *subscription) pump(st *stream, next uint64, reconnect func(from uint64) (*stream, error), log *slog.Logger) {
 	defer close(s.events)
 	send := func(r result) bool {
 		select {
@@ -198,6 +239,9 @@ func (s *subscription) pump(st *stream, next uint64, reconnect func(from uint64)
 			st.body.Close()
 			return // closed: Next reports ErrClosed
 		}
+		if err == nil && ev.Position > next {
+			err = fmt.Errorf("%w: position %d where %d was due", ErrGap, ev.Position, next)
+		}
 		if err == nil {
 			if ev.Position < next {
 				continue // already delivered before a reconnect
@@ -211,7 +255,17 @@ func (s *subscription) pump(st *stream, next uint64, reconnect func(from uint64)
 			continue
 		}
 		st.body.Close()
-		for {
+		if errors.Is(err, ErrGap) || errors.Is(err, ErrLineTooLong) {
+			log.Error("replica: the primary's stream cannot be followed", "from", next, "err", err)
+			send(result{err: err})
+			return
+		}
+		if errors.Is(err, errMalformed) {
+			log.Warn("replica: malformed line in the primary's stream; reconnecting", "from", next, "err", err)
+		} else {
+			log.Warn("replica: the primary's stream ended; reconnecting", "from", next, "err", err)
+		}
+		for try := 1; ; try++ {
 			select {
 			case <-time.After(backoff):
 			case <-s.ctx.Done():
@@ -219,8 +273,13 @@ func (s *subscription) pump(st *stream, next uint64, reconnect func(from uint64)
 			}
 			backoff = min(2*backoff, 5*time.Second)
 			if st, err = reconnect(next); err == nil {
+				log.Info("replica: reconnected to the primary", "from", next, "tries", try)
 				break
 			}
+			if s.ctx.Err() != nil {
+				return
+			}
+			log.Warn("replica: reconnect to the primary failed", "from", next, "tries", try, "err", err)
 		}
 	}
 }
@@ -280,20 +339,49 @@ func (s *subscription) Close() error {
 type stream struct {
 	body io.ReadCloser
 	r    *bufio.Reader
+	buf  []byte // the line being read
+}
+
+// line returns the next line (reused by the next call), at most MaxLine
+// bytes, and io.EOF at the end of the stream; a last line without its
+// line break is io.ErrUnexpectedEOF, a connection cut mid-line.
+func (st *stream) line() ([]byte, error) {
+	st.buf = st.buf[:0]
+	for {
+		frag, err := st.r.ReadSlice('\n')
+		if len(st.buf)+len(frag) > MaxLine {
+			return nil, fmt.Errorf("%w: over %d bytes", ErrLineTooLong, MaxLine)
+		}
+		if n := len(st.buf) + len(frag); n > cap(st.buf) {
+			// Double, rather than append's gentler growth for large
+			// slices: a line near the limit then costs about twice it.
+			grown := make([]byte, len(st.buf), min(max(2*cap(st.buf), n), MaxLine))
+			copy(grown, st.buf)
+			st.buf = grown
+		}
+		st.buf = append(st.buf, frag...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(bytes.TrimSpace(st.buf)) > 0:
+			return st.buf, io.ErrUnexpectedEOF
+		}
+		return st.buf, err
+	}
 }
 
 func (st *stream) next() (eventstore.Event, error) {
 	for {
-		line, err := st.r.ReadBytes('\n')
-		if len(strings.TrimSpace(string(line))) == 0 {
-			if err != nil {
-				return eventstore.Event{}, err
-			}
+		line, err := st.line()
+		if err != nil {
+			return eventstore.Event{}, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var j query.EventJSON
 		if err := json.Unmarshal(line, &j); err != nil {
-			return eventstore.Event{}, fmt.Errorf("replica: malformed event line: %w", err)
+			return eventstore.Event{}, fmt.Errorf("%w: %v", errMalformed, err)
 		}
 		if j.Position == 0 {
 			continue // not an event (a heartbeat or a control line)
@@ -305,7 +393,7 @@ func (st *stream) next() (eventstore.Event, error) {
 func fromJSON(j query.EventJSON) (eventstore.Event, error) {
 	id, err := eventstore.ParseID(j.ID)
 	if err != nil {
-		return eventstore.Event{}, fmt.Errorf("replica: event %d: %w", j.Position, err)
+		return eventstore.Event{}, fmt.Errorf("%w: event %d: %v", errMalformed, j.Position, err)
 	}
 	ev := eventstore.Event{
 		Stream: j.Stream, Seq: j.Seq, Position: j.Position, ID: id, Type: j.Type, Version: j.Version,

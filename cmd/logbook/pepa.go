@@ -231,7 +231,7 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 			w.Flush()
 			return w.Error()
 		}
-		// Text: two decimals, as the seed's tables print them.
+		// Text: two decimals, as the published tables print them.
 		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, *param+"\t"+strings.Join(cols, "\t")+"\t")
 		for _, r := range rows {

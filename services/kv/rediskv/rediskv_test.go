@@ -2,8 +2,8 @@ package rediskv_test
 
 import (
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"testing"
 
 	"github.com/logbook/logbook/internal/testenv"

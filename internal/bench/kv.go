@@ -336,7 +336,26 @@ func openKafka(ctx context.Context, brokers []string, topic string) (*kafkaPutte
 		cl.Close()
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	return &kafkaPutter{cl: cl, topic: topic}, nil
+	k := &kafkaPutter{cl: cl, topic: topic}
+	// A new topic's partitions have no leader for a moment: produce to
+	// every partition once before the clock starts.
+	warm := make([]*kgo.Record, 8)
+	for i := range warm {
+		warm[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("warm-up")}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err := cl.ProduceSync(wctx, warm...).FirstErr()
+		if err == nil {
+			return k, nil
+		}
+		if wctx.Err() != nil {
+			k.close()
+			return nil, fmt.Errorf("topic %s: %w", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (k *kafkaPutter) put(ctx context.Context, ids []string, value []byte) error {

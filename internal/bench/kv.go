@@ -222,6 +222,16 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 			return nil, err
 		}
 		c := b.Client()
+		// The server is left in the persistence mode it was found in.
+		was, err := c.ConfigGet(ctx, "append*").Result()
+		if err != nil {
+			return nil, err
+		}
+		restore := func() {
+			bg := context.Background()
+			_ = c.ConfigSet(bg, "appendfsync", was["appendfsync"]).Err()
+			_ = c.ConfigSet(bg, "appendonly", was["appendonly"]).Err()
+		}
 		mode := s.mode
 		if mode == "" {
 			mode = "none"
@@ -234,13 +244,29 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 			}
 		}
 		if err != nil {
+			restore()
 			return nil, fmt.Errorf("redis persistence %s: %w", mode, err)
 		}
 		base, _ := redisMemory(ctx, b)
 		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(ctx context.Context) (int64, error) {
 			m, err := redisMemory(ctx, b)
 			return m - base, err
-		}, cleanup: func() { _ = c.FlushDB(context.Background()).Err() }}, nil
+		}, cleanup: func() {
+			// Only this run's keys: the server may hold others.
+			bg := context.Background()
+			iter := c.Scan(bg, 0, "kvbench-"+tag+":*", 10000).Iterator()
+			var keys []string
+			for iter.Next(bg) {
+				if keys = append(keys, iter.Val()); len(keys) == 10000 {
+					_ = c.Unlink(bg, keys...).Err()
+					keys = keys[:0]
+				}
+			}
+			if len(keys) > 0 {
+				_ = c.Unlink(bg, keys...).Err()
+			}
+			restore()
+		}}, nil
 	case "etcd":
 		if len(cfg.Etcd) == 0 {
 			return nil, errors.New("no etcd endpoints (--etcd)")

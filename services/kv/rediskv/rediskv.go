@@ -43,7 +43,16 @@ func Open(ctx context.Context, addr string, o Options) (*Backend, error) {
 	if o.Prefix == "" {
 		o.Prefix = "kv:"
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: o.PoolSize})
+	c := redis.NewClient(&redis.Options{
+		Addr: addr, PoolSize: o.PoolSize,
+		// A write is not idempotent: a script that timed out may have
+		// run, and a retry would then answer "exists" or "stale" for the
+		// caller's own write. Fail instead, and let the caller's deadline
+		// (not a fixed read timeout) bound a large batch.
+		MaxRetries:            -1,
+		ReadTimeout:           -1,
+		ContextTimeoutEnabled: true,
+	})
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("%w: rediskv: %s: %w", kv.ErrUnavailable, addr, err)

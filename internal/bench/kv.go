@@ -192,7 +192,7 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		if err != nil {
 			return nil, err
 		}
-		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(context.Context) (int64, error) { return dirSize(dir) }, cleanup: func() { _ = os.RemoveAll(dir) }}, nil
+		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(context.Context) (int64, error) { return dirSize(dir) }, dir: dir}, nil
 	case "postgres":
 		if cfg.PG == "" {
 			return nil, errors.New("no PostgreSQL URL (--postgres)")
@@ -321,6 +321,7 @@ type repoPutter struct {
 	r       *kv.Repository
 	size    func(context.Context) (int64, error)
 	cleanup func()
+	dir     string // removed after Close
 }
 
 func (p *repoPutter) put(ctx context.Context, ids []string, value []byte) error {
@@ -339,9 +340,12 @@ func (p *repoPutter) bytes(ctx context.Context) (int64, error) {
 }
 
 func (p *repoPutter) close() error {
-	err := p.r.Close()
 	if p.cleanup != nil {
-		p.cleanup()
+		p.cleanup() // before Close: it may use the backend's client
+	}
+	err := p.r.Close()
+	if p.dir != "" {
+		_ = os.RemoveAll(p.dir)
 	}
 	return err
 }

@@ -59,6 +59,8 @@ type KVRow struct {
 	// Seed is the seed's figure for the same setting, for Redis and
 	// Kafka, where it has one (0: none).
 	Seed float64 `json:"seed,omitempty"`
+	// Error says why the setting could not be measured.
+	Error string `json:"error,omitempty"`
 }
 
 // KVResult is every row measured.
@@ -77,6 +79,10 @@ func (r *KVResult) Table() [][]string {
 		bpm := ""
 		if row.BytesPerMessage > 0 {
 			bpm = fmt.Sprintf("%.0f", row.BytesPerMessage)
+		}
+		if row.Error != "" {
+			out = append(out, []string{row.Table, row.Setting, row.Backend, "failed: " + row.Error, "", "", seed})
+			continue
 		}
 		out = append(out, []string{row.Table, row.Setting, row.Backend, fmt.Sprintf("%.0f", row.OpsPerSec), fmt.Sprintf("%.2f", row.P99Ms), bpm, seed})
 	}
@@ -152,7 +158,12 @@ func RunKV(ctx context.Context, cfg KVConfig) (*KVResult, error) {
 			}
 			row, err := measure(ctx, cfg, b, s)
 			if err != nil {
-				return res, fmt.Errorf("%s, %s %s: %w", b, s.table, s.name, err)
+				// One engine refusing one setting (etcd's request
+				// timeout on huge transactions) is a result too.
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				row = KVRow{Backend: b, Table: s.table, Setting: s.name, Error: err.Error()}
 			}
 			res.Rows = append(res.Rows, row)
 		}

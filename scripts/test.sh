@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite: formatting, vet, lint, every
 # package's tests under the race detector — against a real PostgreSQL
-# server, a real Kafka broker and nginx, which it installs, starts on
+# server, Redis, etcd, a real Kafka broker and nginx, which it installs, starts on
 # private ports and stops again — Confluent's Python registry client in a
 # virtual environment, and the web UI's tests in a real browser. Installs
 # what it needs.
@@ -41,12 +41,20 @@ fi
 
 cleanup() {
 	./scripts/kafka.sh stop || true
+	./scripts/etcd.sh stop || true
+	./scripts/redis.sh stop || true
 	./scripts/postgres.sh stop || true
 }
 trap cleanup EXIT
 log "starting PostgreSQL"
 LOGBOOK_TEST_POSTGRES=$(./scripts/postgres.sh start)
 export LOGBOOK_TEST_POSTGRES
+log "starting Redis"
+LOGBOOK_TEST_REDIS=$(./scripts/redis.sh start)
+export LOGBOOK_TEST_REDIS
+log "starting etcd"
+LOGBOOK_TEST_ETCD=$(./scripts/etcd.sh start)
+export LOGBOOK_TEST_ETCD
 log "starting Kafka"
 LOGBOOK_TEST_KAFKA=$(./scripts/kafka.sh start)
 export LOGBOOK_TEST_KAFKA

@@ -16,13 +16,14 @@ import (
 const benchDataDir = "./data-bench"
 
 func newBenchCmd(e *env) *cobra.Command {
-	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows",
+	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv",
 		newBenchAppendCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
 		newBenchCrushCmd(e),
 		newBenchRegistryCmd(e),
 		newBenchWindowsCmd(e),
+		newBenchKVCmd(e),
 	)
 	cpuProfileFlag(g)
 	return g

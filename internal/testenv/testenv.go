@@ -1,7 +1,8 @@
 // Package testenv gives integration tests the real servers that
 // scripts/test.sh starts: PostgreSQL (scripts/postgres.sh, named in
 // LOGBOOK_TEST_POSTGRES), with a fresh schema per test, and a Kafka broker
-// (scripts/kafka.sh, LOGBOOK_TEST_KAFKA). Without them a test fails,
+// (scripts/kafka.sh, LOGBOOK_TEST_KAFKA), Redis (scripts/redis.sh,
+// LOGBOOK_TEST_REDIS) and etcd (scripts/etcd.sh, LOGBOOK_TEST_ETCD). Without them a test fails,
 // unless LOGBOOK_SKIP_EXTERNAL=1 says to skip the tests that need them: a
 // suite that silently skipped them would hide failures.
 package testenv
@@ -110,4 +111,18 @@ func Python(t testing.TB) string {
 		t.Fatalf("no Python with confluent-kafka at %s: run scripts/pyenv.sh (LOGBOOK_SKIP_EXTERNAL=1 skips): %v", python, err)
 	}
 	return python
+}
+
+// Redis returns the test Redis server's address (scripts/redis.sh,
+// LOGBOOK_TEST_REDIS), host:port.
+func Redis(t testing.TB) string {
+	t.Helper()
+	return server(t, "LOGBOOK_TEST_REDIS", "Redis", "scripts/redis.sh")
+}
+
+// Etcd returns the test etcd server's client endpoints (scripts/etcd.sh,
+// LOGBOOK_TEST_ETCD), comma-separated host:port.
+func Etcd(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(server(t, "LOGBOOK_TEST_ETCD", "etcd", "scripts/etcd.sh"), ",")
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/internal/bench"
+)
+
+func newBenchKVCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "puts/s of the kv repository on each backend, and Kafka, by batch, payload, connections and persistence",
+		Long: `Measures puts per second (fresh keys, atomic batches) into each backend and
+prints the seed's figures next to this machine's. Backends whose address is
+not given are started with the repository's scripts (scripts/redis.sh,
+scripts/etcd.sh, scripts/postgres.sh, scripts/kafka.sh: run from the
+repository's root).`,
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
+	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
+	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, persistence, or all")
+	asJSON := jsonFlag(fs)
+	var cfg bench.KVConfig
+	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each measurement")
+	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent clients (except in the connections table)")
+	fs.IntVar(&cfg.UpdateClients, "cas-clients", 64, "clients of the embedded backend's compare-and-set row (0: none)")
+	fs.StringVar(&cfg.DataDir, "data", benchDataDir, "parent directory of the embedded backend's databases")
+	pg := fs.String("postgres", "", "PostgreSQL URL (default: scripts/postgres.sh start)")
+	redis := fs.String("redis", "", "Redis host:port (default: scripts/redis.sh start)")
+	etcd := fs.String("etcd", "", "etcd endpoints, comma-separated (default: scripts/etcd.sh start)")
+	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: scripts/kafka.sh start)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg.Backends = strings.Split(*backends, ",")
+		cfg.Tables = strings.Split(*tables, ",")
+		if *tables == "all" {
+			cfg.Tables = []string{"batch", "payload", "connections", "persistence"}
+		}
+		for _, t := range cfg.Tables {
+			if !slices.Contains([]string{"batch", "payload", "connections", "persistence"}, t) {
+				return usagef("--table %q: batch, payload, connections, persistence or all", t)
+			}
+		}
+		if cfg.Duration <= 0 || cfg.Clients <= 0 || cfg.UpdateClients < 0 {
+			return usageError{"--duration and --clients must be positive, --cas-clients not negative"}
+		}
+		addr := func(flag *string, backend, script string) (string, error) {
+			if *flag != "" || !slices.Contains(cfg.Backends, backend) {
+				return *flag, nil
+			}
+			return startEngine(script)
+		}
+		var err error
+		if cfg.PG, err = addr(pg, "postgres", "postgres"); err != nil {
+			return err
+		}
+		if cfg.Redis, err = addr(redis, "redis", "redis"); err != nil {
+			return err
+		}
+		var list string
+		if list, err = addr(etcd, "etcd", "etcd"); err != nil {
+			return err
+		}
+		if list != "" {
+			cfg.Etcd = strings.Split(list, ",")
+		}
+		if list, err = addr(kafka, "kafka", "kafka"); err != nil {
+			return err
+		}
+		if list != "" {
+			cfg.Kafka = strings.Split(list, ",")
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return err
+		}
+		p, stop := e.showProgress(cmd, *asJSON)
+		cfg.Progress = p
+		res, err := bench.RunKV(cmd.Context(), cfg)
+		stop()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return report(e.stdout, true, res, nil)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		for _, r := range res.Table() {
+			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+// startEngine runs scripts/NAME.sh start, which installs and starts a
+// private server (or finds it running), and returns the address it prints.
+func startEngine(name string) (string, error) {
+	script := "scripts/" + name + ".sh"
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("no address given for %s and no %s here (run from the repository, or pass the address)", name, script)
+	}
+	var out, errb bytes.Buffer
+	c := exec.Command(script, "start")
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		return "", fmt.Errorf("%s start: %v: %s", script, err, strings.TrimSpace(errb.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBenchKV(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"bench", "kv", "--table", "nope"}, `--table "nope"`},
+		{[]string{"bench", "kv", "--clients", "0"}, "must be positive"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.msg)
+		}
+	}
+	// The embedded backend needs no server: a short run gives its rows.
+	code, out, stderr := runCLI(t, "bench", "kv", "--backends", "embedded", "--table", "persistence",
+		"--duration", "200ms", "--cas-clients", "4", "--data", t.TempDir(), "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Rows []struct {
+			Backend   string  `json:"backend"`
+			Table     string  `json:"table"`
+			Setting   string  `json:"setting"`
+			OpsPerSec float64 `json:"ops_per_sec"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got []string
+	for _, r := range res.Rows {
+		if r.OpsPerSec <= 0 {
+			t.Errorf("row %+v measured nothing", r)
+		}
+		got = append(got, r.Table+"/"+r.Setting)
+	}
+	if strings.Join(got, ",") != "persistence/sync,persistence/nosync,cas/4 clients" {
+		t.Fatalf("rows %v", got)
+	}
+}

@@ -1,0 +1,243 @@
+// Package httpapi is the kv repository's HTTP API: /api/kv/{id...}, with
+// versions as entity tags.
+//
+//	GET    /api/kv/{id}   the value (ETag: "<version>"); If-None-Match with
+//	                      the current version answers 304
+//	PUT    /api/kv/{id}   If-None-Match: * adds (412 if the key exists);
+//	                      If-Match: "<version>" updates (412 if stale, 404
+//	                      if absent); one of them is required (428)
+//	DELETE /api/kv/{id}   If-Match: "<version>" deletes the key and
+//	                      everything under it (412 if stale, 404 if absent)
+//
+// Values are the raw request and response bodies. Errors are RFC 9457
+// problem+json.
+package httpapi
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/problem"
+	"github.com/logbook/logbook/services/kv"
+)
+
+//go:embed openapi.json
+var openapiJSON []byte
+
+// OpenAPI is the API's OpenAPI document.
+func OpenAPI() []byte { return openapiJSON }
+
+// Problem types of the kv API.
+const (
+	TypePreconditionFailed   = "urn:logbook:problem:kv:precondition-failed"   // 412: stale version, or the key to add exists
+	TypePreconditionRequired = "urn:logbook:problem:kv:precondition-required" // 428: a write without If-Match or If-None-Match: *
+)
+
+// API serves the kv HTTP API over a repository.
+type API struct {
+	repo *kv.Repository
+}
+
+// Routes is the kv API's route table.
+var Routes = []api.Route[*API]{
+	{Spec: api.Spec{Method: "GET", Path: "/api/kv/{id...}", Role: auth.Viewer, Kind: api.AggregateRead}, Handle: (*API).get},
+	{Spec: api.Spec{Method: "PUT", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: api.Command}, Handle: (*API).put},
+	{Spec: api.Spec{Method: "DELETE", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: api.Command}, Handle: (*API).delete},
+	{Spec: api.Spec{Method: "GET", Path: "/api/kv-openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write(openapiJSON)
+		return err
+	}},
+}
+
+// New returns the API's handler.
+func New(repo *kv.Repository, tokens *auth.Tokens) http.Handler {
+	mux := http.NewServeMux()
+	Mount(mux, repo, tokens)
+	return mux
+}
+
+// Mount registers the API's routes on mux.
+func Mount(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens) {
+	api.Mount(mux, Routes, &API{repo: repo}, api.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+}
+
+func etag(v uint64) string { return `"` + strconv.FormatUint(v, 10) + `"` }
+
+// versions parses an If-Match or If-None-Match list of versions; star
+// reports "*".
+func versions(h string) (vs []uint64, star bool, err error) {
+	for part := range strings.SplitSeq(h, ",") {
+		p := strings.TrimSpace(part)
+		if p == "*" {
+			star = true
+			continue
+		}
+		p = strings.TrimPrefix(p, "W/")
+		if len(p) < 3 || p[0] != '"' || p[len(p)-1] != '"' {
+			return nil, false, api.BadRequest("entity tag %q: a version in double quotes, as in \"3\"", part)
+		}
+		v, err := strconv.ParseUint(p[1:len(p)-1], 10, 64)
+		if err != nil || v == 0 {
+			return nil, false, api.BadRequest("entity tag %q: versions are whole numbers from 1", part)
+		}
+		vs = append(vs, v)
+	}
+	return vs, star, nil
+}
+
+// ifMatch is the one version of a write's If-Match header, or 0 when
+// there is none.
+func ifMatch(r *http.Request) (uint64, error) {
+	h := r.Header.Get("If-Match")
+	if h == "" {
+		return 0, nil
+	}
+	vs, star, err := versions(h)
+	if err != nil {
+		return 0, err
+	}
+	if star || len(vs) != 1 {
+		return 0, api.BadRequest("If-Match: one version, as in \"3\"")
+	}
+	return vs[0], nil
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var inm []uint64
+	if h := r.Header.Get("If-None-Match"); h != "" {
+		vs, star, err := versions(h)
+		if err != nil {
+			return err
+		}
+		if star {
+			return api.BadRequest("If-None-Match: * is for PUT (add); GET takes versions")
+		}
+		inm = vs
+	}
+	e, ok, err := a.repo.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no key %q", id)}
+	}
+	w.Header().Set("ETag", etag(e.Version))
+	for _, v := range inm {
+		if v == e.Version {
+			w.WriteHeader(http.StatusNotModified)
+			return nil
+		}
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(e.Value)))
+	_, err = w.Write(e.Value)
+	return err
+}
+
+func (a *API) put(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := a.repo.ValidID(id); err != nil {
+		return err
+	}
+	match, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	add := false
+	if h := r.Header.Get("If-None-Match"); h != "" {
+		if strings.TrimSpace(h) != "*" {
+			return api.BadRequest("If-None-Match on PUT: only * (add a key that does not exist)")
+		}
+		add = true
+	}
+	switch {
+	case add && match != 0:
+		return api.BadRequest("If-Match and If-None-Match: * together: update, or add, not both")
+	case !add && match == 0:
+		return &api.Error{Status: http.StatusPreconditionRequired, Type: TypePreconditionRequired,
+			Detail: `PUT needs If-None-Match: * to add the key, or If-Match: "<version>" to update it`}
+	}
+	max := int64(a.repo.Limits().MaxValueBytes)
+	if r.ContentLength > max {
+		return tooLarge(r.ContentLength, max)
+	}
+	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge(-1, max)
+	}
+	if err != nil {
+		return api.BadRequest("reading the body: %v", err)
+	}
+	if add {
+		if err := a.repo.Add(r.Context(), id, value); err != nil {
+			return err
+		}
+		w.Header().Set("ETag", etag(1))
+		w.WriteHeader(http.StatusCreated)
+		return nil
+	}
+	v, err := a.repo.Update(r.Context(), id, match, value)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(v))
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func tooLarge(n, max int64) error {
+	d := fmt.Sprintf("value over the limit of %d bytes", max)
+	if n >= 0 {
+		d = fmt.Sprintf("value of %d bytes, over the limit of %d", n, max)
+	}
+	return &api.Error{Status: http.StatusRequestEntityTooLarge, Type: api.TypeTooLarge, Detail: d}
+}
+
+func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	match, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	if match == 0 {
+		return &api.Error{Status: http.StatusPreconditionRequired, Type: TypePreconditionRequired,
+			Detail: `DELETE needs If-Match: "<version>"`}
+	}
+	if err := a.repo.Delete(r.Context(), id, match); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// domainErrors maps the repository's errors: 400 bad input, 404 absent,
+// 412 stale (with current_version in the problem) or existing, 503
+// timeout or unavailable backend.
+func domainErrors(err error) (problem.Details, bool) {
+	var se *kv.StaleError
+	switch {
+	case errors.As(err, &se):
+		d := api.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error())
+		d.Extra = map[string]any{"current_version": se.Current}
+		return d, true
+	case errors.Is(err, kv.ErrInvalid):
+		return api.Problem(http.StatusBadRequest, api.TypeInvalidRequest, err.Error()), true
+	case errors.Is(err, kv.ErrNotFound):
+		return api.Problem(http.StatusNotFound, api.TypeNotFound, err.Error()), true
+	case errors.Is(err, kv.ErrExists):
+		return api.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error()), true
+	case errors.Is(err, kv.ErrTimeout), errors.Is(err, kv.ErrUnavailable):
+		return api.Problem(http.StatusServiceUnavailable, api.TypeUnavailable, err.Error()), true
+	}
+	return problem.Details{}, false
+}

@@ -1,0 +1,435 @@
+// Package kv is a versioned key/value repository for whole aggregates with
+// optimistic concurrency: Add, Get, GetIfNotMatched, Exist, Update
+// (compare-and-set on the version, which increments) and Delete (of a key
+// and everything under it), with typed failures and no nil results.
+//
+// A Repository checks input and delegates to a Backend: the embedded one
+// (package pebblekv, on Pebble), PostgreSQL (pgkv), Redis (rediskv) or etcd
+// (etcdkv). Every backend passes the conformance suite in package kvtest.
+//
+// Ids are paths: "order/42/line/1" is under "order/42", and deleting
+// "order/42" deletes it too. A key's version is 1 when added and grows by
+// one with every update; a key deleted and added again starts at 1.
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// The failures of every operation; test them with errors.Is.
+var (
+	// ErrExists: Add of a key that exists.
+	ErrExists = errors.New("kv: key exists")
+	// ErrNotFound: Update or Delete of a key that does not exist.
+	ErrNotFound = errors.New("kv: key not found")
+	// ErrStale: Update or Delete with a version that is not the key's
+	// current one. The error is a *StaleError with the current version.
+	ErrStale = errors.New("kv: stale version")
+	// ErrTimeout: the operation's deadline passed; it may or may not
+	// have taken effect.
+	ErrTimeout = errors.New("kv: timeout")
+	// ErrUnavailable: the backend failed or could not be reached; the
+	// operation may or may not have taken effect.
+	ErrUnavailable = errors.New("kv: backend unavailable")
+	// ErrInvalid: bad input, refused before anything was written. The
+	// error is a *InvalidError saying what was wrong.
+	ErrInvalid = errors.New("kv: invalid input")
+)
+
+// StaleError is the ErrStale of a compare-and-set that lost: Current is the
+// version that won.
+type StaleError struct {
+	ID       string
+	Expected uint64
+	Current  uint64
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("kv: %q is at version %d, not %d", e.ID, e.Current, e.Expected)
+}
+
+// Is makes errors.Is(err, ErrStale) true.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// InvalidError is an ErrInvalid: which input, and why.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string { return "kv: " + e.Reason }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// BatchError says which item of a batch failed. Batches are atomic: when
+// one item fails, none is written.
+type BatchError struct {
+	Index int
+	Err   error
+}
+
+func (e *BatchError) Error() string { return fmt.Sprintf("kv: batch item %d: %v", e.Index, e.Err) }
+func (e *BatchError) Unwrap() error { return e.Err }
+
+func notFound(id string) error { return fmt.Errorf("%w: %q", ErrNotFound, id) }
+func exists(id string) error   { return fmt.Errorf("%w: %q", ErrExists, id) }
+
+// NotFound returns ErrNotFound naming id; for backends.
+func NotFound(id string) error { return notFound(id) }
+
+// Exists returns ErrExists naming id; for backends.
+func Exists(id string) error { return exists(id) }
+
+// Stale returns the *StaleError of id; for backends.
+func Stale(id string, expected, current uint64) error {
+	return &StaleError{ID: id, Expected: expected, Current: current}
+}
+
+// Entry is a stored value and its version.
+type Entry struct {
+	ID      string
+	Version uint64
+	Value   []byte
+}
+
+// Item is one element of a batch: for AddBatch the id and value, for
+// UpdateBatch also the version it expects.
+type Item struct {
+	ID      string
+	Version uint64
+	Value   []byte
+}
+
+// Match is GetIfNotMatched's three-way answer.
+type Match int
+
+const (
+	// Absent: no such key.
+	Absent Match = iota
+	// Modified: the key's version differs from the one given; the entry
+	// is returned.
+	Modified
+	// NotModified: the key is at the version given.
+	NotModified
+)
+
+func (m Match) String() string {
+	switch m {
+	case Absent:
+		return "absent"
+	case Modified:
+		return "modified"
+	case NotModified:
+		return "not modified"
+	}
+	return fmt.Sprintf("Match(%d)", int(m))
+}
+
+// Backend is what a storage engine implements. The Repository has checked
+// the input: ids are valid, a batch is not empty, within limits and has
+// no id twice. Batches are atomic; a failing item is reported as a
+// *BatchError. Update returns the new versions.
+type Backend interface {
+	Get(ctx context.Context, id string) (Entry, bool, error)
+	Add(ctx context.Context, items []Item) error
+	Update(ctx context.Context, items []Item) ([]uint64, error)
+	Delete(ctx context.Context, id string, version uint64) error
+	Close() error
+}
+
+// Limits bound what one request may hold.
+type Limits struct {
+	MaxIDBytes    int // default 512
+	MaxValueBytes int // default 8 MiB
+	MaxBatchItems int // default 32,768
+	MaxBatchBytes int // values of one batch together; default 64 MiB
+}
+
+// DefaultLimits are the limits a zero Limits stands for.
+var DefaultLimits = Limits{MaxIDBytes: 512, MaxValueBytes: 8 << 20, MaxBatchItems: 32768, MaxBatchBytes: 64 << 20}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxIDBytes <= 0 {
+		l.MaxIDBytes = DefaultLimits.MaxIDBytes
+	}
+	if l.MaxValueBytes <= 0 {
+		l.MaxValueBytes = DefaultLimits.MaxValueBytes
+	}
+	if l.MaxBatchItems <= 0 {
+		l.MaxBatchItems = DefaultLimits.MaxBatchItems
+	}
+	if l.MaxBatchBytes <= 0 {
+		l.MaxBatchBytes = DefaultLimits.MaxBatchBytes
+	}
+	return l
+}
+
+// Repository is the versioned repository over one backend. It is safe for
+// concurrent use.
+type Repository struct {
+	b   Backend
+	lim Limits
+}
+
+// New returns a repository on b.
+func New(b Backend, lim Limits) *Repository {
+	return &Repository{b: b, lim: lim.withDefaults()}
+}
+
+// Limits returns the repository's limits.
+func (r *Repository) Limits() Limits { return r.lim }
+
+// Close closes the backend.
+func (r *Repository) Close() error { return r.b.Close() }
+
+// ValidID checks an id: 1 to MaxIDBytes bytes of UTF-8 without control
+// characters, segments separated by single '/', none empty (no leading,
+// trailing or doubled '/').
+func (r *Repository) ValidID(id string) error {
+	switch {
+	case id == "":
+		return &InvalidError{"empty id"}
+	case len(id) > r.lim.MaxIDBytes:
+		return &InvalidError{fmt.Sprintf("id of %d bytes, more than %d", len(id), r.lim.MaxIDBytes)}
+	case !utf8.ValidString(id):
+		return &InvalidError{"id is not UTF-8"}
+	case strings.HasPrefix(id, "/") || strings.HasSuffix(id, "/"):
+		return &InvalidError{fmt.Sprintf("id %q starts or ends with '/'", id)}
+	case strings.Contains(id, "//"):
+		return &InvalidError{fmt.Sprintf("id %q has an empty segment ('//')", id)}
+	}
+	for _, c := range id {
+		if c < 0x20 || c == 0x7f {
+			return &InvalidError{fmt.Sprintf("id %q has a control character", id)}
+		}
+	}
+	return nil
+}
+
+func (r *Repository) validValue(v []byte) error {
+	if len(v) > r.lim.MaxValueBytes {
+		return &InvalidError{fmt.Sprintf("value of %d bytes, more than %d", len(v), r.lim.MaxValueBytes)}
+	}
+	return nil
+}
+
+func (r *Repository) validBatch(items []Item, update bool) error {
+	if len(items) == 0 {
+		return &InvalidError{"empty batch"}
+	}
+	if len(items) > r.lim.MaxBatchItems {
+		return &InvalidError{fmt.Sprintf("batch of %d items, more than %d", len(items), r.lim.MaxBatchItems)}
+	}
+	total := 0
+	seen := make(map[string]struct{}, len(items))
+	for i, it := range items {
+		if err := r.ValidID(it.ID); err != nil {
+			return &BatchError{Index: i, Err: err}
+		}
+		if err := r.validValue(it.Value); err != nil {
+			return &BatchError{Index: i, Err: err}
+		}
+		if update && it.Version == 0 {
+			return &BatchError{Index: i, Err: &InvalidError{"version 0: versions start at 1"}}
+		}
+		if _, dup := seen[it.ID]; dup {
+			return &BatchError{Index: i, Err: &InvalidError{fmt.Sprintf("id %q twice in one batch", it.ID)}}
+		}
+		seen[it.ID] = struct{}{}
+		total += len(it.Value)
+	}
+	if total > r.lim.MaxBatchBytes {
+		return &InvalidError{fmt.Sprintf("batch of %d value bytes, more than %d", total, r.lim.MaxBatchBytes)}
+	}
+	return nil
+}
+
+// single returns the error of a one-item batch as the item's own error.
+func single(err error) error {
+	var be *BatchError
+	if errors.As(err, &be) {
+		return be.Err
+	}
+	return err
+}
+
+// Add stores a new key at version 1; ErrExists if it exists.
+func (r *Repository) Add(ctx context.Context, id string, value []byte) error {
+	if err := r.validBatch([]Item{{ID: id, Value: value}}, false); err != nil {
+		return single(err)
+	}
+	return single(Classify(ctx, r.b.Add(ctx, []Item{{ID: id, Value: value}})))
+}
+
+// AddBatch adds every item or, if one fails (a *BatchError says which),
+// none.
+func (r *Repository) AddBatch(ctx context.Context, items []Item) error {
+	if err := r.validBatch(items, false); err != nil {
+		return err
+	}
+	return Classify(ctx, r.b.Add(ctx, items))
+}
+
+// Get returns the key's entry, or false when it does not exist.
+func (r *Repository) Get(ctx context.Context, id string) (Entry, bool, error) {
+	if err := r.ValidID(id); err != nil {
+		return Entry{}, false, err
+	}
+	e, ok, err := r.b.Get(ctx, id)
+	if err != nil {
+		return Entry{}, false, Classify(ctx, err)
+	}
+	return e, ok, nil
+}
+
+// GetIfNotMatched returns Absent when the key does not exist, NotModified
+// (and no entry) when it is at version, and Modified with the entry when
+// its version differs.
+func (r *Repository) GetIfNotMatched(ctx context.Context, id string, version uint64) (Entry, Match, error) {
+	e, ok, err := r.Get(ctx, id)
+	switch {
+	case err != nil:
+		return Entry{}, Absent, err
+	case !ok:
+		return Entry{}, Absent, nil
+	case e.Version == version:
+		return Entry{}, NotModified, nil
+	}
+	return e, Modified, nil
+}
+
+// Exist tells whether the key exists.
+func (r *Repository) Exist(ctx context.Context, id string) (bool, error) {
+	_, ok, err := r.Get(ctx, id)
+	return ok, err
+}
+
+// Update replaces the key's value if it is at version, and returns the new
+// version (version+1). ErrNotFound if the key does not exist, a
+// *StaleError if it is at another version.
+func (r *Repository) Update(ctx context.Context, id string, version uint64, value []byte) (uint64, error) {
+	items := []Item{{ID: id, Version: version, Value: value}}
+	if err := r.validBatch(items, true); err != nil {
+		return 0, single(err)
+	}
+	vs, err := r.b.Update(ctx, items)
+	if err != nil {
+		return 0, single(Classify(ctx, err))
+	}
+	return vs[0], nil
+}
+
+// UpdateBatch updates every item (each at its own expected version) or,
+// if one fails (a *BatchError says which), none; it returns the new
+// versions.
+func (r *Repository) UpdateBatch(ctx context.Context, items []Item) ([]uint64, error) {
+	if err := r.validBatch(items, true); err != nil {
+		return nil, err
+	}
+	vs, err := r.b.Update(ctx, items)
+	if err != nil {
+		return nil, Classify(ctx, err)
+	}
+	return vs, nil
+}
+
+// Delete removes the key, if it is at version, and every key under it
+// (whose id starts with id + "/"). ErrNotFound if the key does not exist,
+// a *StaleError if it is at another version.
+func (r *Repository) Delete(ctx context.Context, id string, version uint64) error {
+	if err := r.ValidID(id); err != nil {
+		return err
+	}
+	if version == 0 {
+		return &InvalidError{"version 0: versions start at 1"}
+	}
+	return Classify(ctx, r.b.Delete(ctx, id, version))
+}
+
+// Classify maps a backend's failure to the repository's errors: its own
+// errors pass, a passed deadline is ErrTimeout, anything else
+// ErrUnavailable (wrapping the cause).
+func Classify(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrExists), errors.Is(err, ErrNotFound), errors.Is(err, ErrStale),
+		errors.Is(err, ErrInvalid), errors.Is(err, ErrTimeout), errors.Is(err, ErrUnavailable):
+		return err
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// Codec turns a T into bytes and back.
+type Codec[T any] interface {
+	Marshal(T) ([]byte, error)
+	Unmarshal([]byte) (T, error)
+}
+
+// Typed is a repository of T values through a codec.
+type Typed[T any] struct {
+	R     *Repository
+	Codec Codec[T]
+}
+
+// Versioned is a T and its version.
+type Versioned[T any] struct {
+	Version uint64
+	Value   T
+}
+
+// Add stores a new T.
+func (t Typed[T]) Add(ctx context.Context, id string, v T) error {
+	b, err := t.Codec.Marshal(v)
+	if err != nil {
+		return &InvalidError{"encoding: " + err.Error()}
+	}
+	return t.R.Add(ctx, id, b)
+}
+
+// Get returns the T, or false when the key does not exist.
+func (t Typed[T]) Get(ctx context.Context, id string) (Versioned[T], bool, error) {
+	e, ok, err := t.R.Get(ctx, id)
+	if err != nil || !ok {
+		return Versioned[T]{}, ok, err
+	}
+	v, err := t.Codec.Unmarshal(e.Value)
+	if err != nil {
+		return Versioned[T]{}, false, fmt.Errorf("kv: decoding %q: %w", id, err)
+	}
+	return Versioned[T]{Version: e.Version, Value: v}, true, nil
+}
+
+// Update replaces the T if the key is at version, returning the new one.
+func (t Typed[T]) Update(ctx context.Context, id string, version uint64, v T) (uint64, error) {
+	b, err := t.Codec.Marshal(v)
+	if err != nil {
+		return 0, &InvalidError{"encoding: " + err.Error()}
+	}
+	return t.R.Update(ctx, id, version, b)
+}
+
+// Delete removes the key and everything under it, if it is at version.
+func (t Typed[T]) Delete(ctx context.Context, id string, version uint64) error {
+	return t.R.Delete(ctx, id, version)
+}
+
+// JSON is the Codec of encoding/json.
+type JSON[T any] struct{}
+
+// Marshal encodes v as JSON.
+func (JSON[T]) Marshal(v T) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal decodes JSON into a T.
+func (JSON[T]) Unmarshal(b []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
+}

@@ -1,0 +1,384 @@
+// Package pebblekv is the embedded backend of the kv repository: one Pebble
+// database in a data directory, owned by one process.
+//
+// Each key is one Pebble key, 'v' followed by the id, whose value is the
+// version (8 bytes, big-endian) followed by the user's value. Ids are
+// paths without control characters, so the keys under "a" — "a/…" — are
+// the contiguous range ['v' "a/", 'v' "a0"), and a cascading delete is one
+// range deletion.
+//
+// One goroutine, the committer, performs every write: it takes all
+// requests waiting, checks their versions (against what it wrote in the
+// same group, else the database), writes them as one batch and commits it
+// with one fsync (group commit), then answers them. Pebble makes a synced
+// batch visible only after its fsync, so a reader never sees a write that
+// a crash could lose, and since the committer is the only writer every
+// compare-and-set is exact.
+package pebblekv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/logbook/logbook/services/kv"
+)
+
+const (
+	prefixValue  = 'v'
+	formatKey    = "mformat"
+	formatMarker = "logbook-kv-1"
+	// maxGroup bounds how many requests one batch carries.
+	maxGroup = 4096
+)
+
+// Options configure the backend.
+type Options struct {
+	// NoSync acknowledges writes before their fsync (Pebble's NoSync): a
+	// crash may lose the last acknowledged writes. For benchmarks of the
+	// persistence mode; never the default.
+	NoSync bool
+	// CacheBytes is Pebble's block cache (default 64 MiB).
+	CacheBytes int64
+}
+
+// Backend is the embedded kv backend.
+type Backend struct {
+	db      *pebble.DB
+	opts    Options
+	reqs    chan *request
+	done    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+	mu      sync.RWMutex // held for reading while a request is sent
+	closed  bool
+}
+
+type opKind int
+
+const (
+	opAdd opKind = iota
+	opUpdate
+	opDelete
+)
+
+type request struct {
+	kind     opKind
+	items    []kv.Item // opDelete: one item, its id and version
+	versions []uint64
+	err      error
+	done     chan struct{}
+}
+
+// Open opens (creating if needed) the database in dir.
+func Open(dir string, opts Options) (*Backend, error) {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	popts := &pebble.Options{Cache: cache, MemTableSize: 64 << 20, FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}}
+	popts.EnsureDefaults()
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
+	}
+	if err := claim(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
+	}
+	b := &Backend{db: db, opts: opts, reqs: make(chan *request, 1024), done: make(chan struct{}), stopped: make(chan struct{})}
+	go b.commit()
+	return b, nil
+}
+
+// claim checks the format marker, writing it into an empty database.
+func claim(db *pebble.DB) error {
+	v, closer, err := db.Get([]byte(formatKey))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		iter, err := db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		empty := !iter.First()
+		if err := iter.Close(); err != nil {
+			return err
+		}
+		if !empty {
+			return errors.New("not a logbook kv database (no format marker)")
+		}
+		return db.Set([]byte(formatKey), []byte(formatMarker), pebble.Sync)
+	case err != nil:
+		return err
+	}
+	defer closer.Close()
+	if string(v) != formatMarker {
+		return fmt.Errorf("format %q, want %q", v, formatMarker)
+	}
+	return nil
+}
+
+func key(id string) []byte {
+	k := make([]byte, 1+len(id))
+	k[0] = prefixValue
+	copy(k[1:], id)
+	return k
+}
+
+// Get reads the key.
+func (b *Backend) Get(_ context.Context, id string) (kv.Entry, bool, error) {
+	v, closer, err := b.db.Get(key(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return kv.Entry{}, false, nil
+	}
+	if err != nil {
+		return kv.Entry{}, false, err
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return kv.Entry{}, false, fmt.Errorf("pebblekv: corrupt record of %q", id)
+	}
+	return kv.Entry{ID: id, Version: binary.BigEndian.Uint64(v), Value: append([]byte(nil), v[8:]...)}, true, nil
+}
+
+// Add adds the items atomically.
+func (b *Backend) Add(ctx context.Context, items []kv.Item) error {
+	_, err := b.do(ctx, &request{kind: opAdd, items: items})
+	return err
+}
+
+// Update compares-and-sets the items atomically.
+func (b *Backend) Update(ctx context.Context, items []kv.Item) ([]uint64, error) {
+	return b.do(ctx, &request{kind: opUpdate, items: items})
+}
+
+// Delete deletes the key and everything under it.
+func (b *Backend) Delete(ctx context.Context, id string, version uint64) error {
+	_, err := b.do(ctx, &request{kind: opDelete, items: []kv.Item{{ID: id, Version: version}}})
+	return err
+}
+
+var errClosed = fmt.Errorf("%w: pebblekv: closed", kv.ErrUnavailable)
+
+func (b *Backend) do(ctx context.Context, r *request) ([]uint64, error) {
+	r.done = make(chan struct{})
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return nil, errClosed
+	}
+	select {
+	case b.reqs <- r:
+		b.mu.RUnlock()
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		return nil, ctx.Err()
+	}
+	// Once sent, the request is answered: waiting for it keeps the
+	// result exact (a write never happens after its caller gave up on it
+	// without the caller knowing it may have).
+	select {
+	case <-r.done:
+		return r.versions, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w (the write may still take effect)", ctx.Err())
+	}
+}
+
+// Close stops the committer after the requests sent and closes the
+// database.
+func (b *Backend) Close() error {
+	b.once.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		close(b.reqs)
+		b.mu.Unlock()
+	})
+	<-b.stopped
+	return b.db.Close()
+}
+
+// state is what a group has written so far: versions by id (0: deleted).
+type group struct {
+	b       *Backend
+	batch   *pebble.Batch
+	written map[string]uint64
+	deleted []string // ids deleted in this group with their subtrees
+	reqs    []*request
+}
+
+// version returns the id's current version (0 if absent), seeing this
+// group's own writes.
+func (g *group) version(id string) (uint64, error) {
+	if v, ok := g.written[id]; ok {
+		return v, nil
+	}
+	for _, d := range g.deleted {
+		if len(id) > len(d) && id[:len(d)] == d && id[len(d)] == '/' {
+			return 0, nil
+		}
+	}
+	v, closer, err := g.b.db.Get(key(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return 0, fmt.Errorf("pebblekv: corrupt record of %q", id)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func (g *group) put(id string, version uint64, value []byte) error {
+	k := key(id)
+	op := g.batch.SetDeferred(len(k), 8+len(value))
+	copy(op.Key, k)
+	binary.BigEndian.PutUint64(op.Value, version)
+	copy(op.Value[8:], value)
+	op.Finish()
+	g.written[id] = version
+	return nil
+}
+
+// apply checks one request against the group's state and, if it holds,
+// adds its writes to the batch. A failed request leaves no trace.
+func (g *group) apply(r *request) error {
+	switch r.kind {
+	case opAdd:
+		for i, it := range r.items {
+			v, err := g.version(it.ID)
+			if err != nil {
+				return err
+			}
+			if v != 0 {
+				return &kv.BatchError{Index: i, Err: kv.Exists(it.ID)}
+			}
+		}
+		for _, it := range r.items {
+			_ = g.put(it.ID, 1, it.Value)
+		}
+		r.versions = nil
+	case opUpdate:
+		for i, it := range r.items {
+			v, err := g.version(it.ID)
+			if err != nil {
+				return err
+			}
+			if v == 0 {
+				return &kv.BatchError{Index: i, Err: kv.NotFound(it.ID)}
+			}
+			if v != it.Version {
+				return &kv.BatchError{Index: i, Err: kv.Stale(it.ID, it.Version, v)}
+			}
+		}
+		r.versions = make([]uint64, len(r.items))
+		for i, it := range r.items {
+			r.versions[i] = it.Version + 1
+			_ = g.put(it.ID, it.Version+1, it.Value)
+		}
+	case opDelete:
+		it := r.items[0]
+		v, err := g.version(it.ID)
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			return kv.NotFound(it.ID)
+		}
+		if v != it.Version {
+			return kv.Stale(it.ID, it.Version, v)
+		}
+		if err := g.batch.Delete(key(it.ID), nil); err != nil {
+			return err
+		}
+		lo, hi := key(it.ID+"/"), key(it.ID+"0")
+		if err := g.batch.DeleteRange(lo, hi, nil); err != nil {
+			return err
+		}
+		g.written[it.ID] = 0
+		for id := range g.written {
+			if len(id) > len(it.ID) && id[:len(it.ID)] == it.ID && id[len(it.ID)] == '/' {
+				g.written[id] = 0
+			}
+		}
+		g.deleted = append(g.deleted, it.ID)
+	}
+	return nil
+}
+
+// commit is the committer goroutine.
+func (b *Backend) commit() {
+	defer close(b.stopped)
+	var failed error
+	for r := range b.reqs {
+		g := &group{b: b, batch: b.db.NewBatch(), written: make(map[string]uint64)}
+		g.take(r, failed)
+	more:
+		for len(g.reqs) < maxGroup {
+			select {
+			case r, ok := <-b.reqs:
+				if !ok {
+					break more
+				}
+				g.take(r, failed)
+			default:
+				break more
+			}
+		}
+		if failed == nil && !g.batch.Empty() {
+			sync := pebble.Sync
+			if b.opts.NoSync {
+				sync = pebble.NoSync
+			}
+			if err := g.batch.Commit(sync); err != nil {
+				// What reached the disk is unknown: refuse every
+				// later write rather than guess.
+				failed = fmt.Errorf("%w: pebblekv: commit: %w", kv.ErrUnavailable, err)
+				for _, r := range g.reqs {
+					if r.err == nil {
+						r.err = failed
+					}
+				}
+			}
+		}
+		_ = g.batch.Close()
+		for _, r := range g.reqs {
+			close(r.done)
+		}
+	}
+}
+
+// take applies a request to the group, keeping it to be answered after
+// the commit.
+func (g *group) take(r *request, failed error) {
+	g.reqs = append(g.reqs, r)
+	if failed != nil {
+		r.err = failed
+		return
+	}
+	if err := g.apply(r); err != nil {
+		r.err = err
+		r.versions = nil
+	}
+}
+
+// quiet drops Pebble's informational messages (one per WAL at open) and
+// keeps its errors.
+type quiet struct{}
+
+func (quiet) Infof(string, ...any)           {}
+func (quiet) Errorf(format string, a ...any) { log.Printf("pebblekv: "+format, a...) }
+func (quiet) Fatalf(format string, a ...any) { log.Fatalf("pebblekv: "+format, a...) }

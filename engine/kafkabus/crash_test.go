@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
-	"github.com/logbook/logbook/engine/internal/crashtest"
+	"github.com/logbook/logbook/internal/crashtest"
 )
 
 const (

@@ -35,7 +35,7 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
-	"github.com/logbook/logbook/engine/internal/crashtest"
+	"github.com/logbook/logbook/internal/crashtest"
 	"github.com/logbook/logbook/engine/projection"
 )
 

@@ -40,7 +40,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/engine/internal/crashtest"
+	"github.com/logbook/logbook/internal/crashtest"
 )
 
 const (

@@ -1,63 +1,47 @@
 package pebblekv_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/internal/crashtest"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/pebblekv"
 )
 
 const crashKeys = 4
 
-// TestMain lets the test binary play the process that gets killed.
-func TestMain(m *testing.M) {
-	if dir := os.Getenv("PEBBLEKV_CRASH_CHILD"); dir != "" {
-		crashChild(dir)
-		return
-	}
-	os.Exit(m.Run())
-}
-
-// crashChild updates counters in crashKeys keys from 16 clients until it
-// is killed, printing "key version" for every acknowledged update. Each
-// update writes the counter read plus one, so a key's counter is always
-// its version minus one.
-func crashChild(dir string) {
-	b, err := pebblekv.Open(dir, pebblekv.Options{})
+// TestCrashChild is the workload TestSIGKILLDuringContendedUpdates starts
+// and kills: 16 clients update counters in crashKeys keys, printing "key
+// version" for every acknowledged update. Each update writes the counter
+// read plus one, so a key's counter is always its version minus one.
+func TestCrashChild(t *testing.T) {
+	out := crashtest.Child(t)
+	b, err := pebblekv.Open(os.Getenv(crashEnvDir), pebblekv.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		out.Fail("open: %v", err)
 	}
 	r := kv.New(b, kv.Limits{})
 	ctx := context.Background()
 	for k := range crashKeys {
 		err := r.Add(ctx, "c/"+strconv.Itoa(k), []byte("0"))
 		if err != nil && !errors.Is(err, kv.ErrExists) {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			out.Fail("add: %v", err)
 		}
 	}
-	var mu sync.Mutex
-	fmt.Println("ready")
+	out.Printf("READY")
 	for c := range 16 {
 		go func() {
 			for i := 0; ; i++ {
 				id := "c/" + strconv.Itoa((c+i)%crashKeys)
 				e, ok, err := r.Get(ctx, id)
 				if err != nil || !ok {
-					fmt.Fprintln(os.Stderr, "get:", ok, err)
-					os.Exit(1)
+					out.Fail("get %s: %v %v", id, ok, err)
 				}
 				n, _ := strconv.Atoi(string(e.Value))
 				v, err := r.Update(ctx, id, e.Version, []byte(strconv.Itoa(n+1)))
@@ -65,17 +49,16 @@ func crashChild(dir string) {
 					continue
 				}
 				if err != nil {
-					fmt.Fprintln(os.Stderr, "update:", err)
-					os.Exit(1)
+					out.Fail("update %s: %v", id, err)
 				}
-				mu.Lock()
-				fmt.Printf("%s %d\n", id, v)
-				mu.Unlock()
+				out.Printf("%s %d", id, v)
 			}
 		}()
 	}
 	select {}
 }
+
+const crashEnvDir = "LOGBOOK_PEBBLEKV_CRASH_DIR"
 
 // TestSIGKILLDuringContendedUpdates kills a process in the middle of
 // contended compare-and-sets, twice, and checks after each crash that
@@ -86,42 +69,31 @@ func TestSIGKILLDuringContendedUpdates(t *testing.T) {
 	dir := t.TempDir()
 	acked := map[string]map[uint64]bool{}
 	for round := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "PEBBLEKV_CRASH_CHILD="+dir)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		if !sc.Scan() || sc.Text() != "ready" {
-			_ = cmd.Process.Kill()
-			t.Fatalf("child did not start: %q", sc.Text())
-		}
 		lines := 0
-		timer := time.AfterFunc(time.Second+time.Duration(round)*300*time.Millisecond, func() {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
+		child := crashtest.Start(t, crashtest.Spec{
+			Test: "TestCrashChild",
+			Env:  []string{crashEnvDir + "=" + dir},
+			Line: func(line string) {
+				id, vs, _ := strings.Cut(line, " ")
+				v, err := strconv.ParseUint(vs, 10, 64)
+				if err != nil {
+					return // READY
+				}
+				if acked[id] == nil {
+					acked[id] = map[uint64]bool{}
+				}
+				if acked[id][v] {
+					t.Errorf("%s: version %d acknowledged twice", id, v)
+				}
+				acked[id][v] = true
+				lines++
+			},
 		})
-		for sc.Scan() {
-			id, vs, _ := strings.Cut(sc.Text(), " ")
-			v, err := strconv.ParseUint(vs, 10, 64)
-			if err != nil {
-				continue // a line cut by the kill
-			}
-			if acked[id] == nil {
-				acked[id] = map[uint64]bool{}
-			}
-			if acked[id][v] {
-				t.Errorf("%s: version %d acknowledged twice", id, v)
-			}
-			acked[id][v] = true
-			lines++
+		if !child.WaitFor("READY", 30*time.Second) {
+			t.Fatal("child not ready after 30 s")
 		}
-		timer.Stop()
-		_ = cmd.Wait()
+		time.Sleep(time.Second + time.Duration(round)*300*time.Millisecond)
+		child.Kill()
 		if lines < 50 {
 			t.Fatalf("round %d: only %d updates acknowledged before the kill", round, lines)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/logbook/logbook/engine/internal/crashtest"
+	"github.com/logbook/logbook/internal/crashtest"
 )
 
 // TestCounterChild is the workload of TestKill: it counts on stdout until

@@ -35,8 +35,8 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
-	"github.com/logbook/logbook/internal/crashtest"
 	"github.com/logbook/logbook/engine/projection"
+	"github.com/logbook/logbook/internal/crashtest"
 )
 
 const (

@@ -20,9 +20,9 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
-	"github.com/logbook/logbook/internal/crashtest"
 	"github.com/logbook/logbook/engine/projection"
 	"github.com/logbook/logbook/engine/window"
+	"github.com/logbook/logbook/internal/crashtest"
 	"github.com/logbook/logbook/internal/testenv"
 )
 

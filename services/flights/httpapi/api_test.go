@@ -70,7 +70,7 @@ func call(t *testing.T, srv *httptest.Server, token, method, path, body string, 
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	checkAnswer(t, method, path, res.StatusCode, res.Header.Get("Content-Type"), raw)
+	answers.Check(t, method, path, res.StatusCode, res.Header.Get("Content-Type"), raw)
 	out := apiResp{status: res.StatusCode, header: res.Header, raw: string(raw)}
 	_ = json.Unmarshal(raw, &out.body)
 	return out

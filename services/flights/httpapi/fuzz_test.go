@@ -151,7 +151,7 @@ func FuzzAPI(f *testing.F) {
 				t.Fatalf("%s %s: %d, invalid JSON: %s", method, target, res.StatusCode, raw)
 			}
 			if res.StatusCode < 300 {
-				checkAnswer(t, req.Method, req.URL.RequestURI(), res.StatusCode, ctype, raw)
+				answers.Check(t, req.Method, req.URL.RequestURI(), res.StatusCode, ctype, raw)
 			}
 		case res.StatusCode >= 400:
 			t.Fatalf("%s %s: error %d as %q: %s", method, target, res.StatusCode, ctype, raw)

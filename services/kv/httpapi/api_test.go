@@ -5,10 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/api/apitest"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/pebblekv"
@@ -166,31 +167,7 @@ func TestChunkedBodyOverLimit(t *testing.T) {
 }
 
 // TestOpenAPIMatchesRoutes: the document describes exactly the table's
-// routes (OpenAPI spells {id...} as {id}).
+// routes, with their query parameters.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
-	var doc struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
-	}
-	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
-		t.Fatal(err)
-	}
-	var documented, served []string
-	for path, ops := range doc.Paths {
-		for m := range ops {
-			if m != "parameters" {
-				documented = append(documented, strings.ToUpper(m)+" "+path)
-			}
-		}
-	}
-	for _, r := range Routes {
-		served = append(served, strings.ReplaceAll(r.Pattern(), "...}", "}"))
-		if len(r.Query) != 0 {
-			t.Errorf("%s takes query parameters the document does not list", r.Pattern())
-		}
-	}
-	slices.Sort(documented)
-	slices.Sort(served)
-	if !slices.Equal(documented, served) {
-		t.Fatalf("openapi.json documents %v, the table serves %v", documented, served)
-	}
+	apitest.CheckDocumented(t, OpenAPI(), api.Specs(Routes))
 }

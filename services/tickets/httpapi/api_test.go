@@ -68,7 +68,7 @@ func call(t *testing.T, srv *httptest.Server, ctx context.Context, method, path,
 	if res.StatusCode >= 400 && ct != "application/problem+json" {
 		t.Errorf("%s %s: %d with %q, want problem+json", method, path, res.StatusCode, ct)
 	}
-	checkAnswer(t, method, path, res.StatusCode, ct, raw)
+	answers.Check(t, method, path, res.StatusCode, ct, raw)
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)
 	return res.StatusCode, res.Header, m

@@ -38,10 +38,7 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 		admCl.Close()
 		return nil, fmt.Errorf("kafkabus: start offsets of %s: %w", topic, err)
 	}
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := stableOffsets(ctx, adm, topic)
 	admCl.Close()
 	if err != nil {
 		return nil, fmt.Errorf("kafkabus: stable offsets of %s: %w", topic, err)
@@ -102,4 +99,48 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 		}
 	}
 	return out, nil
+}
+
+// settleWait bounds how long ReadTopic waits for the last stable offsets
+// to reach the high watermarks.
+const settleWait = 5 * time.Second
+
+// stableOffsets lists the partitions' last stable offsets. A transaction's
+// commit returns before its markers are written, so for a moment after a
+// publisher commits the stable offset lags the records it made readable;
+// while it is below the high watermark this waits (at most settleWait: a
+// transaction still open on a live topic keeps it below for longer, and
+// then what is stable now is the answer).
+func stableOffsets(ctx context.Context, adm *kadm.Client, topic string) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(settleWait)
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err == nil {
+			err = stable.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		high, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = high.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		settled := true
+		stable.Each(func(o kadm.ListedOffset) {
+			if h, ok := high.Lookup(topic, o.Partition); ok && o.Offset < h.Offset {
+				settled = false
+			}
+		})
+		if settled || time.Now().After(deadline) {
+			return stable, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

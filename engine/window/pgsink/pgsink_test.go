@@ -239,14 +239,16 @@ func TestSinkCrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 5))
-	dir := build(t, rng, 8000)
+	dir := build(t, rng, 40000)
 	midway := 0
 	for round := range 4 {
 		child := crashtest.Start(t, crashtest.Spec{Test: "TestSinkChild", Env: []string{envURL + "=" + url, envDir + "=" + dir}})
 		if !child.WaitFor("READY", 30*time.Second) {
 			t.Fatal("child not ready after 30 s")
 		}
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		// The child writes some 1,500 transactions of 5 rows: a kill within
+		// 150 ms of its start lands part way on a fast machine too.
+		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
 		child.Kill()
 
 		a, err := window.Open(dir, def(), window.Options{})
@@ -310,7 +312,7 @@ func TestSinkChild(t *testing.T) {
 	if err != nil {
 		out.Fail("connect: %v", err)
 	}
-	s, err := New(context.Background(), p, a, Config{Table: "crash", MaxRows: 25})
+	s, err := New(context.Background(), p, a, Config{Table: "crash", MaxRows: 5})
 	if err != nil {
 		out.Fail("sink: %v", err)
 	}

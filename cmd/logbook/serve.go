@@ -429,6 +429,9 @@ func tuneGC() {
 func healthz(s eventstore.Store) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		head, err := s.Head(r.Context())
+		if err == nil {
+			err = eventstore.Healthy(s)
+		}
 		if err != nil {
 			http.Error(w, "store unavailable: "+err.Error(), http.StatusServiceUnavailable)
 			return

@@ -91,6 +91,11 @@ func TestWALFaults(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatal("appends hung after the failure")
 			}
+			// A health check (a load balancer's /healthz) says so, through
+			// the metrics decorator too.
+			if err := eventstore.Healthy(s); err == nil || !strings.Contains(err.Error(), "unusable until reopened") {
+				t.Fatalf("Healthy after a write failure: %v", err)
+			}
 			_ = s.Close()
 
 			s, err = Open(dir, Options{})

@@ -227,6 +227,10 @@ func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
 // Limits returns the limits in force.
 func (s *Store) Limits() eventstore.Limits { return s.limits }
 
+// Healthy is nil, or the write failure that made the store refuse every
+// append until it is reopened (eventstore.Healthy).
+func (s *Store) Healthy() error { return s.failure() }
+
 func (s *Store) failure() error {
 	if p := s.failed.Load(); p != nil {
 		return *p

@@ -338,7 +338,7 @@ func (n *node) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(handler, n.log, defaultTimeouts)
 	for _, f := range n.onShutdown {
 		srv.RegisterOnShutdown(f)
 	}
@@ -396,11 +396,14 @@ func (n *node) serveDebug() {
 	dbg.HandleFunc("/debug/pprof/", pprof.Index)
 	dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := newHTTPServer(dbg, n.log, defaultTimeouts)
+	srv.Addr = n.cfg.debug
 	go func() {
-		if err := http.ListenAndServe(n.cfg.debug, dbg); err != nil {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("debug server", "err", err)
 		}
 	}()
+	n.closers = append(n.closers, func() { srv.Close() })
 }
 
 // close releases what the node opened, last first.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -114,7 +113,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.HandleFunc("GET /healthz", healthz(store))
 	mux.Handle("/api/tickets/", httpapi.New(svc, tokens))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(mux, e.log, defaultTimeouts)
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
 	srv.RegisterOnShutdown(svc.Sched.Close)

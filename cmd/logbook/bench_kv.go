@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/internal/plot"
 )
 
 func newBenchKVCmd(e *env) *cobra.Command {
@@ -30,6 +32,7 @@ repository's root).`,
 	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
 	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, persistence, or all")
 	asJSON := jsonFlag(fs)
+	plotFile := fs.String("plot", "", "also draw each table, puts/s against its setting per backend, into this .svg or .png file (with several tables, one file each: NAME-TABLE.svg)")
 	var cfg bench.KVConfig
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each measurement")
 	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent clients (except in the connections table)")
@@ -52,6 +55,11 @@ repository's root).`,
 		}
 		if cfg.Duration <= 0 || cfg.Clients <= 0 || cfg.UpdateClients < 0 {
 			return usageError{"--duration and --clients must be positive, --cas-clients not negative"}
+		}
+		if *plotFile != "" {
+			if err := plot.CheckFile(*plotFile); err != nil {
+				return usagef("--plot %v", err)
+			}
 		}
 		addr := func(flag *string, backend, script string) (string, error) {
 			if *flag != "" || !slices.Contains(cfg.Backends, backend) {
@@ -89,6 +97,11 @@ repository's root).`,
 		if err != nil {
 			return err
 		}
+		if *plotFile != "" {
+			if err := saveKVFigures(*plotFile, res.Figures()); err != nil {
+				return fmt.Errorf("--plot: %w", err)
+			}
+		}
 		if *asJSON {
 			return report(e.stdout, true, res, nil)
 		}
@@ -115,4 +128,21 @@ func startEngine(name string) (string, error) {
 		return "", fmt.Errorf("%s start: %v: %s", script, err, strings.TrimSpace(errb.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// saveKVFigures writes one figure to file, or several to file's name
+// with each table's name before the extension.
+func saveKVFigures(file string, figs map[string]plot.Figure) error {
+	if len(figs) == 1 {
+		for _, f := range figs {
+			return plot.Save(file, f)
+		}
+	}
+	ext := filepath.Ext(file)
+	for table, f := range figs {
+		if err := plot.Save(strings.TrimSuffix(file, ext)+"-"+table+ext, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }

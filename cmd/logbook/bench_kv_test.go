@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,8 +22,9 @@ func TestBenchKV(t *testing.T) {
 		}
 	}
 	// The embedded backend needs no server: a short run gives its rows.
+	figs := t.TempDir()
 	code, out, stderr := runCLI(t, "bench", "kv", "--backends", "embedded", "--table", "persistence",
-		"--duration", "200ms", "--cas-clients", "4", "--data", t.TempDir(), "--json")
+		"--duration", "200ms", "--cas-clients", "4", "--data", t.TempDir(), "--json", "--plot", filepath.Join(figs, "kv.svg"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -45,5 +48,12 @@ func TestBenchKV(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "persistence/sync,persistence/nosync,cas/4 clients" {
 		t.Fatalf("rows %v", got)
+	}
+	// --plot drew one figure per table, each naming the backend.
+	for _, table := range []string{"persistence", "cas"} {
+		svg, err := os.ReadFile(filepath.Join(figs, "kv-"+table+".svg"))
+		if err != nil || !strings.Contains(string(svg), "embedded") {
+			t.Errorf("figure of %s: %v", table, err)
+		}
 	}
 }

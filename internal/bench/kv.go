@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/logbook/logbook/internal/plot"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/etcdkv"
@@ -532,4 +533,74 @@ func measureCAS(ctx context.Context, cfg KVConfig) (KVRow, error) {
 		return KVRow{}, err
 	}
 	return KVRow{Backend: "embedded", Table: "cas", Setting: strconv.Itoa(n) + " clients", OpsPerSec: float64(done.Load()) / elapsed.Seconds(), P99Ms: p99(lat)}, nil
+}
+
+// kvAxis names each table's setting, the x axis of its figure.
+var kvAxis = map[string]string{
+	"batch":       "puts per batch",
+	"payload":     "value size, bytes",
+	"connections": "concurrent clients",
+	"persistence": "persistence mode",
+	"cas":         "compare-and-set clients",
+}
+
+// Figures draws each table of the run as the storage benchmarks draw
+// them: puts per second against the table's setting, one line per
+// backend. A table whose settings are not numbers (persistence modes)
+// numbers them in order and names them in the axis label.
+func (r *KVResult) Figures() map[string]plot.Figure {
+	out := map[string]plot.Figure{}
+	var tables []string
+	settings := map[string][]string{}
+	for _, row := range r.Rows {
+		if _, ok := settings[row.Table]; !ok {
+			tables = append(tables, row.Table)
+		}
+		if !slices.Contains(settings[row.Table], row.Setting) {
+			settings[row.Table] = append(settings[row.Table], row.Setting)
+		}
+	}
+	for _, t := range tables {
+		numeric := true
+		for _, s := range settings[t] {
+			if _, err := strconv.ParseFloat(s, 64); err != nil {
+				numeric = false
+			}
+		}
+		xLabel := kvAxis[t]
+		if xLabel == "" {
+			xLabel = t
+		}
+		if !numeric {
+			names := make([]string, len(settings[t]))
+			for i, s := range settings[t] {
+				names[i] = fmt.Sprintf("%d = %s", i+1, s)
+			}
+			xLabel += " (" + strings.Join(names, ", ") + ")"
+		}
+		byBackend := map[string]*plot.Series{}
+		var order []string
+		for _, row := range r.Rows {
+			if row.Table != t || row.Error != "" {
+				continue
+			}
+			x := float64(slices.Index(settings[t], row.Setting) + 1)
+			if numeric {
+				x, _ = strconv.ParseFloat(row.Setting, 64)
+			}
+			s := byBackend[row.Backend]
+			if s == nil {
+				s = &plot.Series{Name: row.Backend}
+				byBackend[row.Backend] = s
+				order = append(order, row.Backend)
+			}
+			s.X, s.Y = append(s.X, x), append(s.Y, row.OpsPerSec)
+		}
+		panel := plot.Panel{YLabel: "puts per second"}
+		for _, b := range order {
+			panel.Series = append(panel.Series, *byBackend[b])
+		}
+		out[t] = plot.Figure{Title: "kv: puts per second by " + kvAxis[t], XLabel: xLabel, Panels: []plot.Panel{panel}}
+	}
+	return out
 }

@@ -38,11 +38,28 @@ cache="$(go env GOCACHE)/fuzz"
 while read -r pkg target; do
 	[ -n "$pkg" ] || continue
 	[[ "$target" =~ $only ]] || continue
-	log "fuzzing $pkg $target for ${secs}s"
-	go test -run '^$' -fuzz "^${target}\$" -fuzztime "${secs}s" "$pkg" 2>&1 | grep -v '^time=\|^[0-9/]* [0-9:]* \(INFO\|WARN\)' || {
+	for attempt in 1 2; do
+		log "fuzzing $pkg $target for ${secs}s"
+		out=$(mktemp)
+		if go test -run '^$' -fuzz "^${target}\$" -fuzztime "${secs}s" "$pkg" >"$out" 2>&1; then
+			grep -v '^time=\|^[0-9/]* [0-9:]* \(INFO\|WARN\)' "$out" || true
+			rm -f "$out"
+			break
+		fi
+		grep -v '^time=\|^[0-9/]* [0-9:]* \(INFO\|WARN\)' "$out" || true
+		# Go's fuzzer can end a run that found nothing with "context
+		# deadline exceeded" when -fuzztime elapses while a worker is
+		# still busy; a real finding writes its input to testdata. Such a
+		# run is tried once more; anything else fails the script.
+		if [ "$attempt" = 1 ] && grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written' "$out"; then
+			rm -f "$out"
+			log "$target: the fuzzer stopped at its deadline without a finding; once more"
+			continue
+		fi
+		rm -f "$out"
 		log "$target failed"
 		exit 1
-	}
+	done
 	found="$cache/$module/${pkg#./}/$target"
 	n=0
 	[ -d "$found" ] && n=$(find "$found" -type f | wc -l)

@@ -1,7 +1,6 @@
 package query
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/problem"
+	"github.com/logbook/logbook/engine/stream"
 )
 
 // Route is the route table entry of NewHandler's queries (mounted at
@@ -184,10 +184,10 @@ func (h *handler) persistenceIDs(w http.ResponseWriter, r *http.Request) {
 	if live {
 		q = h.j.PersistenceIDs()
 	}
-	h.serve(w, r, sse, func(ctx context.Context, s *streamWriter) (int, error) {
+	h.serve(w, r, sse, func(ctx context.Context, s *stream.Writer) (int, error) {
 		ids, err := q.Next(ctx)
 		for _, id := range ids {
-			s.item("", struct {
+			s.Item("", struct {
 				Stream string `json:"stream"`
 			}{id})
 		}
@@ -282,14 +282,14 @@ func (p *params) follow(r *http.Request) (from uint64, live, sse, ok bool) {
 }
 
 func (h *handler) runEvents(w http.ResponseWriter, r *http.Request, sse bool, q *Events, bySeq bool) {
-	h.serve(w, r, sse, func(ctx context.Context, s *streamWriter) (int, error) {
+	h.serve(w, r, sse, func(ctx context.Context, s *stream.Writer) (int, error) {
 		evs, err := q.Next(ctx)
 		for i := range evs {
 			id := evs[i].Position
 			if bySeq {
 				id = evs[i].Seq
 			}
-			s.item(strconv.FormatUint(id, 10), toJSON(&evs[i]))
+			s.Item(strconv.FormatUint(id, 10), toJSON(&evs[i]))
 		}
 		return len(evs), err
 	})
@@ -336,19 +336,10 @@ func toJSON(ev *eventstore.Event) EventJSON {
 	return j
 }
 
-// streamWriter writes one response's items as NDJSON or SSE.
-type streamWriter struct {
-	w   *bufio.Writer
-	rc  *http.ResponseController
-	sse bool
-	enc *json.Encoder
-	err error
-}
-
 // serve answers a query whose parameters are valid: it pulls pages with
 // next, which writes them to s, until the query ends, fails, or the
 // client goes away.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, sse bool, next func(context.Context, *streamWriter) (int, error)) {
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, sse bool, next func(context.Context, *stream.Writer) (int, error)) {
 	s := h.start(w, sse)
 	if r.Method == http.MethodHead {
 		return // the headers are the answer; a live query would never end
@@ -356,82 +347,16 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sse bool, next f
 	h.run(r.Context(), s, next)
 }
 
-func (h *handler) start(w http.ResponseWriter, sse bool) *streamWriter {
-	ct := "application/x-ndjson"
-	if sse {
-		ct = "text/event-stream"
-	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	s := &streamWriter{w: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), sse: sse}
-	s.enc = json.NewEncoder(s.w)
-	s.enc.SetEscapeHTML(false)
+func (h *handler) start(w http.ResponseWriter, sse bool) *stream.Writer {
+	s := stream.Start(w, sse)
 	// The client learns at once that the query runs, even if a live one
 	// has nothing to say for a while.
-	s.flush()
+	s.Flush()
 	return s
 }
 
-func (s *streamWriter) item(id string, v any) {
-	if s.err != nil {
-		return
-	}
-	if s.sse {
-		if id != "" {
-			fmt.Fprintf(s.w, "id: %s\n", id)
-		}
-		_, _ = s.w.WriteString("data: ")
-	}
-	// Encode ends the object with a newline: the NDJSON line end, or the
-	// end of the SSE data line.
-	if err := s.enc.Encode(v); err != nil {
-		s.err = err
-		return
-	}
-	if s.sse {
-		_ = s.w.WriteByte('\n')
-	}
-}
-
-func (s *streamWriter) event(name string, v any) {
-	if s.err != nil {
-		return
-	}
-	if !s.sse {
-		s.err = s.enc.Encode(map[string]any{name: v})
-		return
-	}
-	fmt.Fprintf(s.w, "event: %s\ndata: ", name)
-	if s.err = s.enc.Encode(v); s.err == nil {
-		_ = s.w.WriteByte('\n')
-	}
-}
-
-func (s *streamWriter) heartbeat() {
-	if s.sse {
-		_, _ = s.w.WriteString(":\n\n")
-	} else {
-		_ = s.w.WriteByte('\n')
-	}
-}
-
-func (s *streamWriter) flush() {
-	if s.err != nil {
-		return
-	}
-	if err := s.w.Flush(); err != nil {
-		s.err = err
-		return
-	}
-	if err := s.rc.Flush(); err != nil {
-		s.err = err
-	}
-}
-
-func (h *handler) run(ctx context.Context, s *streamWriter, next func(context.Context, *streamWriter) (int, error)) {
-	for s.err == nil {
+func (h *handler) run(ctx context.Context, s *stream.Writer, next func(context.Context, *stream.Writer) (int, error)) {
+	for s.Err() == nil {
 		nctx, cancel := ctx, context.CancelFunc(func() {})
 		if h.opts.Heartbeat > 0 {
 			nctx, cancel = context.WithTimeout(ctx, h.opts.Heartbeat)
@@ -441,35 +366,35 @@ func (h *handler) run(ctx context.Context, s *streamWriter, next func(context.Co
 		switch {
 		case err == nil:
 			if n > 0 {
-				s.flush()
+				s.Flush()
 			}
 		case errors.Is(err, io.EOF):
 			// A current query is over. SSE clients reconnect on their
 			// own unless told so.
-			if s.sse {
-				s.event("end", struct{}{})
+			if s.SSE() {
+				s.Event("end", struct{}{})
 			}
-			s.flush()
+			s.Flush()
 			return
 		case errors.Is(err, ErrClosed):
 			// The server is shutting down: end the response, and let an
 			// SSE client reconnect (to the next server) after its last id.
-			s.flush()
+			s.Flush()
 			return
 		case ctx.Err() != nil:
 			return // the client went away
 		case errors.Is(err, context.DeadlineExceeded) && nctx.Err() != nil:
 			// Only the heartbeat timer ran out; the query stands where
 			// it was and resumes with the next call.
-			s.heartbeat()
-			s.flush()
+			s.Heartbeat()
+			s.Flush()
 		default:
 			status := http.StatusInternalServerError
 			if errors.Is(err, eventstore.ErrClosed) {
 				status = http.StatusServiceUnavailable
 			}
-			s.event("error", problem.New(status, err.Error()))
-			s.flush()
+			s.Event("error", problem.New(status, err.Error()))
+			s.Flush()
 			return
 		}
 	}

@@ -1,7 +1,6 @@
 package window
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/problem"
+	"github.com/logbook/logbook/engine/stream"
 )
 
 // HandlerOptions configure NewHandler.
@@ -225,21 +225,21 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 			}{a.Name(), res})
 			return
 		}
-		s := startStream(w, false)
+		s := stream.Start(w, false)
 		if r.Method == http.MethodHead {
 			return
 		}
 		for i := range res.Rows {
-			s.row("", &res.Rows[i])
+			s.Item("", &res.Rows[i])
 		}
-		s.flush()
+		s.Flush()
 		return
 	}
 	if r.Method == http.MethodHead {
-		startStream(w, format == "sse")
+		stream.Start(w, format == "sse")
 		return
 	}
-	var s *stream
+	var s *liveStream
 	var mu sync.Mutex // the heartbeat and the answers share the writer
 	done := make(chan struct{})
 	defer close(done)
@@ -247,17 +247,17 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		if s == nil {
-			s = startStream(w, format == "sse")
+			s = &liveStream{Writer: stream.Start(w, format == "sse")}
 			if h.opts.Heartbeat > 0 {
 				go heartbeat(s, &mu, h.opts.Heartbeat, done)
 			}
 		}
 		id := strconv.FormatUint(res.Position, 10)
 		for i := range res.Rows {
-			s.row(id, &res.Rows[i])
+			s.Item(id, &res.Rows[i])
 		}
-		s.flush()
-		return s.err
+		s.Flush()
+		return s.Err()
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -270,14 +270,14 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if err != nil && r.Context().Err() == nil && s.err == nil {
+	if err != nil && r.Context().Err() == nil && s.Err() == nil {
 		// Headers are gone: the failure is the stream's last item.
-		s.errorItem(err.Error())
-		s.flush()
+		errorItem(s.Writer, err.Error())
+		s.Flush()
 	}
 }
 
-func heartbeat(s *stream, mu *sync.Mutex, every time.Duration, done <-chan struct{}) {
+func heartbeat(s *liveStream, mu *sync.Mutex, every time.Duration, done <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -290,81 +290,28 @@ func heartbeat(s *stream, mu *sync.Mutex, every time.Duration, done <-chan struc
 				mu.Unlock()
 				return
 			}
-			if s.sse {
-				_, _ = s.w.WriteString(":\n\n")
-			} else {
-				_ = s.w.WriteByte('\n')
-			}
-			s.flush()
+			s.Heartbeat()
+			s.Flush()
 			mu.Unlock()
 		}
 	}
 }
 
-// stream writes rows as NDJSON or server-sent events.
-type stream struct {
-	w   *bufio.Writer
-	rc  *http.ResponseController
-	enc *json.Encoder
-	sse bool
-	err error
-	// ended is set, under the handler's lock, when the handler returns.
+// liveStream is a push query's writer and whether the handler has
+// returned (set under the handler's lock: the heartbeat must not write
+// after it).
+type liveStream struct {
+	*stream.Writer
 	ended bool
 }
 
-func startStream(w http.ResponseWriter, sse bool) *stream {
-	ct := "application/x-ndjson"
-	if sse {
-		ct = "text/event-stream"
-	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	s := &stream{w: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), sse: sse}
-	s.enc = json.NewEncoder(s.w)
-	s.enc.SetEscapeHTML(false)
-	return s
-}
-
-func (s *stream) row(id string, r *Row) {
-	if s.err != nil {
-		return
-	}
-	if s.sse {
-		if id != "" {
-			fmt.Fprintf(s.w, "id: %s\n", id)
-		}
-		_, _ = s.w.WriteString("data: ")
-	}
-	if err := s.enc.Encode(r); err != nil {
-		s.err = err
-		return
-	}
-	if s.sse {
-		_ = s.w.WriteByte('\n')
-	}
-}
-
-func (s *stream) errorItem(msg string) {
-	if s.sse {
-		fmt.Fprintf(s.w, "event: error\ndata: ")
-	}
-	_ = s.enc.Encode(map[string]string{"error": msg})
-	if s.sse {
-		_ = s.w.WriteByte('\n')
-	}
-}
-
-func (s *stream) flush() {
-	if s.err != nil {
-		return
-	}
-	if err := s.w.Flush(); err != nil {
-		s.err = err
-		return
-	}
-	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		s.err = err
+// errorItem ends a stream whose headers are gone with the failure:
+// {"error": msg} as the last NDJSON line, or an SSE "error" event.
+func errorItem(s *stream.Writer, msg string) {
+	e := map[string]string{"error": msg}
+	if s.SSE() {
+		s.Event("error", e)
+	} else {
+		s.Item("", e)
 	}
 }

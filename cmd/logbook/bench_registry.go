@@ -14,7 +14,9 @@ func newBenchRegistryCmd(e *env) *cobra.Command {
 	bf.register(fs)
 	var cfg bench.RegistryConfig
 	fs.IntVar(&cfg.Lookups, "lookups", 500_000, "schema lookups by id over HTTP")
-	fs.IntVar(&cfg.Writers, "clients", 16, "concurrent keep-alive lookup clients")
+	// 64 closed-loop clients keep the server busy: fewer leave it idle
+	// between round trips; more only lengthen the queue (docs/benchmarks.md).
+	fs.IntVar(&cfg.Writers, "clients", 64, "concurrent closed-loop lookup clients (over 4 pipelined keep-alive connections)")
 	fs.IntVar(&cfg.Versions, "versions", 100, "earlier versions each timed registration is checked against (FULL_TRANSITIVE)")
 	fs.IntVar(&cfg.Fields, "fields", 50, "fields of the registered record")
 	fs.IntVar(&cfg.Timed, "timed", 10, "registrations timed after the earlier versions")
@@ -22,6 +24,8 @@ func newBenchRegistryCmd(e *env) *cobra.Command {
 		if cfg.Lookups <= 0 || cfg.Writers <= 0 || cfg.Versions <= 0 || cfg.Fields <= 1 || cfg.Timed <= 0 {
 			return usageError{"--lookups, --clients, --versions and --timed must be positive, --fields above 1"}
 		}
+		// The registry is served as logbook serve serves it, collector included.
+		tuneGC()
 		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
 			return bench.RunRegistry(cmd.Context(), s, cfg)
 		})

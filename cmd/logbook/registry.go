@@ -13,12 +13,12 @@ import (
 // http://HOST:PORT/registry works unchanged. Any token reads; writing
 // needs a schema-admin token. Write nodes serve it (a read replica does
 // not write to the store).
-func (n *node) serveRegistry(ctx context.Context, store eventstore.Store) error {
+func (n *node) serveRegistry(ctx context.Context, store eventstore.Store) (*registry.Registry, error) {
 	reg, err := registry.Open(ctx, store, registry.Options{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n.closers = append(n.closers, func() { reg.Close() })
 	n.mux.Handle("/registry/", http.StripPrefix("/registry", registry.Handler(reg, n.cfg.tokens)))
-	return nil
+	return reg, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/query"
+	"github.com/logbook/logbook/engine/registry"
 	"github.com/logbook/logbook/engine/replica"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/flights"
@@ -39,6 +40,7 @@ type serveFlags struct {
 	readOnly     bool
 	commandsOnly bool
 	bus          string
+	busFormat    string
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -72,6 +74,8 @@ metrics and the web UI, on one of these kinds of node:
 	fs.BoolVar(&f.commandsOnly, "commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
 	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic: write nodes publish the log to this topic, read replicas (--read-only) follow it")
 	fromEnv(fs, "bus")
+	fs.StringVar(&f.busFormat, "bus-format", "logbook", "format of the values on --bus: logbook (its own), or avro (the schema registry's wire format, schema registered under <topic>-value, for stock Confluent deserializers)")
+	fromEnv(fs, "bus-format")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := f.parse()
 		if err != nil {
@@ -119,10 +123,12 @@ type nodeConfig struct {
 	replicaOf, replicaToken string
 }
 
-// busConfig is --bus kafka://host:port[,host:port…]/topic.
+// busConfig is --bus kafka://host:port[,host:port…]/topic and
+// --bus-format.
 type busConfig struct {
 	cfg   kafkabus.Config
 	topic string
+	avro  bool // values in the registry's wire format
 }
 
 // parse checks the flags and decides the node's mode: every usage error
@@ -153,6 +159,16 @@ func (f *serveFlags) parse() (*nodeConfig, error) {
 			return nil, usageError{"--bus " + err.Error()}
 		}
 		c.bus = &busConfig{cfg: cfg, topic: topic}
+	}
+	switch f.busFormat {
+	case "logbook", "":
+	case "avro":
+		if c.bus == nil {
+			return nil, usageError{"--bus-format avro needs a --bus"}
+		}
+		c.bus.avro = true
+	default:
+		return nil, usageError{fmt.Sprintf("--bus-format %q: want logbook or avro", f.busFormat)}
 	}
 	tokens, err := auth.Load(f.tokensFile)
 	if err != nil {
@@ -227,11 +243,12 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 		return err
 	}
 	n.closers = append(n.closers, func() { n.svc.Close() })
-	if n.cfg.bus != nil {
-		n.publish(ctx, store, s)
-	}
-	if err := n.serveRegistry(ctx, store); err != nil {
+	reg, err := n.serveRegistry(ctx, store)
+	if err != nil {
 		return err
+	}
+	if n.cfg.bus != nil {
+		n.publish(ctx, store, s, reg)
 	}
 	return n.serveQueries(store)
 }
@@ -306,7 +323,10 @@ func (n *node) serveQueries(store eventstore.Store) error {
 // publish publishes the log to the bus until the node closes. On a shared
 // store one write node at a time publishes, under a lock among them, and
 // keeps its progress in the store.
-func (n *node) publish(ctx context.Context, store eventstore.Store, s *openedStore) {
+//
+// With --bus-format avro the values are in the schema registry's wire
+// format, their schema registered in reg under <topic>-value.
+func (n *node) publish(ctx context.Context, store eventstore.Store, s *openedStore, reg *registry.Registry) {
 	b := n.cfg.bus
 	name := "kafka publisher " + b.topic
 	cfg := kafkabus.SuperviseConfig{
@@ -314,6 +334,9 @@ func (n *node) publish(ctx context.Context, store eventstore.Store, s *openedSto
 			Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: n.log,
 		},
 		Registerer: n.reg,
+	}
+	if b.avro {
+		cfg.Schemas = reg
 	}
 	if s.pg != nil {
 		cfg.Progress = s.pg.Progress(name)

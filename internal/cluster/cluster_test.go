@@ -17,6 +17,7 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pgstore"
+	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/internal/testenv"
 	"github.com/logbook/logbook/services/flights"
 )
@@ -38,7 +39,9 @@ func buildBinary(t *testing.T) string {
 // on loopback. Planners send commands through nginx while one write node
 // and one replica are killed with SIGKILL and restarted. Afterwards every
 // acknowledged command is in the store, once, and every view — each
-// replica's and each write node's — equals a rebuild from the store.
+// replica's and each write node's — equals a rebuild from the store. The
+// bus carries the log in Avro (--bus-format avro): the replicas read it
+// back, and its schema is in the registry under <topic>-value.
 func TestClusterSurvivesKills(t *testing.T) {
 	url, _ := testenv.SchemaURL(t)
 	bus := kafkaBus(t)
@@ -46,7 +49,8 @@ func TestClusterSurvivesKills(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Config{Binary: bin, Store: url, Bus: bus, Writers: 3, Replicas: 2, Dir: dir, Tokens: tokens})
+	c, err := Start(ctx, Config{Binary: bin, Store: url, Bus: bus, Writers: 3, Replicas: 2, Dir: dir, Tokens: tokens,
+		ExtraArgs: []string{"--bus-format", "avro"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +209,33 @@ func TestClusterSurvivesKills(t *testing.T) {
 		t.Errorf("%d views compared, want the 2 replicas'", views)
 	}
 	checkBus(ctx, t, bus, log)
+	checkBusSchema(ctx, t, c.Writers[0], bus)
+}
+
+// checkBusSchema checks that the bus's value schema is registered under
+// <topic>-value in the registry n serves, which a stock Confluent
+// deserializer asks for by the id in each value.
+func checkBusSchema(ctx context.Context, t *testing.T, n *Node, bus string) {
+	t.Helper()
+	_, topic, err := kafkabus.ParseURL(bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.Addr+"/registry/subjects/"+topic+"-value/versions/latest", nil)
+	req.Header.Set("Authorization", "Bearer viewer-token")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var v struct {
+		Schema string `json:"schema"`
+		ID     int    `json:"id"`
+	}
+	if err := json.Unmarshal(b, &v); res.StatusCode != http.StatusOK || err != nil || v.ID <= 0 || !strings.Contains(v.Schema, `"logbook.Event"`) {
+		t.Fatalf("the bus's schema under %s-value: %s %s", topic, res.Status, b)
+	}
 }
 
 // command sends one command, retrying on failures that leave its outcome

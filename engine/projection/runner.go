@@ -157,11 +157,44 @@ func (r *Runner) follow(ctx context.Context) (applied bool, err error) {
 		return false, fmt.Errorf("projection %s: subscribe from %d: %w", r.opts.Name, from, err)
 	}
 	defer sub.Close()
-	for {
-		batch, err := r.next(ctx, sub)
-		if err != nil {
-			return applied, fmt.Errorf("projection %s: reading after %d: %w", r.opts.Name, r.applied.Load(), err)
+	// The next batch is read while the view applies this one: on a
+	// catch-up both take a core, and reading is a third of the work.
+	// One batch waits at most, so the memory held stays bounded.
+	type read struct {
+		batch []eventstore.Event
+		err   error
+	}
+	reads := make(chan read, 1)
+	readCtx, stopReading := context.WithCancel(ctx)
+	var reader sync.WaitGroup
+	defer func() {
+		stopReading()
+		reader.Wait()
+	}()
+	reader.Go(func() {
+		for {
+			batch, err := r.next(readCtx, sub)
+			select {
+			case reads <- read{batch, err}:
+			case <-readCtx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
+	})
+	for {
+		var rd read
+		select {
+		case rd = <-reads:
+		case <-ctx.Done():
+			return applied, fmt.Errorf("projection %s: reading after %d: %w", r.opts.Name, r.applied.Load(), ctx.Err())
+		}
+		if rd.err != nil {
+			return applied, fmt.Errorf("projection %s: reading after %d: %w", r.opts.Name, r.applied.Load(), rd.err)
+		}
+		batch := rd.batch
 		for len(batch) > 0 {
 			n := min(len(batch), r.opts.MaxBatch)
 			if err := r.apply(ctx, batch[:n]); err != nil {

@@ -101,15 +101,21 @@ type Aggregation struct {
 	open     map[string]*bucket // open buckets by key
 	last     []*bucket          // per level, the bucket used last
 	sessions map[string][]*session
-	closing  closeHeap
-	dirty    []*bucket
-	rec      Record
-	key      []byte
-	dims     []byte
-	val      []byte
-	late     uint64    // late events of the batch being applied
-	slab     []state   // states handed out by newState, allocated in chunks
-	floats   []float64 // their stats, likewise
+	// cursors remembers, per key and level, the bucket and state an event
+	// of that key touched last (tumbling windows): an event's roll-up
+	// levels are then one map lookup instead of one per level. Cleared
+	// when a bucket of the top level closes, so it holds no more keys
+	// than the open buckets do.
+	cursors map[string]*cursor
+	closing closeHeap
+	dirty   []*bucket
+	rec     Record
+	key     []byte
+	dims    []byte
+	val     []byte
+	late    uint64    // late events of the batch being applied
+	slab    []state   // states handed out by newState, allocated in chunks
+	floats  []float64 // their stats, likewise
 
 	// reading is held by queries while they read the database, so that
 	// Close waits for them instead of closing it under them.
@@ -131,6 +137,12 @@ type bucket struct {
 	maxEnd  int64 // the latest end of its windows: it closes after it
 	entries map[string]*state
 	dirty   bool
+}
+
+// cursor is a key's bucket and state per level, as last touched.
+type cursor struct {
+	b []*bucket
+	s []*state
 }
 
 // session is an open session window of one key.
@@ -250,6 +262,7 @@ func (a *Aggregation) load() error {
 	a.open = make(map[string]*bucket)
 	a.last = make([]*bucket, len(a.sizes))
 	a.sessions = make(map[string][]*session)
+	a.cursors = make(map[string]*cursor)
 	a.closing = a.closing[:0]
 	a.dirty = a.dirty[:0]
 	return a.view.Read(func(r pebble.Reader, _ uint64) error {
@@ -361,9 +374,14 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			if late {
 				a.late++
 			}
+			c := a.cursors[string(a.dims)]
+			if c == nil {
+				c = &cursor{b: make([]*bucket, len(a.sizes)), s: make([]*state, len(a.sizes))}
+				a.cursors[string(a.dims)] = c
+			}
 			for level, size := range a.sizes {
 				s := floorDiv(t, size)
-				if err = a.touch(b, uint8(level), s, s+size, late, r); err != nil {
+				if err = a.touchAt(b, c, uint8(level), s, s+size, late, r); err != nil {
 					break
 				}
 			}
@@ -417,6 +435,9 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		delete(a.open, c.key)
 		if a.last[bk.level] == bk {
 			a.last[bk.level] = nil
+		}
+		if int(bk.level) == len(a.sizes)-1 && len(a.cursors) > 0 {
+			clear(a.cursors)
 		}
 		if a.def.Window.Kind == KindSession {
 			for dims, s := range bk.entries {
@@ -487,6 +508,12 @@ func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
 // touch adds r to the window [start, end) of level, or counts it late
 // there.
 func (a *Aggregation) touch(b *pebble.Batch, level uint8, start, end int64, late bool, r *Record) error {
+	return a.touchAt(b, nil, level, start, end, late, r)
+}
+
+// touchAt is touch with the key's cursor, if it has one (tumbling
+// windows, whose states are never removed from an open bucket).
+func (a *Aggregation) touchAt(b *pebble.Batch, c *cursor, level uint8, start, end int64, late bool, r *Record) error {
 	bk := a.bucket(level, start, end)
 	if bk == nil {
 		// A closed window: only its late count changes, in a key of its
@@ -496,10 +523,18 @@ func (a *Aggregation) touch(b *pebble.Batch, level uint8, start, end int64, late
 		}
 		return a.countLate(b, level, start, end)
 	}
-	s := bk.entries[string(a.dims)]
-	if s == nil {
-		s = a.newState(end)
-		bk.entries[string(a.dims)] = s
+	var s *state
+	if c != nil && c.b[level] == bk {
+		s = c.s[level]
+	} else {
+		s = bk.entries[string(a.dims)]
+		if s == nil {
+			s = a.newState(end)
+			bk.entries[string(a.dims)] = s
+		}
+		if c != nil {
+			c.b[level], c.s[level] = bk, s
+		}
 	}
 	if late {
 		s.late++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"time"
 
@@ -45,19 +46,20 @@ func isPostgresURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-// redactURL hides a password in a connection URL.
+// redactURL hides the passwords of a connection string: the user info's
+// (postgres://user:pw@host), and password or sslpassword parameters, as a
+// URL's query or as libpq's key=value words.
 func redactURL(u string) string {
-	at := strings.LastIndex(u, "@")
-	scheme := strings.Index(u, "://")
-	if at < 0 || scheme < 0 {
-		return u
+	if at, scheme := strings.LastIndex(u, "@"), strings.Index(u, "://"); at >= 0 && scheme >= 0 && scheme < at {
+		userinfo := u[scheme+3 : at]
+		if i := strings.Index(userinfo, ":"); i >= 0 {
+			u = u[:scheme+3] + userinfo[:i] + ":***" + u[at:]
+		}
 	}
-	userinfo := u[scheme+3 : at]
-	if i := strings.Index(userinfo, ":"); i >= 0 {
-		return u[:scheme+3] + userinfo[:i] + ":***" + u[at:]
-	}
-	return u
+	return passwordParam.ReplaceAllString(u, "${1}${2}=***")
 }
+
+var passwordParam = regexp.MustCompile(`(^|[?&\s])((?:ssl)?password)=[^&\s]*`)
 
 // openedStore is a store plus what only some backends can tell.
 type openedStore struct {

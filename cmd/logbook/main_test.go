@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -311,6 +312,7 @@ func TestServeLogsAndMeasuresRequests(t *testing.T) {
 	if url == "" {
 		t.Fatalf("no \"logbook serving\" line in the JSON log:\n%s", stderr.String())
 	}
+	status := 0
 	get := func(path, token string) string {
 		req, _ := http.NewRequest("GET", url+path, nil)
 		if token != "" {
@@ -321,13 +323,19 @@ func TestServeLogsAndMeasuresRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
+		status = res.StatusCode
 		b, _ := io.ReadAll(res.Body)
 		return string(b)
 	}
 	get("/healthz", "")
 	get("/api/validity", "viewer-token")
 	get("/api/validity", "")
-	m := get("/metrics", "")
+	// /metrics needs a token of any role (a scraper sends it); /healthz
+	// none.
+	if get("/metrics", ""); status != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d, want 401", status)
+	}
+	m := get("/metrics", "viewer-token")
 	for _, want := range []string{
 		`logbook_http_requests_total{code="200",route="GET /healthz"} 1`,
 		// The flights API's own pattern, from its mux inside the node's.
@@ -371,8 +379,12 @@ func TestHealthzReportsAFailedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	healthz(store)(rec, httptest.NewRequest("GET", "/healthz", nil))
-	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "unusable") {
-		t.Fatalf("healthz of a failed store: %d %s", rec.Code, rec.Body)
+	var logged bytes.Buffer
+	healthz(store, slog.New(slog.NewTextHandler(&logged, nil)))(rec, httptest.NewRequest("GET", "/healthz", nil))
+	// /healthz needs no token: it tells that the store failed, not how
+	// (the log does).
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "store unavailable") ||
+		strings.Contains(rec.Body.String(), "unusable") || !strings.Contains(logged.String(), "unusable") {
+		t.Fatalf("healthz of a failed store: %d %q, log %q", rec.Code, rec.Body, logged.String())
 	}
 }

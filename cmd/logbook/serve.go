@@ -219,8 +219,9 @@ func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, er
 		n.close()
 		return nil, err
 	}
-	n.mux.Handle("GET /metrics", metrics.Handler(n.reg))
-	n.mux.HandleFunc("GET /healthz", healthz(n.health))
+	// Metrics need a token of any role; /healthz none (docs/deployment.md).
+	n.mux.Handle("GET /metrics", cfg.tokens.Require(metrics.Handler(n.reg)))
+	n.mux.HandleFunc("GET /healthz", healthz(n.health, n.log))
 	n.mux.Handle("/api/", httpapi.New(ctx, n.svc, cfg.tokens))
 	n.mux.Handle("/", webui.Handler())
 	return n, nil
@@ -452,14 +453,18 @@ func tuneGC() {
 }
 
 // healthz answers 200 with the log's head when the store can be read.
-func healthz(s eventstore.Store) http.HandlerFunc {
+//
+// It needs no token (load balancers ask it), so a failure is answered
+// without its details, which go to the log.
+func healthz(s eventstore.Store, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		head, err := s.Head(r.Context())
 		if err == nil {
 			err = eventstore.Healthy(s)
 		}
 		if err != nil {
-			http.Error(w, "store unavailable: "+err.Error(), http.StatusServiceUnavailable)
+			log.Error("healthz: store unavailable", "err", err)
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

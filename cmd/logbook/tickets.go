@@ -110,8 +110,8 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	}
 	defer svc.Close()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler(reg))
-	mux.HandleFunc("GET /healthz", healthz(store))
+	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
+	mux.HandleFunc("GET /healthz", healthz(store, e.log))
 	mux.Handle("/api/tickets/", httpapi.New(svc, tokens))
 	srv := newHTTPServer(mux, e.log, defaultTimeouts)
 	// Queued requests end at shutdown, so that Shutdown need not wait

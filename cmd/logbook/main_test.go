@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -295,9 +296,15 @@ func TestServeLogsAndMeasuresRequests(t *testing.T) {
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan int)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	debugAddr := l.Addr().String()
+	l.Close()
 	go func() {
 		done <- run(ctx, &env{stdout: &stdout, stderr: &stderr, getenv: os.Getenv},
-			[]string{"serve", "--data", t.TempDir(), "--log-format", "json"})
+			[]string{"serve", "--data", t.TempDir(), "--log-format", "json", "--debug-addr", debugAddr})
 	}()
 	var url string
 	for deadline := time.Now().Add(20 * time.Second); url == "" && time.Now().Before(deadline); {
@@ -336,6 +343,26 @@ func TestServeLogsAndMeasuresRequests(t *testing.T) {
 		t.Errorf("/metrics without a token: %d, want 401", status)
 	}
 	m := get("/metrics", "viewer-token")
+	// The pprof listener asks for a token too (review finding L7).
+	{
+		for _, c := range []struct {
+			token string
+			want  int
+		}{{"", http.StatusUnauthorized}, {"viewer-token", http.StatusOK}} {
+			req, _ := http.NewRequest("GET", "http://"+debugAddr+"/debug/pprof/", nil)
+			if c.token != "" {
+				req.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != c.want {
+				t.Errorf("pprof with token %q: %d, want %d", c.token, res.StatusCode, c.want)
+			}
+		}
+	}
 	for _, want := range []string{
 		`logbook_http_requests_total{code="200",route="GET /healthz"} 1`,
 		// The flights API's own pattern, from its mux inside the node's.

@@ -64,7 +64,7 @@ metrics and the web UI, on one of these kinds of node:
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fromEnv(fs, "addr")
 	fs.StringVar(&f.tokensFile, "tokens", "", "bearer tokens, one \"token role\" per line (default: the tokens themselves in LOGBOOK_TOKENS, token:role,…)")
-	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address (off by default; keep it on loopback)")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
 	fs.StringVar(&f.replicaOf, "replica-of", "", "run as a read replica of the logbook server at this URL (its validation queries, fed over HTTP); no local store")
 	fromEnv(fs, "replica-of")
@@ -414,13 +414,17 @@ func (n *node) logCaughtUp(ctx context.Context) {
 	}
 }
 
-// serveDebug serves Go's pprof profiles on the debug address.
+// serveDebug serves Go's pprof profiles on the debug address, to a token
+// of any role: a profile tells much about the process, and a CPU profile
+// or trace costs it. A profile or trace lasts at most as long as the
+// write timeout allows (pprof refuses longer ones).
 func (n *node) serveDebug() {
 	dbg := http.NewServeMux()
 	dbg.HandleFunc("/debug/pprof/", pprof.Index)
 	dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := newHTTPServer(dbg, n.log, defaultTimeouts)
+	srv := newHTTPServer(n.cfg.tokens.Require(dbg), n.log, defaultTimeouts)
+	srv.WriteTimeout = 2 * time.Minute
 	srv.Addr = n.cfg.debug
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {

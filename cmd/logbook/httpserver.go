@@ -2,7 +2,10 @@ package main
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 )
 
@@ -30,4 +33,62 @@ func newHTTPServer(h http.Handler, log *slog.Logger, t serverTimeouts) *http.Ser
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// defaultMaxConns is a server's connection cap: far above what a load
+// test opens (hundreds), far below the file descriptors a process gets
+// here (20,000; Pebble needs its share).
+const defaultMaxConns = 8192
+
+// listen listens on addr and accepts at most maxConns connections at
+// once. Beyond that a new connection is answered at once with a 503
+// problem and closed, so that a client learns the server is full instead
+// of waiting in the accept queue, and the server spends no descriptor or
+// goroutine on it beyond the moment.
+func listen(addr string, maxConns int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &cappedListener{Listener: ln, free: make(chan struct{}, maxConns)}, nil
+}
+
+type cappedListener struct {
+	net.Listener
+	free chan struct{} // one token per connection held
+}
+
+var fullAnswer = func() []byte {
+	body := `{"type":"urn:logbook:problem:server-full","title":"Service Unavailable","status":503,"detail":"the server holds as many connections as it takes; try again later"}`
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
+func (l *cappedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.free <- struct{}{}:
+			return &cappedConn{Conn: c, l: l}, nil
+		default:
+			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = c.Write(fullAnswer)
+			_ = c.Close()
+		}
+	}
+}
+
+type cappedConn struct {
+	net.Conn
+	l    *cappedListener
+	once sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.l.free })
+	return err
 }

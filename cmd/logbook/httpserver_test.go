@@ -65,3 +65,64 @@ func TestServerClosesIdleAndSlowConnections(t *testing.T) {
 		t.Fatal("a request head that never ends held its connection 3 s")
 	}
 }
+
+// Beyond its connection cap a server answers a new connection at once
+// with 503 and closes it, instead of holding it or a file descriptor; a
+// closed connection frees its place.
+func TestServerCapsConnections(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := newHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), defaultTimeouts)
+	ln, err := listen("127.0.0.1:0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	get := func(conn net.Conn) (*http.Response, error) {
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return nil, err
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		return http.ReadResponse(bufio.NewReader(conn), nil)
+	}
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if res, err := get(c); err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("a connection within the cap: %v %v", res, err)
+		}
+		held = append(held, c)
+	}
+	over, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("a connection over the cap: %v %v", res, err)
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := get(c)
+		c.Close()
+		if err == nil && res.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed connection did not free its place: %v %v", res, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

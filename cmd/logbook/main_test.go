@@ -61,6 +61,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"serve", "--commands-only"}, 2, "need a shared --store"},
 		{[]string{"serve", "--replica-of", "http://x"}, 2, "--replica-of needs --replica-token"},
 		{[]string{"serve", "--bus", "http://x"}, 2, "--bus"},
+		{[]string{"serve", "--max-conns", "0"}, 2, "--max-conns must be positive"},
 		{[]string{"serve", "--bus-format", "avro"}, 2, "--bus-format avro needs a --bus"},
 		{[]string{"serve", "--bus", "kafka://h:1/t", "--bus-format", "xml"}, 2, "want logbook or avro"},
 		{[]string{"serve", "--tokens", "/no/such/tokens"}, 1, "no such file"},

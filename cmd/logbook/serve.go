@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -33,6 +32,7 @@ import (
 type serveFlags struct {
 	store        storeFlags
 	addr         string
+	maxConns     int
 	tokensFile   string
 	debugAddr    string
 	replicaOf    string
@@ -63,6 +63,7 @@ metrics and the web UI, on one of these kinds of node:
 	f.store.register(fs, "./data")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fromEnv(fs, "addr")
+	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	fs.StringVar(&f.tokensFile, "tokens", "", "bearer tokens, one \"token role\" per line (default: the tokens themselves in LOGBOOK_TOKENS, token:role,…)")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
@@ -118,6 +119,7 @@ type nodeConfig struct {
 	bus    *busConfig // nil: no bus
 	tokens *auth.Tokens
 	addr   string
+	conns  int // the connection cap
 	debug  string
 	// replicaOf and replicaToken name the primary of modeReplicaOf.
 	replicaOf, replicaToken string
@@ -134,7 +136,10 @@ type busConfig struct {
 // parse checks the flags and decides the node's mode: every usage error
 // of serve is found here, before anything is opened.
 func (f *serveFlags) parse() (*nodeConfig, error) {
-	c := &nodeConfig{store: f.store, addr: f.addr, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken}
+	if f.maxConns <= 0 {
+		return nil, usageError{"--max-conns must be positive"}
+	}
+	c := &nodeConfig{store: f.store, addr: f.addr, conns: f.maxConns, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken}
 	switch {
 	case f.replicaOf != "":
 		c.mode = modeReplicaOf
@@ -375,7 +380,7 @@ func (n *node) run(ctx context.Context) error {
 		}
 		n.log.Info("replica caught up", "seconds", time.Since(start).Seconds())
 	}
-	ln, err := net.Listen("tcp", n.cfg.addr)
+	ln, err := listen(n.cfg.addr, n.cfg.conns)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

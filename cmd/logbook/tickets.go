@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -117,7 +116,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
 	srv.RegisterOnShutdown(svc.Sched.Close)
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr, defaultMaxConns)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

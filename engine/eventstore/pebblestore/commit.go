@@ -150,18 +150,29 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		req.ends[i] = len(req.recs)
 	}
 
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}
-	s.reqs <- req
+	// The queue is full only when the sequencer is stuck behind the disk:
+	// then the append gives up with its context, or at Close, unqueued —
+	// it did not happen.
+	select {
+	case s.reqs <- req:
+	case <-done:
+		s.mu.RUnlock()
+		return eventstore.AppendResult{}, ctx.Err()
+	case <-s.closing:
+		s.mu.RUnlock()
+		return eventstore.AppendResult{}, eventstore.ErrClosed
+	}
 	s.mu.RUnlock()
 
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
 	select {
 	case <-req.done:
 		return req.result, req.err

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -51,6 +52,9 @@ type Options struct {
 	// fs is the file system Pebble uses (default the operating system's).
 	// Tests set it to one that simulates a power loss.
 	fs vfs.FS
+	// closeWait is how long Close waits for appends in flight before it
+	// gives up on a stalled disk (default 5 s).
+	closeWait time.Duration
 }
 
 // Store is the Pebble-backed eventstore.Store.
@@ -70,7 +74,13 @@ type Store struct {
 	reqs   chan *appendReq
 	groups chan *group
 	done   chan struct{} // closed when the syncer has finished
-	failed atomic.Pointer[error]
+	// closing is closed when Close begins: an append still waiting to be
+	// queued (the queue is full behind a stalled disk) gives up.
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeDB   sync.Once
+	closeErr  error // of the database's Close
+	failed    atomic.Pointer[error]
 
 	snapMu sync.Mutex // serializes snapshot read-compare-write
 
@@ -111,12 +121,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.fs = vfs.Default
 	}
 	s := &Store{
-		opts:   opts,
-		limits: opts.Limits.WithDefaults(),
-		fs:     &countingFS{FS: opts.fs},
-		reqs:   make(chan *appendReq, 1024),
-		groups: make(chan *group, 2),
-		done:   make(chan struct{}),
+		opts:    opts,
+		limits:  opts.Limits.WithDefaults(),
+		fs:      &countingFS{FS: opts.fs},
+		reqs:    make(chan *appendReq, 1024),
+		groups:  make(chan *group, 2),
+		done:    make(chan struct{}),
+		closing: make(chan struct{}),
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
@@ -191,20 +202,34 @@ func (s *Store) recover() error {
 }
 
 // Close stops accepting appends, waits for those in flight, and closes
-// the database. Subscriptions return eventstore.ErrClosed.
+// the database. Subscriptions return eventstore.ErrClosed. If the appends
+// in flight are still waiting for the disk after a while (5 s: a stalled
+// fsync), Close gives up and returns an error, leaving the database open
+// under them, so that the process can still exit; a later Close, once
+// the disk answers, finishes the job.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.closing) })
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
+	if !s.closed {
+		s.closed = true
+		close(s.reqs)
 	}
-	s.closed = true
-	close(s.reqs)
 	s.mu.Unlock()
-	<-s.done
-	s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
-	s.notify.Close()
-	return s.db.Close()
+	wait := s.opts.closeWait
+	if wait <= 0 {
+		wait = 5 * time.Second
+	}
+	select {
+	case <-s.done:
+	case <-time.After(wait):
+		return fmt.Errorf("pebblestore: close: appends still wait for the disk after %v (a stalled fsync?); the database is left open", wait)
+	}
+	s.closeDB.Do(func() {
+		s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
+		s.notify.Close()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
 }
 
 // enter guards a use of the database against Close: it fails with

@@ -66,6 +66,12 @@ export LOGBOOK_TEST_PYTHON
 log "go test -race"
 go test -race -count=1 -timeout 30m ./...
 
+log "power cuts: logbook torture, 2,000 crash points per store kind"
+go build -o bin/logbook ./cmd/logbook
+for kind in events projection; do
+	bin/logbook torture --crash-points 2000 --seed "$RANDOM" --store-kind "$kind"
+done
+
 log "fuzzing, ${LOGBOOK_FUZZTIME:-3}s per target"
 ./scripts/fuzz.sh "${LOGBOOK_FUZZTIME:-3}"
 

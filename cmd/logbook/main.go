@@ -132,6 +132,7 @@ over the default. Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		newBenchCmd(e),
 		newLoadtestCmd(e),
 		newPepaCmd(e),
+		newTortureCmd(e),
 		newVersionCmd(e),
 	)
 	return root

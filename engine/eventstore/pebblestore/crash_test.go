@@ -477,7 +477,7 @@ func TestPowerLoss(t *testing.T) {
 	rounds := crashRounds(t, 8)
 	const dir = "/store"
 	fs := crashtest.NewFS()
-	st, err := Open(dir, Options{fs: fs})
+	st, err := Open(dir, Options{FS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +533,7 @@ func TestPowerLoss(t *testing.T) {
 		}
 
 		fs = crashed
-		st, err = Open(dir, Options{fs: fs})
+		st, err = Open(dir, Options{FS: fs})
 		if err != nil {
 			t.Fatalf("round %d: open after the power loss: %v", r, err)
 		}

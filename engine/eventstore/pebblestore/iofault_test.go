@@ -56,7 +56,7 @@ func TestWALFaults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			fault := walFault(c.err, c.kinds...)
-			s, err := Open(dir, Options{fs: errorfs.Wrap(vfs.Default, fault)})
+			s, err := Open(dir, Options{FS: errorfs.Wrap(vfs.Default, fault)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +194,7 @@ const walCreateEventBytes = 200 << 10
 // acknowledged, until it dies.
 func walCreateChild(dir string) {
 	fault := walFault(errorfs.ErrInjected, errorfs.OpCreate, errorfs.OpReuseForWrite)
-	s, err := Open(dir, Options{fs: errorfs.Wrap(vfs.Default, fault), MemTableBytes: 1 << 20})
+	s, err := Open(dir, Options{FS: errorfs.Wrap(vfs.Default, fault), MemTableBytes: 1 << 20})
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(3)

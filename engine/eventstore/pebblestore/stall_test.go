@@ -29,7 +29,7 @@ func TestStalledDisk(t *testing.T) {
 		}
 		return nil
 	}))
-	s, err := Open(t.TempDir(), Options{fs: fs, closeWait: 300 * time.Millisecond})
+	s, err := Open(t.TempDir(), Options{FS: fs, closeWait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

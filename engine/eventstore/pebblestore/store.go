@@ -49,9 +49,10 @@ type Options struct {
 	// Logger receives Pebble's errors (default slog.Default()).
 	Logger *slog.Logger
 
-	// fs is the file system Pebble uses (default the operating system's).
-	// Tests set it to one that simulates a power loss.
-	fs vfs.FS
+	// FS is the file system Pebble uses (default the operating system's):
+	// the power-loss tests (logbook torture) give it one that simulates a
+	// power cut, the I/O fault tests one that fails chosen operations.
+	FS vfs.FS
 	// closeWait is how long Close waits for appends in flight before it
 	// gives up on a stalled disk (default 5 s).
 	closeWait time.Duration
@@ -117,13 +118,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.fs == nil {
-		opts.fs = vfs.Default
+	if opts.FS == nil {
+		opts.FS = vfs.Default
 	}
 	s := &Store{
 		opts:    opts,
 		limits:  opts.Limits.WithDefaults(),
-		fs:      &countingFS{FS: opts.fs},
+		fs:      &countingFS{FS: opts.FS},
 		reqs:    make(chan *appendReq, 1024),
 		groups:  make(chan *group, 2),
 		done:    make(chan struct{}),

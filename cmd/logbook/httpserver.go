@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -91,4 +94,33 @@ func (c *cappedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { <-c.l.free })
 	return err
+}
+
+// serveUntil serves h on addr (capped at maxConns connections) until ctx
+// ends, then shuts the server down gracefully, waiting up to 10 s. It logs
+// msg with the URL and attrs once listening. onShutdown runs when the
+// shutdown begins (to end what would hold it: queues, streams).
+func serveUntil(ctx context.Context, log *slog.Logger, addr string, maxConns int, h http.Handler, msg string, attrs []any, onShutdown ...func()) error {
+	srv := newHTTPServer(h, log, defaultTimeouts)
+	for _, f := range onShutdown {
+		srv.RegisterOnShutdown(f)
+	}
+	ln, err := listen(addr, maxConns)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info(msg, append([]any{"url", "http://" + ln.Addr().String()}, attrs...)...)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -112,28 +111,10 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
 	mux.Handle("/api/tickets/", httpapi.New(svc, tokens))
-	srv := newHTTPServer(mux, e.log, defaultTimeouts)
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
-	srv.RegisterOnShutdown(svc.Sched.Close)
-	ln, err := listen(addr, defaultMaxConns)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	e.log.Info("logbook tickets serving", "url", "http://"+ln.Addr().String(), "store", sf.describe(), "arch", sc.Arch, "node_rate", sc.NodeRate, "sports", len(cat.Sports))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntil(ctx, e.log, addr, defaultMaxConns, mux, "logbook tickets serving",
+		[]any{"store", sf.describe(), "arch", sc.Arch, "node_rate", sc.NodeRate, "sports", len(cat.Sports)}, svc.Sched.Close)
 }
 
 func newTicketsCheckCmd(e *env) *cobra.Command {

@@ -20,7 +20,7 @@ import (
 func newBenchKVCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kv",
-		Short: "puts/s of the kv repository on each backend, and Kafka, by batch, payload, connections and persistence",
+		Short: "puts/s of the kv repository on each backend, and Kafka, by batch, payload, connections, partitions and persistence",
 		Long: `Measures puts per second (fresh keys, atomic batches) into each backend and
 prints the seed's figures next to this machine's. Backends whose address is
 not given are started with the repository's scripts (scripts/redis.sh,
@@ -30,7 +30,7 @@ repository's root).`,
 	}
 	fs := cmd.Flags()
 	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
-	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, persistence, or all")
+	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, or all")
 	asJSON := jsonFlag(fs)
 	plotFile := fs.String("plot", "", "also draw each table, puts/s against its setting per backend, into this .svg or .png file (with several tables, one file each: NAME-TABLE.svg)")
 	var cfg bench.KVConfig
@@ -46,11 +46,11 @@ repository's root).`,
 		cfg.Backends = strings.Split(*backends, ",")
 		cfg.Tables = strings.Split(*tables, ",")
 		if *tables == "all" {
-			cfg.Tables = []string{"batch", "payload", "connections", "persistence"}
+			cfg.Tables = []string{"batch", "payload", "connections", "partitions", "persistence"}
 		}
 		for _, t := range cfg.Tables {
-			if !slices.Contains([]string{"batch", "payload", "connections", "persistence"}, t) {
-				return usagef("--table %q: batch, payload, connections, persistence or all", t)
+			if !slices.Contains([]string{"batch", "payload", "connections", "partitions", "persistence"}, t) {
+				return usagef("--table %q: batch, payload, connections, partitions, persistence or all", t)
 			}
 		}
 		if cfg.Duration <= 0 || cfg.Clients <= 0 || cfg.UpdateClients < 0 {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -33,7 +34,7 @@ import (
 // batch size, payload, connections and persistence mode.
 type KVConfig struct {
 	Backends []string // embedded, postgres, redis, etcd, kafka
-	Tables   []string // batch, payload, connections, persistence
+	Tables   []string // batch, payload, connections, partitions, persistence
 	// Duration of each measurement (each row).
 	Duration time.Duration
 	// Clients put concurrently (except in the connections table).
@@ -93,6 +94,7 @@ func (r *KVResult) Table() [][]string {
 // The seed's figures (100-byte messages unless the setting says): Redis
 // LPUSH and Kafka producers on a 32-core server over 10 Gbit/s.
 var kvSeed = map[string]float64{
+	"kafka/partitions/1": 535e3, "kafka/partitions/2": 457e3, "kafka/partitions/4": 493e3, "kafka/partitions/8": 284e3,
 	"redis/batch/128": 570e3, "redis/batch/256": 570e3, "redis/batch/1024": 557e3, "redis/batch/32768": 600e3,
 	"kafka/batch/128": 392e3, "kafka/batch/256": 432e3, "kafka/batch/512": 433e3, "kafka/batch/1024": 495e3, "kafka/batch/32768": 396e3,
 	"redis/payload/100": 960e3, "redis/payload/20000": 38e3, "redis/payload/500000": 1418, "redis/payload/5000000": 85,
@@ -115,6 +117,10 @@ type setting struct {
 	payload     int
 	clients     int
 	mode        string // persistence: sync nosync | none everysec always
+	// partitions: Kafka's topic partitions; for the other engines, the
+	// key prefixes the ids are spread over (where the data resides). 0:
+	// the default (8 topic partitions, one prefix per client).
+	partitions int
 }
 
 func kvSettings(cfg KVConfig) []setting {
@@ -133,6 +139,11 @@ func kvSettings(cfg KVConfig) []setting {
 		case "connections":
 			for _, c := range []int{1, 2, 4, 8, 32, 128} {
 				out = append(out, setting{table: t, name: strconv.Itoa(c), batch: 256, payload: 100, clients: c})
+			}
+		case "partitions":
+			// The seed's: 8 connections, batches of 256, 100 bytes.
+			for _, n := range []int{1, 2, 4, 8, 16, 64} {
+				out = append(out, setting{table: t, name: strconv.Itoa(n), batch: 256, payload: 100, clients: 8, partitions: n})
 			}
 		case "persistence":
 			for _, m := range []string{"sync", "nosync", "none", "everysec", "always"} {
@@ -295,7 +306,7 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		if len(cfg.Kafka) == 0 {
 			return nil, errors.New("no Kafka brokers (--kafka)")
 		}
-		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag)
+		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag, cmp.Or(s.partitions, 8))
 	}
 	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, kafka)", backend)
 }
@@ -367,21 +378,21 @@ type kafkaPutter struct {
 	topic string
 }
 
-func openKafka(ctx context.Context, brokers []string, topic string) (*kafkaPutter, error) {
+func openKafka(ctx context.Context, brokers []string, topic string, partitions int) (*kafkaPutter, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(0))
 	if err != nil {
 		return nil, err
 	}
 	mmb := strconv.Itoa(16 << 20)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 8, -1, map[string]*string{"max.message.bytes": &mmb}, topic); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, map[string]*string{"max.message.bytes": &mmb}, topic); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	k := &kafkaPutter{cl: cl, topic: topic}
 	// A new topic's partitions have no leader for a moment: produce to
 	// every partition once before the clock starts.
-	warm := make([]*kgo.Record, 8)
+	warm := make([]*kgo.Record, partitions)
 	for i := range warm {
 		warm[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("warm-up")}
 	}
@@ -441,7 +452,11 @@ func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRo
 			var mine []time.Duration
 			for n := 0; time.Now().Before(deadline); n++ {
 				for i := range ids {
-					ids[i] = fmt.Sprintf("c%d/%d/%d", c, n, i)
+					if s.partitions > 0 {
+						ids[i] = fmt.Sprintf("p%d/c%d/%d/%d", (n*len(ids)+i)%s.partitions, c, n, i)
+					} else {
+						ids[i] = fmt.Sprintf("c%d/%d/%d", c, n, i)
+					}
 				}
 				t0 := time.Now()
 				if err := p.put(ctx, ids, value); err != nil {
@@ -540,6 +555,7 @@ var kvAxis = map[string]string{
 	"batch":       "puts per batch",
 	"payload":     "value size, bytes",
 	"connections": "concurrent clients",
+	"partitions":  "partitions (Kafka: topic partitions; others: key prefixes)",
 	"persistence": "persistence mode",
 	"cas":         "compare-and-set clients",
 }

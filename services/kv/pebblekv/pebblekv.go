@@ -7,6 +7,15 @@
 // the contiguous range ['v' "a/", 'v' "a0"), and a cascading delete is one
 // range deletion.
 //
+// A value of 1 MiB or more is written once, to a file of its own under
+// blobs/ (synced, with the directory, before the request reaches the
+// committer), and the key's record holds its name, the version's top bit
+// set; a small value would be written twice anyway (WAL and table), a
+// large one twice is what limits large writes to half the disk's
+// bandwidth. A file whose record is replaced or deleted is removed after
+// that commit; files no record names (a crash between a file's write and
+// its commit, or before a removal) are removed at open.
+//
 // One goroutine, the committer, performs every write: it takes all
 // requests waiting, checks their versions (against what it wrote in the
 // same group, else the database), writes them as one batch and commits it
@@ -18,10 +27,15 @@ package pebblekv
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -36,6 +50,11 @@ const (
 	formatMarker = "logbook-kv-1"
 	// maxGroup bounds how many requests one batch carries.
 	maxGroup = 4096
+	// blobMin is the size from which a value goes to a file of its own.
+	blobMin = 1 << 20
+	// blobFlag marks, in a record's version, a value kept in a blob file.
+	blobFlag = uint64(1) << 63
+	blobDir  = "blobs"
 )
 
 // Options configure the backend.
@@ -57,6 +76,7 @@ type Options struct {
 
 // Backend is the embedded kv backend.
 type Backend struct {
+	blobs   string // the blob files' directory
 	db      *pebble.DB
 	opts    Options
 	reqs    chan *request
@@ -78,6 +98,7 @@ const (
 type request struct {
 	kind     opKind
 	items    []kv.Item // opDelete: one item, its id and version
+	blobs    []string  // per item: the blob file holding its value, or ""
 	versions []uint64
 	err      error
 	done     chan struct{}
@@ -103,9 +124,107 @@ func Open(dir string, opts Options) (*Backend, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
 	}
-	b := &Backend{db: db, opts: opts, reqs: make(chan *request, 1024), done: make(chan struct{}), stopped: make(chan struct{})}
+	b := &Backend{db: db, opts: opts, blobs: filepath.Join(dir, blobDir), reqs: make(chan *request, 1024), done: make(chan struct{}), stopped: make(chan struct{})}
+	if err := b.collectBlobs(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
+	}
 	go b.commit()
 	return b, nil
+}
+
+// collectBlobs creates the blob directory, and removes the files in it no
+// record names. It reads every record, but only when there are files.
+func (b *Backend) collectBlobs() error {
+	if err := os.MkdirAll(b.blobs, 0o755); err != nil {
+		return err
+	}
+	names, err := os.ReadDir(b.blobs)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	named := map[string]bool{}
+	it, err := b.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixValue}, UpperBound: []byte{prefixValue + 1}})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if v := it.Value(); len(v) >= 8 && binary.BigEndian.Uint64(v)&blobFlag != 0 {
+			named[string(v[8:])] = true
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if !named[n.Name()] {
+			if err := os.Remove(filepath.Join(b.blobs, n.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeBlobs writes the request's large values to files of their own,
+// synced, and the directory once: a record that names a file is never
+// committed before the file is on disk.
+func (b *Backend) writeBlobs(r *request) error {
+	for i, it := range r.items {
+		if len(it.Value) < blobMin {
+			continue
+		}
+		if r.blobs == nil {
+			r.blobs = make([]string, len(r.items))
+		}
+		var rnd [16]byte
+		_, _ = rand.Read(rnd[:])
+		name := hex.EncodeToString(rnd[:])
+		if err := writeSynced(filepath.Join(b.blobs, name), it.Value); err != nil {
+			b.removeBlobs(r.blobs)
+			return fmt.Errorf("%w: pebblekv: blob: %w", kv.ErrUnavailable, err)
+		}
+		r.blobs[i] = name
+	}
+	if r.blobs == nil {
+		return nil
+	}
+	d, err := os.Open(b.blobs)
+	if err == nil {
+		err = d.Sync()
+		_ = d.Close()
+	}
+	if err != nil {
+		b.removeBlobs(r.blobs)
+		return fmt.Errorf("%w: pebblekv: blob directory: %w", kv.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// removeBlobs removes blob files no committed record names. A failure
+// leaves a file for the next open to collect.
+func (b *Backend) removeBlobs(names []string) {
+	for _, n := range names {
+		if n != "" {
+			_ = os.Remove(filepath.Join(b.blobs, n))
+		}
+	}
 }
 
 // claim checks the format marker, writing it into an empty database.
@@ -143,7 +262,22 @@ func key(id string) []byte {
 }
 
 // Get reads the key.
-func (b *Backend) Get(_ context.Context, id string) (kv.Entry, bool, error) {
+func (b *Backend) Get(ctx context.Context, id string) (kv.Entry, bool, error) {
+	// A large value's file may be removed between reading its record and
+	// opening it, by an update that replaced it: read the record again.
+	for range 100 {
+		e, ok, err := b.get(id)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return e, ok, err
+		}
+		if err := ctx.Err(); err != nil {
+			return kv.Entry{}, false, err
+		}
+	}
+	return kv.Entry{}, false, fmt.Errorf("%w: pebblekv: the value of %q keeps changing under the read", kv.ErrUnavailable, id)
+}
+
+func (b *Backend) get(id string) (kv.Entry, bool, error) {
 	v, closer, err := b.db.Get(key(id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return kv.Entry{}, false, nil
@@ -155,7 +289,15 @@ func (b *Backend) Get(_ context.Context, id string) (kv.Entry, bool, error) {
 	if len(v) < 8 {
 		return kv.Entry{}, false, fmt.Errorf("pebblekv: corrupt record of %q", id)
 	}
-	return kv.Entry{ID: id, Version: binary.BigEndian.Uint64(v), Value: append([]byte(nil), v[8:]...)}, true, nil
+	ver := binary.BigEndian.Uint64(v)
+	if ver&blobFlag != 0 {
+		value, err := os.ReadFile(filepath.Join(b.blobs, string(v[8:])))
+		if err != nil {
+			return kv.Entry{}, false, err
+		}
+		return kv.Entry{ID: id, Version: ver &^ blobFlag, Value: value}, true, nil
+	}
+	return kv.Entry{ID: id, Version: ver, Value: append([]byte(nil), v[8:]...)}, true, nil
 }
 
 // Add adds the items atomically.
@@ -179,9 +321,15 @@ var errClosed = fmt.Errorf("%w: pebblekv: closed", kv.ErrUnavailable)
 
 func (b *Backend) do(ctx context.Context, r *request) ([]uint64, error) {
 	r.done = make(chan struct{})
+	if r.kind != opDelete {
+		if err := b.writeBlobs(r); err != nil {
+			return nil, err
+		}
+	}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
+		b.removeBlobs(r.blobs)
 		return nil, errClosed
 	}
 	select {
@@ -189,6 +337,7 @@ func (b *Backend) do(ctx context.Context, r *request) ([]uint64, error) {
 		b.mu.RUnlock()
 	case <-ctx.Done():
 		b.mu.RUnlock()
+		b.removeBlobs(r.blobs)
 		return nil, ctx.Err()
 	}
 	// Once sent, the request is answered: waiting for it keeps the
@@ -220,8 +369,12 @@ type group struct {
 	b       *Backend
 	batch   *pebble.Batch
 	written map[string]uint64
-	deleted []string // ids deleted in this group with their subtrees
-	reqs    []*request
+	// refs is the blob file each id's record names as this group left it
+	// or read it ("" none); obsolete, the files its writes replaced.
+	refs     map[string]string
+	obsolete []string
+	deleted  []string // ids deleted in this group with their subtrees
+	reqs     []*request
 }
 
 // version returns the id's current version (0 if absent), seeing this
@@ -246,18 +399,44 @@ func (g *group) version(id string) (uint64, error) {
 	if len(v) < 8 {
 		return 0, fmt.Errorf("pebblekv: corrupt record of %q", id)
 	}
-	return binary.BigEndian.Uint64(v), nil
+	ver := binary.BigEndian.Uint64(v)
+	if ver&blobFlag != 0 {
+		g.refs[id] = string(v[8:])
+	}
+	return ver &^ blobFlag, nil
 }
 
-func (g *group) put(id string, version uint64, value []byte) error {
+// replaced notes that id's record is overwritten or deleted in this
+// group: the blob file it named, if any, goes after the commit.
+func (g *group) replaced(id string) {
+	if old := g.refs[id]; old != "" {
+		g.obsolete = append(g.obsolete, old)
+	}
+	delete(g.refs, id)
+}
+
+func (g *group) put(id string, version uint64, value []byte, blob string) error {
+	g.replaced(id)
+	if blob != "" {
+		version |= blobFlag
+		value = []byte(blob)
+		g.refs[id] = blob
+	}
 	k := key(id)
 	op := g.batch.SetDeferred(len(k), 8+len(value))
 	copy(op.Key, k)
 	binary.BigEndian.PutUint64(op.Value, version)
 	copy(op.Value[8:], value)
 	op.Finish()
-	g.written[id] = version
+	g.written[id] = version &^ blobFlag
 	return nil
+}
+
+func (r *request) blob(i int) string {
+	if r.blobs == nil {
+		return ""
+	}
+	return r.blobs[i]
 }
 
 // apply checks one request against the group's state and, if it holds,
@@ -274,8 +453,8 @@ func (g *group) apply(r *request) error {
 				return &kv.BatchError{Index: i, Err: kv.Exists(it.ID)}
 			}
 		}
-		for _, it := range r.items {
-			_ = g.put(it.ID, 1, it.Value)
+		for i, it := range r.items {
+			_ = g.put(it.ID, 1, it.Value, r.blob(i))
 		}
 		r.versions = nil
 	case opUpdate:
@@ -294,7 +473,7 @@ func (g *group) apply(r *request) error {
 		r.versions = make([]uint64, len(r.items))
 		for i, it := range r.items {
 			r.versions[i] = it.Version + 1
-			_ = g.put(it.ID, it.Version+1, it.Value)
+			_ = g.put(it.ID, it.Version+1, it.Value, r.blob(i))
 		}
 	case opDelete:
 		it := r.items[0]
@@ -312,13 +491,35 @@ func (g *group) apply(r *request) error {
 			return err
 		}
 		lo, hi := key(it.ID+"/"), key(it.ID+"0")
+		// The subtree's blob files, as stored (the batch's own writes are
+		// in refs, below).
+		iter, err := g.b.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
+		}
+		for iter.First(); iter.Valid(); iter.Next() {
+			if v := iter.Value(); len(v) >= 8 && binary.BigEndian.Uint64(v)&blobFlag != 0 {
+				if id := string(iter.Key()[1:]); g.written[id] == 0 {
+					g.refs[id] = string(v[8:])
+				}
+			}
+		}
+		if err := iter.Close(); err != nil {
+			return err
+		}
 		if err := g.batch.DeleteRange(lo, hi, nil); err != nil {
 			return err
 		}
 		g.written[it.ID] = 0
+		g.replaced(it.ID)
 		for id := range g.written {
 			if len(id) > len(it.ID) && id[:len(it.ID)] == it.ID && id[len(it.ID)] == '/' {
 				g.written[id] = 0
+			}
+		}
+		for id := range g.refs {
+			if len(id) > len(it.ID) && id[:len(it.ID)] == it.ID && id[len(it.ID)] == '/' {
+				g.replaced(id)
 			}
 		}
 		g.deleted = append(g.deleted, it.ID)
@@ -331,7 +532,7 @@ func (b *Backend) commit() {
 	defer close(b.stopped)
 	var failed error
 	for r := range b.reqs {
-		g := &group{b: b, batch: b.db.NewBatch(), written: make(map[string]uint64)}
+		g := &group{b: b, batch: b.db.NewBatch(), written: make(map[string]uint64), refs: make(map[string]string)}
 		g.take(r, failed)
 	more:
 		for len(g.reqs) < maxGroup {
@@ -362,6 +563,16 @@ func (b *Backend) commit() {
 			}
 		}
 		_ = g.batch.Close()
+		if failed == nil {
+			// Committed: the files it replaced are unreferenced, and so
+			// are those of the requests it refused.
+			b.removeBlobs(g.obsolete)
+			for _, r := range g.reqs {
+				if r.err != nil {
+					b.removeBlobs(r.blobs)
+				}
+			}
+		}
 		for _, r := range g.reqs {
 			close(r.done)
 		}

@@ -1,6 +1,10 @@
 package pebblekv_test
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/logbook/logbook/services/kv"
@@ -43,4 +47,92 @@ func TestReopen(t *testing.T) {
 	if e, ok, err := r.Get(t.Context(), "a/b"); err != nil || !ok || e.Version != 1 || string(e.Value) != "x" {
 		t.Fatalf("after reopen: %+v %v %v", e, ok, err)
 	}
+}
+
+// Values of 1 MiB or more live in files of their own: read back whole;
+// an update, a small value, a cascading delete or a refused write leaves
+// no file behind; a file no record names (a crash before its commit) is
+// removed at the next open.
+func TestLargeValues(t *testing.T) {
+	dir := t.TempDir()
+	b, err := pebblekv.Open(dir, pebblekv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kv.New(b, kv.Limits{})
+	ctx := t.Context()
+	big := func(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n) }
+	files := func() int {
+		t.Helper()
+		es, err := os.ReadDir(filepath.Join(dir, "blobs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	check := func(id string, want []byte, version uint64) {
+		t.Helper()
+		e, ok, err := r.Get(ctx, id)
+		if err != nil || !ok || e.Version != version || !bytes.Equal(e.Value, want) {
+			t.Fatalf("%s: %v %v version %d, %d bytes; want version %d, %d bytes", id, ok, err, e.Version, len(e.Value), version, len(want))
+		}
+	}
+	if err := r.Add(ctx, "a", big('a', 3<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddBatch(ctx, []kv.Item{{ID: "a/1", Value: big('b', 1<<20)}, {ID: "a/2", Value: []byte("small")}, {ID: "c", Value: big('c', 2<<20)}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a", big('a', 3<<20), 1)
+	check("a/1", big('b', 1<<20), 1)
+	check("a/2", []byte("small"), 1)
+	if n := files(); n != 3 {
+		t.Fatalf("%d blob files, want 3", n)
+	}
+	if _, err := r.Update(ctx, "a", 1, big('d', 4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	check("a", big('d', 4<<20), 2)
+	if _, err := r.Update(ctx, "c", 7, big('x', 2<<20)); !errors.Is(err, kv.ErrStale) {
+		t.Fatalf("stale update: %v", err)
+	}
+	if err := r.Add(ctx, "c", big('y', 2<<20)); !errors.Is(err, kv.ErrExists) {
+		t.Fatalf("add of an existing key: %v", err)
+	}
+	if n := files(); n != 3 {
+		t.Fatalf("%d blob files after an update and two refused writes, want 3", n)
+	}
+	if _, err := r.Update(ctx, "c", 1, []byte("now small")); err != nil {
+		t.Fatal(err)
+	}
+	check("c", []byte("now small"), 2)
+	if err := r.Delete(ctx, "a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := files(); n != 0 {
+		t.Fatalf("%d blob files after deleting a and its subtree, want 0", n)
+	}
+	if _, ok, _ := r.Get(ctx, "a/1"); ok {
+		t.Fatal("a/1 survived the cascading delete")
+	}
+	if err := r.Add(ctx, "e", big('e', 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A crash between a file's write and its commit leaves an orphan.
+	if err := os.WriteFile(filepath.Join(dir, "blobs", "0123456789abcdef0123456789abcdef"), big('o', 10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err = pebblekv.Open(dir, pebblekv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = kv.New(b, kv.Limits{})
+	defer r.Close()
+	if n := files(); n != 1 {
+		t.Fatalf("%d blob files after reopening with an orphan, want 1 (e's)", n)
+	}
+	check("e", big('e', 1<<20), 1)
 }

@@ -131,6 +131,11 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	if err := checkCtx(ctx); err != nil {
 		return eventstore.AppendResult{}, err
 	}
+	// A failed store refuses at once: its write path may be parked (a WAL
+	// file that could not be created) and would never answer.
+	if err := s.failure(); err != nil {
+		return eventstore.AppendResult{}, err
+	}
 	req := &appendReq{stream: stream, expect: expect, events: events, done: make(chan struct{})}
 	size := 0
 	for i := range events {

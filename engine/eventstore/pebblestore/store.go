@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,6 +151,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	s.db = db
+	fail := s.fail
+	s.fs.walFailed.Store(&fail)
 	if err := s.recover(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
@@ -223,7 +226,7 @@ func (s *Store) Close() error {
 	select {
 	case <-s.done:
 	case <-time.After(wait):
-		return fmt.Errorf("pebblestore: close: appends still wait for the disk after %v (a stalled fsync?); the database is left open", wait)
+		return fmt.Errorf("pebblestore: close: appends still wait for the disk after %v (a stalled or failed disk?); the database is left open", wait)
 	}
 	s.closeDB.Do(func() {
 		s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
@@ -286,10 +289,32 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 // countingFS counts fsyncs, so that benchmarks can report how well group
-// commit shares them.
+// commit shares them. It also keeps Pebble from panicking when a new WAL
+// file cannot be made (see walFailed).
 type countingFS struct {
 	vfs.FS
 	syncs atomic.Uint64
+	// walFailed, once set (after open), is told that a WAL file could
+	// not be created.
+	walFailed atomic.Pointer[func(error)]
+}
+
+// walCreate handles the outcome of creating (or recycling) a WAL file.
+// Pebble v2 cannot survive that failure: it panics in DB.rotateWAL with
+// its mutex in a state no recover can mend, and the process dies. A disk
+// that cannot make a file is a failed disk, so the store fails — every
+// later append is refused, Healthy (and /healthz) says so — and the write
+// path that asked for the file parks here instead of returning the error
+// to Pebble: the process keeps serving reads, refuses writes, and exits
+// when told (Close gives up waiting for the parked path).
+func (fs *countingFS) walCreate(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil && strings.HasSuffix(name, ".log") {
+		if failed := fs.walFailed.Load(); failed != nil {
+			(*failed)(fmt.Errorf("creating WAL file %s: %w", name, err))
+			select {}
+		}
+	}
+	return fs.wrap(f, err)
 }
 
 func (fs *countingFS) wrap(f vfs.File, err error) (vfs.File, error) {
@@ -300,11 +325,13 @@ func (fs *countingFS) wrap(f vfs.File, err error) (vfs.File, error) {
 }
 
 func (fs *countingFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.Create(name, c))
+	f, err := fs.FS.Create(name, c)
+	return fs.walCreate(name, f, err)
 }
 
 func (fs *countingFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.ReuseForWrite(oldname, newname, c))
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	return fs.walCreate(newname, f, err)
 }
 
 func (fs *countingFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, o ...vfs.OpenOption) (vfs.File, error) {

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/services/notify/sink"
+)
+
+// `logbook notify sink` serves the loopback endpoint for real: a batch
+// posted is counted per key, a key posted twice shows as a duplicate.
+func TestNotifySink(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }},
+			[]string{"notify", "sink", "--addr", addr})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("notify sink exited %d", code)
+		}
+	}()
+	body := []byte(`{"messages":[{"key":"r/1/push","user_id":1,"channel":"push","to":["t"]},{"key":"r/1/push","user_id":1,"channel":"push","to":["t"]}]}`)
+	var res *http.Response
+	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(20 * time.Millisecond) {
+		if res, err = http.Post("http://"+addr+sink.Path, "application/json", bytes.NewReader(body)); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("deliver: status %d", res.StatusCode)
+	}
+	res, err = http.Get("http://" + addr + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var st sink.Stats
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st != (sink.Stats{Calls: 1, Messages: 2, UniqueKeys: 1, Duplicates: 1}) {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestNotifySinkBadFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), &env{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }},
+		[]string{"notify", "sink", "--error-rate", "2"})
+	if code == 0 || !bytes.Contains(stderr.Bytes(), []byte("error rate 2")) {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}

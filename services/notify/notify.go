@@ -237,6 +237,11 @@ func (ts Templates) Build(r *Request, u *User, d Decision) ([]Message, error) {
 	return msgs, nil
 }
 
+// Batch is the body of one delivery call to a channel's endpoint.
+type Batch struct {
+	Messages []Message `json:"messages"`
+}
+
 // Batches splits msgs into consecutive slices of at most size (≤ 0 or
 // more than MaxBatch: MaxBatch) messages; they share msgs' backing array.
 func Batches(msgs []Message, size int) [][]Message {

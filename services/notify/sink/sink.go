@@ -32,11 +32,6 @@ type Options struct {
 	MaxBody   int64         // largest request body in bytes (default 64 MiB)
 }
 
-// Batch is the body of a delivery call.
-type Batch struct {
-	Messages []notify.Message `json:"messages"`
-}
-
 // Stats is what a Sink has received.
 type Stats struct {
 	Calls       int64 `json:"calls"`        // every call answered, failed ones included
@@ -98,7 +93,7 @@ func (s *Sink) Count(k string) int {
 }
 
 func (s *Sink) deliver(w http.ResponseWriter, r *http.Request) {
-	var b Batch
+	var b notify.Batch
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {

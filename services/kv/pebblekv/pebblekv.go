@@ -565,8 +565,12 @@ func (b *Backend) commit() {
 		_ = g.batch.Close()
 		if failed == nil {
 			// Committed: the files it replaced are unreferenced, and so
-			// are those of the requests it refused.
-			b.removeBlobs(g.obsolete)
+			// are those of the requests it refused. Without fsync
+			// (NoSync) a crash may take the commit back to records that
+			// name the replaced files, so those wait for the next open.
+			if !b.opts.NoSync {
+				b.removeBlobs(g.obsolete)
+			}
 			for _, r := range g.reqs {
 				if r.err != nil {
 					b.removeBlobs(r.blobs)

@@ -75,7 +75,7 @@ func (f *storeFlags) open(log *slog.Logger) (*openedStore, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := pgstore.Open(ctx, f.store, pgstore.Options{MaxConns: max(f.pgConns, 64), NoSequencer: f.readOnly})
+		s, err := pgstore.Open(ctx, f.store, pgstore.Options{MaxConns: max(f.pgConns, 64)})
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", redactURL(f.store), err)
 		}

@@ -136,7 +136,7 @@ func TestClusterSurvivesKills(t *testing.T) {
 		t.Fatalf("only %d commands went through", commands.Load())
 	}
 
-	store, err := pgstore.Open(ctx, url, pgstore.Options{NoSequencer: true, MaxConns: 4})
+	store, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

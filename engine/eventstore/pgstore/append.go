@@ -3,45 +3,44 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
+// An append's outcome.
 const (
-	statusWritten   = 0
-	statusDuplicate = 1
-	statusIDTaken   = 2
-	statusConflict  = 3
+	statusWritten = iota
+	statusDuplicate
+	statusIDTaken
+	statusConflict
 )
 
 // appendReq is one Append on its way to an appender.
 type appendReq struct {
 	stream string
 	expect eventstore.ExpectedVersion
-	args   []any
+	events []eventstore.NewEvent // with their ids
+	tags   []string              // each event's tags joined by the unit separator
+	metas  []*string             // each event's meta as JSON, nil if none
 	bytes  int
 	done   chan struct{}
 
-	status   int32
-	first    int64
-	last     int64
-	appendNo int64
+	status   int
+	first    uint64 // first seq written (statusConflict: the stream's version)
+	last     uint64
+	firstPos uint64
 	err      error
 }
 
 // Append implements eventstore.Store. Appends of this process are written
 // by a few appender goroutines, each taking whatever appends are waiting
-// into one pipelined round trip and one transaction (appends to one
-// stream keep their order); then the append waits for the sequencer to
-// give its events positions.
+// into one transaction: its events take the positions after the head,
+// and it commits holding the head's lock (see writeBatch).
 func (s *Store) Append(ctx context.Context, stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (eventstore.AppendResult, error) {
 	if err := s.limits.ValidateAppend(stream, expect, events); err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append to %q: %w", stream, err)
@@ -50,41 +49,27 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		return eventstore.AppendResult{}, err
 	}
 	n := len(events)
-	ids := make([][16]byte, n)
-	types := make([]string, n)
-	versions := make([]int32, n)
-	tags := make([]string, n)
-	metas := make([]*string, n)
-	datas := make([][]byte, n)
-	size := 0
+	req := &appendReq{
+		stream: stream, expect: expect, events: events, done: make(chan struct{}),
+		tags: make([]string, n), metas: make([]*string, n),
+	}
 	for i := range events {
 		ev := &events[i]
 		if ev.ID.IsZero() {
 			ev.ID = eventstore.NewID() // the caller learns the id, so a retry of the same slice is idempotent
 		}
-		ids[i] = ev.ID
-		types[i] = ev.Type
-		versions[i] = int32(ev.Version)
 		// Tags cannot hold control characters (Limits.ValidateTag), so
 		// the unit separator joins them safely.
-		tags[i] = strings.Join(ev.Tags, "\x1f")
+		req.tags[i] = strings.Join(ev.Tags, "\x1f")
 		if len(ev.Meta) > 0 {
 			b, err := json.Marshal(ev.Meta)
 			if err != nil {
 				return eventstore.AppendResult{}, fmt.Errorf("append to %q: meta: %w", stream, err)
 			}
 			m := string(b)
-			metas[i] = &m
+			req.metas[i] = &m
 		}
-		datas[i] = ev.Data
-		if datas[i] == nil {
-			datas[i] = []byte{}
-		}
-		size += eventstore.EventSize(ev)
-	}
-	req := &appendReq{
-		stream: stream, expect: expect, bytes: size, done: make(chan struct{}),
-		args: []any{stream, int64(expect), ids, types, versions, tags, metas, datas},
+		req.bytes += eventstore.EventSize(ev)
 	}
 	if err := s.enter(); err != nil {
 		return eventstore.AppendResult{}, err
@@ -113,50 +98,30 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	if req.err != nil {
 		return eventstore.AppendResult{}, s.fail(fmt.Sprintf("append to %q", stream), req.err)
 	}
-	res := eventstore.AppendResult{Stream: stream, FirstSeq: uint64(req.first), LastSeq: uint64(req.last)}
 	switch req.status {
-	case statusWritten:
-	case statusDuplicate:
-		res.Duplicate = true
+	case statusWritten, statusDuplicate:
+		return eventstore.AppendResult{
+			Stream: stream, FirstSeq: req.first, LastSeq: req.last,
+			FirstPosition: req.firstPos, LastPosition: req.firstPos + (req.last - req.first),
+			Duplicate: req.status == statusDuplicate,
+		}, nil
 	case statusIDTaken:
 		return eventstore.AppendResult{}, fmt.Errorf("append to %q: %w", stream, eventstore.ErrDuplicateEventID)
 	case statusConflict:
-		// The appends that moved the stream may not be sequenced yet. A
-		// caller that reloads the stream on a conflict (the aggregate
-		// runtime does) must find them, or it would conflict again.
-		if err := s.awaitVersion(ctx, stream, uint64(req.first)); err != nil {
-			return eventstore.AppendResult{}, err
-		}
-		return eventstore.AppendResult{}, &eventstore.ConflictError{Stream: stream, Expected: expect, Actual: uint64(req.first)}
+		return eventstore.AppendResult{}, &eventstore.ConflictError{Stream: stream, Expected: expect, Actual: req.first}
 	default:
 		return eventstore.AppendResult{}, fmt.Errorf("pgstore: append to %q: unknown status %d", stream, req.status)
 	}
-	if res.Duplicate {
-		// The original append was most likely sequenced long ago, before
-		// this process started or beyond what it remembers: ask the
-		// table first.
-		fp, lp, ok, err := s.storedPositions(ctx, stream, res.FirstSeq, res.LastSeq)
-		if err != nil {
-			return eventstore.AppendResult{}, err
-		}
-		if ok {
-			res.FirstPosition, res.LastPosition = fp, lp
-			return res, nil
-		}
-	}
-	firstPos, lastPos, err := s.positions(ctx, req.appendNo, stream, res.FirstSeq, res.LastSeq)
-	if err != nil {
-		return eventstore.AppendResult{}, err
-	}
-	res.FirstPosition, res.LastPosition = firstPos, lastPos
-	return res, nil
 }
 
 const (
-	appenders       = 8
-	maxBatchAppends = 256
+	// appenders is how many batches a process has in flight. One commits
+	// while the next waits for the head's lock with its reads already
+	// sent, so the wait costs no round trip.
+	appenders       = 2
+	maxBatchAppends = 1024
+	maxBatchEvents  = 20_000
 	maxBatchBytes   = 8 << 20
-	appendEventsSQL = `SELECT status, first_seq, last_seq, append FROM append_events($1, $2, $3, $4, $5, $6, $7, $8)`
 )
 
 // appender writes batches of waiting appends until the store closes.
@@ -171,13 +136,14 @@ func (s *Store) appender(ctx context.Context) {
 			s.drainReqs()
 			return
 		}
-		size := batch[0].bytes
+		size, events := batch[0].bytes, len(batch[0].events)
 	more:
-		for len(batch) < maxBatchAppends && size < maxBatchBytes {
+		for len(batch) < maxBatchAppends && size < maxBatchBytes && events < maxBatchEvents {
 			select {
 			case req := <-s.reqs:
 				batch = append(batch, req)
 				size += req.bytes
+				events += len(req.events)
 			default:
 				break more
 			}
@@ -199,71 +165,195 @@ func (s *Store) drainReqs() {
 	}
 }
 
-// writeBatch writes appends in one transaction. Sorting by stream makes
-// every batch take its row locks in the same order, so concurrent batches
-// wait for each other but never deadlock; the sort is stable, so appends
-// to one stream keep their order. If the batch fails as a whole (the
-// unique index caught two concurrent appends of the same ids, say), each
-// append is retried alone, so one bad append cannot fail the others.
+// writeBatch writes appends in one transaction. If the transaction fails
+// as a whole, each append is tried alone, looking up all its ids, so one
+// bad append cannot fail the others.
 func (s *Store) writeBatch(ctx context.Context, batch []*appendReq) {
-	slices.SortStableFunc(batch, func(a, b *appendReq) int { return strings.Compare(a.stream, b.stream) })
-	err := s.sendBatch(ctx, batch)
-	if err != nil && len(batch) > 1 {
-		for _, req := range batch {
-			s.writeAlone(ctx, req)
-		}
-		return
-	}
+	err := s.writeTx(ctx, batch, false)
 	if err != nil {
-		s.writeAlone(ctx, batch[0])
-		return
+		for _, req := range batch {
+			req.err = s.writeTx(ctx, []*appendReq{req}, true)
+		}
+	} else {
+		for _, req := range batch {
+			req.err = err
+		}
 	}
-	s.finish(ctx, batch)
-}
-
-func (s *Store) writeAlone(ctx context.Context, req *appendReq) {
-	err := s.sendBatch(ctx, []*appendReq{req})
-	// Two appends with the same ids raced past the duplicate check: the
-	// loser's insert waited for the winner and hit the unique index. Now
-	// the check sees the winner.
-	for try := 0; try < 3 && isUniqueViolation(err, "events_id"); try++ {
-		err = s.sendBatch(ctx, []*appendReq{req})
-	}
-	req.err = err
-	s.finish(ctx, []*appendReq{req})
-}
-
-// finish answers the appends of a batch and wakes the sequencer.
-func (s *Store) finish(ctx context.Context, batch []*appendReq) {
-	wrote := false
 	for _, req := range batch {
 		if req.err != nil && ctx.Err() != nil {
 			req.err = eventstore.ErrClosed // the batch was cut short by Close
 		}
-		wrote = wrote || (req.err == nil && req.status == statusWritten)
 		close(req.done)
-	}
-	if wrote {
-		s.kick()
 	}
 }
 
-// sendBatch runs the appends as one pipelined batch, which PostgreSQL
-// runs as one implicit transaction: one round trip, one commit.
-func (s *Store) sendBatch(ctx context.Context, batch []*appendReq) error {
-	b := &pgx.Batch{}
+// stored is where an event id already lies.
+type stored struct {
+	stream   string
+	seq, pos uint64
+}
+
+// rows are the columns of the events a batch writes, for unnest.
+type rows struct {
+	streams   []string
+	seqs      []int64
+	positions []int64
+	ids       [][16]byte
+	types     []string
+	versions  []int32
+	tags      []string
+	metas     []*string
+	datas     [][]byte
+	tagNames  []string // event_tags
+	tagPos    []int64
+}
+
+// writeTx runs a batch of appends as one transaction in two round trips.
+// The first begins it, takes the head row's lock (waiting for the
+// transaction that holds it to end) and reads the head, the versions of
+// the batch's streams and whichever of its event ids are stored already:
+// with allIDs false only each append's first id, and all the ids of an
+// append whose first one is stored (a retry, most likely); another of
+// its ids stored already fails the batch on the unique index, and
+// writeBatch tries each append again with allIDs.
+// Here the appends are decided in order — duplicate, id taken, version
+// conflict or written — and the written ones get the positions after the
+// head, whole appends in batch order. The second round trip inserts their
+// events and tags, moves the streams' versions and the head, and commits.
+//
+// The head's lock is held until the commit, so transactions commit in
+// the order of their positions: a reader that sees an event sees every
+// event before it, and the log never grows in the middle.
+func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left inside a transaction (an error below) is closed
+	// on release rather than reused.
+	defer conn.Release()
+
+	streamSet := make(map[string]uint64, len(batch))
+	var ids [][16]byte
 	for _, req := range batch {
-		b.Queue(appendEventsSQL, req.args...).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&req.status, &req.first, &req.last, &req.appendNo)
+		streamSet[req.stream] = 0
+		if allIDs {
+			for i := range req.events {
+				ids = append(ids, req.events[i].ID)
+			}
+		} else {
+			ids = append(ids, req.events[0].ID)
+		}
+	}
+	streams := make([]string, 0, len(streamSet))
+	for st := range streamSet {
+		streams = append(streams, st)
+	}
+	var head int64
+	found := make(map[[16]byte]stored)
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT position FROM head FOR UPDATE`).QueryRow(func(r pgx.Row) error { return r.Scan(&head) })
+	b.Queue(`SELECT stream, version FROM streams WHERE stream = ANY($1)`, streams).Query(func(rs pgx.Rows) error {
+		var st string
+		var v int64
+		_, err := pgx.ForEachRow(rs, []any{&st, &v}, func() error {
+			streamSet[st] = uint64(v)
+			return nil
 		})
+		return err
+	})
+	b.Queue(lookupIDs, ids).Query(func(rs pgx.Rows) error { return scanStored(rs, found) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if !allIDs && len(found) > 0 {
+		var more [][16]byte
+		for _, req := range batch {
+			if _, ok := found[req.events[0].ID]; ok {
+				for i := range req.events[1:] {
+					more = append(more, req.events[1+i].ID)
+				}
+			}
+		}
+		if len(more) > 0 {
+			rs, err := conn.Query(ctx, lookupIDs, more)
+			if err != nil {
+				return err
+			}
+			if err := scanStored(rs, found); err != nil {
+				return err
+			}
+		}
+	}
+
+	from := uint64(head)
+	to := from
+	var r rows
+	var tagSet map[string]struct{}
+	var touched []string
+	for _, req := range batch {
+		if !decide(req, found, streamSet, to) {
+			continue
+		}
+		for i := range req.events {
+			ev := &req.events[i]
+			pos := int64(to) + 1 + int64(i)
+			found[ev.ID] = stored{req.stream, req.first + uint64(i), uint64(pos)}
+			data := ev.Data
+			if data == nil {
+				data = []byte{}
+			}
+			r.streams = append(r.streams, req.stream)
+			r.seqs = append(r.seqs, int64(req.first)+int64(i))
+			r.positions = append(r.positions, pos)
+			r.ids = append(r.ids, ev.ID)
+			r.types = append(r.types, ev.Type)
+			r.versions = append(r.versions, int32(ev.Version))
+			r.tags = append(r.tags, req.tags[i])
+			r.metas = append(r.metas, req.metas[i])
+			r.datas = append(r.datas, data)
+			for _, t := range ev.Tags {
+				r.tagNames = append(r.tagNames, t)
+				r.tagPos = append(r.tagPos, pos)
+				if tagSet == nil {
+					tagSet = make(map[string]struct{})
+				}
+				tagSet[t] = struct{}{}
+			}
+		}
+		to += uint64(len(req.events))
+		touched = append(touched, req.stream)
+	}
+
+	b = &pgx.Batch{}
+	if to > from {
+		b.Queue(`INSERT INTO events (stream, seq, position, id, type, version, tags, meta, data, time)
+			SELECT u.stream, u.seq, u.pos, u.id, u.type, u.ver, string_to_array(u.tags, E'\x1f'), u.meta, u.data, statement_timestamp()
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::integer[], $7::text[], $8::text[], $9::bytea[])
+				AS u(stream, seq, pos, id, type, ver, tags, meta, data)`,
+			r.streams, r.seqs, r.positions, r.ids, r.types, r.versions, r.tags, r.metas, r.datas)
+		if len(r.tagNames) > 0 {
+			b.Queue(`INSERT INTO event_tags (tag, position) SELECT * FROM unnest($1::text[], $2::bigint[])`, r.tagNames, r.tagPos)
+		}
+		slices.Sort(touched)
+		touched = slices.Compact(touched)
+		versions := make([]int64, len(touched))
+		for i, st := range touched {
+			versions[i] = int64(streamSet[st])
+		}
+		b.Queue(`INSERT INTO streams AS s SELECT * FROM unnest($1::text[], $2::bigint[])
+			ON CONFLICT (stream) DO UPDATE SET version = excluded.version`, touched, versions)
+		b.Queue(`UPDATE head SET position = $1`, int64(to))
+		b.Queue(`SELECT pg_notify($1, $2)`, s.headCh, fmt.Sprint(to))
 	}
 	if s.opts.beforeCommit == nil {
-		return s.pool.SendBatch(ctx, b).Close()
+		b.Queue(`COMMIT`)
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if s.opts.beforeCommit != nil {
 		for _, req := range batch {
 			if req.status == statusWritten {
 				if err := s.opts.beforeCommit(ctx, req.stream); err != nil {
@@ -271,122 +361,86 @@ func (s *Store) sendBatch(ctx context.Context, batch []*appendReq) error {
 				}
 			}
 		}
-		return nil
-	})
-}
-
-// awaitVersion waits until the stream's readable version reaches v.
-func (s *Store) awaitVersion(ctx context.Context, stream string, v uint64) error {
-	for {
-		changed := s.notify.Changed(eventstore.OfStream(stream))
-		cur, err := s.StreamVersion(ctx, stream)
-		if err != nil || cur >= v {
+		if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
 			return err
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(s.opts.Poll):
+	}
+	if to > from {
+		s.announce(ctx, from, to, touched, tagSet)
+	}
+	return nil
+}
+
+const lookupIDs = `SELECT id, stream, seq, position FROM events WHERE id = ANY($1)`
+
+// scanStored reads rows of lookupIDs into found.
+func scanStored(rs pgx.Rows, found map[[16]byte]stored) error {
+	var id [16]byte
+	var st string
+	var seq, pos int64
+	_, err := pgx.ForEachRow(rs, []any{&id, &st, &seq, &pos}, func() error {
+		found[id] = stored{st, uint64(seq), uint64(pos)}
+		return nil
+	})
+	return err
+}
+
+// decide decides an append against the ids already stored or written
+// earlier in the batch and the versions of the streams, and gives it its
+// seqs and, if written (it reports so), the positions from after+1.
+func decide(req *appendReq, found map[[16]byte]stored, versions map[string]uint64, after uint64) bool {
+	n := uint64(len(req.events))
+	hits := uint64(0)
+	var base stored // where the append's first event lies, if a retry
+	same := true
+	for i := range req.events {
+		st, ok := found[req.events[i].ID]
+		if !ok {
+			continue
+		}
+		hits++
+		at := stored{st.stream, st.seq - uint64(i), st.pos - uint64(i)}
+		if hits == 1 {
+			base = at
+		} else if at != base {
+			same = false
 		}
 	}
-}
-
-func isUniqueViolation(err error, constraint string) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
-}
-
-// positions waits until the sequencer has given append appendNo its
-// positions. The follower resolves waiters as it reads each new stretch
-// of the log; an append it has already passed is found in recent, and as
-// a last resort (recent forgets) in the table itself.
-func (s *Store) positions(ctx context.Context, appendNo int64, stream string, first, last uint64) (uint64, uint64, error) {
-	s.mu.Lock()
-	if p, ok := s.recent[appendNo]; ok {
-		s.mu.Unlock()
-		return p[0], p[1], nil
+	if hits > 0 {
+		// A retry of an append already written is answered as the
+		// original was; ids of some other append are refused.
+		if hits == n && same && base.stream == req.stream {
+			req.status, req.first, req.last, req.firstPos = statusDuplicate, base.seq, base.seq+n-1, base.pos
+		} else {
+			req.status = statusIDTaken
+		}
+		return false
 	}
-	w, ok := s.waiters[appendNo]
+	// One id twice in the append: the unique index would refuse it.
+	if n > 1 {
+		seen := make(map[[16]byte]struct{}, n)
+		for i := range req.events {
+			if _, dup := seen[req.events[i].ID]; dup {
+				req.status = statusIDTaken
+				return false
+			}
+			seen[req.events[i].ID] = struct{}{}
+		}
+	}
+	v := versions[req.stream]
+	ok := true
+	switch req.expect {
+	case eventstore.Any:
+	case eventstore.NoStream:
+		ok = v == 0
+	default:
+		ok = v == uint64(req.expect)
+	}
 	if !ok {
-		w = &waiter{done: make(chan struct{})}
-		s.waiters[appendNo] = w
+		req.status, req.first = statusConflict, v
+		return false
 	}
-	s.mu.Unlock()
-
-	check := time.NewTimer(time.Second)
-	defer check.Stop()
-	for {
-		select {
-		case <-w.done:
-			return w.first, w.last, w.err
-		case <-ctx.Done():
-			// The waiter stays: the follower removes it when the append
-			// is sequenced. The append itself has committed.
-			return 0, 0, ctx.Err()
-		case <-check.C:
-			fp, lp, ok, err := s.storedPositions(ctx, stream, first, last)
-			if err != nil {
-				return 0, 0, err
-			}
-			if ok {
-				s.mu.Lock()
-				if s.waiters[appendNo] == w {
-					delete(s.waiters, appendNo)
-				}
-				s.mu.Unlock()
-				return fp, lp, nil
-			}
-			check.Reset(time.Second)
-		}
-	}
-}
-
-// storedPositions reads the positions of a stream's seqs first and last,
-// if the sequencer has given them.
-func (s *Store) storedPositions(ctx context.Context, stream string, first, last uint64) (uint64, uint64, bool, error) {
-	var fp, lp *int64
-	err := s.pool.QueryRow(ctx, `SELECT (SELECT position FROM events WHERE stream = $1 AND seq = $2),
-		(SELECT position FROM events WHERE stream = $1 AND seq = $3)`, stream, int64(first), int64(last)).Scan(&fp, &lp)
-	if err != nil {
-		return 0, 0, false, s.fail("read positions", err)
-	}
-	if fp == nil || lp == nil {
-		return 0, 0, false, nil
-	}
-	return uint64(*fp), uint64(*lp), true, nil
-}
-
-// kick wakes the sequencer after a commit: directly when it runs in this
-// process, else with a NOTIFY outside the append's transaction (a NOTIFY
-// inside it would take PostgreSQL's global notify lock across the commit
-// and serialize every writer). Kicks coalesce: at most one NOTIFY is in
-// flight per process.
-func (s *Store) kick() {
-	if s.sequencing.Load() {
-		select {
-		case s.kickLocal <- struct{}{}:
-		default:
-		}
-		return
-	}
-	s.kicks.Add(1)
-	if !s.kicking.CompareAndSwap(false, true) {
-		return // the sender in flight sees this kick's count and sends again
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for {
-			n := s.kicks.Load()
-			// A lost kick only costs the sequencer's poll interval.
-			_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.kickCh)
-			s.kicking.Store(false)
-			// Kicks that came during the send left it to this sender:
-			// send once more, unless a new sender has taken over.
-			if s.kicks.Load() == n || !s.kicking.CompareAndSwap(false, true) {
-				return
-			}
-		}
-	}()
+	req.status, req.first, req.last, req.firstPos = statusWritten, v+1, v+n, after+1
+	versions[req.stream] = v + n
+	return true
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -10,23 +11,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
-// recentAppends is how many sequenced appends a process remembers, for
-// appends that register for their positions after the follower passed
-// them.
-const recentAppends = 1 << 16
-
 // follow keeps this process's view of the head current: it LISTENs for
 // the sequencer's notifications and polls as a safety net, and for each
-// new stretch of the log it wakes the subscriptions of the streams and
-// tags in it and the appends waiting for their positions.
+// new stretch of the log that another process wrote it wakes the
+// subscriptions of the streams and tags in it.
 func (s *Store) follow(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := s.listen(ctx)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || schemaGone(err) {
 			return
 		}
-		_ = err // the connection broke: reconnect, polling meanwhile
-		s.advance(ctx)
+		// The connection broke: reconnect, polling meanwhile.
+		if err := s.advance(ctx); schemaGone(err) {
+			return
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(s.opts.Poll):
@@ -43,7 +41,9 @@ func (s *Store) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.headCh}.Sanitize()); err != nil {
 		return err
 	}
-	s.advance(ctx) // what committed before LISTEN took effect
+	if err := s.advance(ctx); schemaGone(err) { // what committed before LISTEN took effect
+		return err
+	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.opts.Poll)
 		n, err := conn.WaitForNotification(wctx)
@@ -58,7 +58,9 @@ func (s *Store) listen(ctx context.Context) error {
 				continue
 			}
 		}
-		s.advance(ctx)
+		if err := s.advance(ctx); schemaGone(err) {
+			return err
+		}
 	}
 }
 
@@ -68,25 +70,34 @@ func (s *Store) knownHead() uint64 {
 	return s.known
 }
 
-// advance reads the head and publishes everything up to it. Only the
-// follower goroutine calls it, so stretches are published in order.
-func (s *Store) advance(ctx context.Context) {
+// advance reads the head and publishes everything up to it.
+func (s *Store) advance(ctx context.Context) error {
 	var head int64
 	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&head); err != nil {
-		return
+		return err
 	}
 	s.publishUpTo(ctx, uint64(head))
+	return nil
+}
+
+// schemaGone reports an error saying the store's tables are gone (its
+// schema was dropped under it): the follower stops rather than poll a
+// missing table forever.
+func schemaGone(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
 }
 
 // publishUpTo publishes everything up to head, in stretches of at most
-// 10,000 positions.
+// 10,000 positions. The follower and the appenders call it; a stretch is
+// published once, by whoever reads it first (announced), so in order.
 func (s *Store) publishUpTo(ctx context.Context, head uint64) {
 	for ctx.Err() == nil {
 		from := s.knownHead()
 		if head <= from {
 			return
 		}
-		if err := s.publish(ctx, from, min(head, from+10_000), head); err != nil {
+		if err := s.publish(ctx, from, min(head, from+10_000)); err != nil {
 			return
 		}
 	}
@@ -104,101 +115,57 @@ func (s *Store) dedicated(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// span is where one append's events lie in the log.
-type span struct {
-	append      int64
-	first, last uint64
-}
-
-// publish announces positions (from, to] of a log whose head is head: it
-// reads which appends, streams and tags they hold, resolves waiting
-// appends and wakes subscriptions. The head only ever moves to the end of
-// a whole append, but a stretch that ends before it may cut an append in
-// two: that append is carried over to the next stretch, and answered
-// only once all of it has been seen.
-func (s *Store) publish(ctx context.Context, from, to, head uint64) error {
-	rows, err := s.pool.Query(ctx, `SELECT append_no, position, stream, tags FROM events
+// publish announces positions (from, to]: it reads which streams and
+// tags they hold and wakes the subscriptions that follow them.
+func (s *Store) publish(ctx context.Context, from, to uint64) error {
+	rows, err := s.pool.Query(ctx, `SELECT stream, tags FROM events
 		WHERE position > $1 AND position <= $2 ORDER BY position`, int64(from), int64(to))
 	if err != nil {
 		return err
 	}
-	st, err := collect(rows)
-	if err != nil {
-		return err
-	}
-	s.announce(from, to, head, st)
-	return nil
-}
-
-// stretch is what a stretch of the log holds: its appends, streams and
-// tags.
-type stretch struct {
-	spans   []span
-	streams []string
-	tags    map[string]struct{}
-}
-
-// collect reads rows of (append_no, position, stream, tags) in position
-// order.
-func collect(rows pgx.Rows) (stretch, error) {
 	defer rows.Close()
-	st := stretch{tags: make(map[string]struct{})}
-	var a, pos int64
+	var streams []string
+	tags := make(map[string]struct{})
 	var stream string
 	var evTags []string
 	for rows.Next() {
-		if err := rows.Scan(&a, &pos, &stream, &evTags); err != nil {
-			return st, err
+		if err := rows.Scan(&stream, &evTags); err != nil {
+			return err
 		}
-		if n := len(st.spans); n > 0 && st.spans[n-1].append == a {
-			st.spans[n-1].last = uint64(pos)
-		} else {
-			st.spans = append(st.spans, span{a, uint64(pos), uint64(pos)})
-		}
-		if len(st.streams) == 0 || st.streams[len(st.streams)-1] != stream {
-			st.streams = append(st.streams, stream)
+		if len(streams) == 0 || streams[len(streams)-1] != stream {
+			streams = append(streams, stream)
 		}
 		for _, t := range evTags {
-			st.tags[t] = struct{}{}
+			tags[t] = struct{}{}
 		}
 	}
-	return st, rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	s.announced(from, to, streams, tags)
+	return nil
 }
 
-// announce publishes stretch (from, to] unless someone else has: see
-// publish.
-func (s *Store) announce(from, to, head uint64, st stretch) {
-	spans := st.spans
+// announced publishes stretch (from, to] of the log, holding those
+// streams and tags, unless someone else has.
+func (s *Store) announced(from, to uint64, streams []string, tags map[string]struct{}) bool {
 	s.mu.Lock()
 	if s.known != from {
 		s.mu.Unlock()
-		return // someone else published this stretch
+		return false
 	}
 	s.known = to
-	if c := s.carry; c != nil && len(spans) > 0 && spans[0].append == c.append {
-		spans[0].first = c.first
-	}
-	s.carry = nil
-	if to < head && len(spans) > 0 {
-		last := spans[len(spans)-1]
-		s.carry = &last
-		spans = spans[:len(spans)-1]
-	}
-	for _, sp := range spans {
-		if w, ok := s.waiters[sp.append]; ok {
-			w.first, w.last = sp.first, sp.last
-			close(w.done)
-			delete(s.waiters, sp.append)
-		}
-		s.recent[sp.append] = [2]uint64{sp.first, sp.last}
-		s.order = append(s.order, sp.append)
-	}
-	if over := len(s.order) - recentAppends; over > 0 {
-		for _, a := range s.order[:over] {
-			delete(s.recent, a)
-		}
-		s.order = append(s.order[:0], s.order[over:]...)
-	}
 	s.mu.Unlock()
-	s.notify.Publish(st.streams, st.tags)
+	s.notify.Publish(streams, tags)
+	return true
+}
+
+// announce publishes what this process has just committed, (from, to],
+// before its appends are answered, so that a subscription of this process
+// wakes for it at once. If this process has not yet published the log up
+// to from (another process wrote it), it reads what it has not.
+func (s *Store) announce(ctx context.Context, from, to uint64, streams []string, tags map[string]struct{}) {
+	if !s.announced(from, to, streams, tags) {
+		s.publishUpTo(ctx, to)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,11 +17,12 @@ import (
 // TestLateCommitsAreNotSkipped is the failure of sequence-based stores
 // (akka-persistence-jdbc, Marten, Axon): a writer that took its number
 // early and commits late lands behind a reader's cursor. Here many writers
-// on two processes commit in random order, one of them holds its
-// transaction open while the others commit, and subscribers on both
-// processes follow the log from the start. Each must see every
-// acknowledged event exactly once, at gap-free positions, whole appends
-// together, each stream in order.
+// on two processes commit with random delays, one of them holds its
+// transaction open for a while, and subscribers on both processes follow
+// the log from the start. Each must see every acknowledged event exactly
+// once, at gap-free positions, whole appends together, each stream in
+// order; and the held append's positions come after every head a reader
+// saw while it was held.
 func TestLateCommitsAreNotSkipped(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
 	var slowOnce sync.Once
@@ -50,13 +50,38 @@ func TestLateCommitsAreNotSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 24, NoSequencer: true, beforeCommit: delay})
+	b, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 24, beforeCommit: delay})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 
-	// The slow append starts first and commits last.
+	const writers, appends = 16, 40
+	var mu sync.Mutex
+	var acked []eventstore.AppendResult
+	var wg sync.WaitGroup
+	write := func(w int) {
+		s := a
+		if w%2 == 1 {
+			s = b
+		}
+		for i := range appends {
+			stream := fmt.Sprintf("s-%d", rand.IntN(6))
+			res, err := s.Append(context.Background(), stream, eventstore.Any, evs(1+i%3, "w"))
+			if err != nil {
+				t.Errorf("writer %d: %v", w, err)
+				return
+			}
+			mu.Lock()
+			acked = append(acked, res)
+			mu.Unlock()
+		}
+	}
+	// Half the writers write before the slow append, half after.
+	for w := range writers / 2 {
+		wg.Go(func() { write(w) })
+	}
+	time.Sleep(20 * time.Millisecond)
 	slowRes := make(chan eventstore.AppendResult, 1)
 	go func() {
 		res, err := b.Append(context.Background(), "slow", eventstore.NoStream, evs(3, "slow"))
@@ -66,29 +91,8 @@ func TestLateCommitsAreNotSkipped(t *testing.T) {
 		slowRes <- res
 	}()
 	<-slowStarted
-
-	const writers, appends = 16, 40
-	var mu sync.Mutex
-	var acked []eventstore.AppendResult
-	var wg sync.WaitGroup
-	for w := range writers {
-		s := a
-		if w%2 == 1 {
-			s = b
-		}
-		wg.Go(func() {
-			for i := range appends {
-				stream := fmt.Sprintf("s-%d", rand.IntN(6))
-				res, err := s.Append(context.Background(), stream, eventstore.Any, evs(1+i%3, "w"))
-				if err != nil {
-					t.Errorf("writer %d: %v", w, err)
-					return
-				}
-				mu.Lock()
-				acked = append(acked, res)
-				mu.Unlock()
-			}
-		})
+	for w := writers / 2; w < writers; w++ {
+		wg.Go(func() { write(w) })
 	}
 
 	type seen struct {
@@ -125,15 +129,24 @@ func TestLateCommitsAreNotSkipped(t *testing.T) {
 	}
 	subA, subB := follow(a, total), follow(b, total)
 
-	wg.Wait()
-	headBefore, err := a.Head(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	// While the slow append is held, readers on both processes see some
+	// head; it must not have passed the slow append's place.
+	var headsSeen uint64
+	for range 10 {
+		time.Sleep(20 * time.Millisecond)
+		for _, s := range []*Store{a, b} {
+			h, err := s.Head(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			headsSeen = max(headsSeen, h)
+		}
 	}
 	close(release)
 	slow := <-slowRes
-	if slow.FirstPosition <= headBefore {
-		t.Errorf("the late append got positions %d..%d, at or behind the head %d that readers had already passed", slow.FirstPosition, slow.LastPosition, headBefore)
+	wg.Wait()
+	if slow.FirstPosition <= headsSeen {
+		t.Errorf("the late append got positions %d..%d, at or behind the head %d that readers had already seen", slow.FirstPosition, slow.LastPosition, headsSeen)
 	}
 	acked = append(acked, slow)
 
@@ -193,57 +206,75 @@ func evs(n int, typ string) []eventstore.NewEvent {
 	return out
 }
 
-// TestSequencerFailover closes the process that sequences; the other one
-// must take over, and appends made meanwhile complete.
-func TestSequencerFailover(t *testing.T) {
+// TestWriterDiesHoldingTheHead: a process that dies inside its append's
+// transaction, holding the head's lock, holds up the appends of the other
+// processes only until PostgreSQL ends its session; then they complete,
+// and the dead process's append is not in the log.
+func TestWriterDiesHoldingTheHead(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
-	open := func() *Store {
-		s, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
+	held := make(chan struct{})
+	hold := func(ctx context.Context, stream string) error {
+		close(held)
+		<-ctx.Done() // until the store closes
+		return ctx.Err()
 	}
-	a, b := open(), open()
-	if _, err := a.Append(t.Context(), "x", eventstore.NoStream, evs(2, "x")); err != nil {
+	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, beforeCommit: hold})
+	if err != nil {
 		t.Fatal(err)
 	}
-	leader, other := a, b
-	deadline := time.Now().Add(10 * time.Second)
-	for !a.Sequencing() && !b.Sequencing() {
-		if time.Now().After(deadline) {
-			t.Fatal("no process became the sequencer")
-		}
-		time.Sleep(10 * time.Millisecond)
+	defer a.Close()
+	b, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if b.Sequencing() {
-		leader, other = b, a
+	defer b.Close()
+	if _, err := b.Append(t.Context(), "x", eventstore.NoStream, evs(2, "x")); err != nil {
+		t.Fatal(err)
 	}
-	if leader.Sequencing() == other.Sequencing() {
-		t.Fatal("both processes sequence at once")
-	}
-	// An append waiting for positions when the sequencer goes away.
+	dead := make(chan error, 1)
+	go func() {
+		_, err := a.Append(context.Background(), "dead", eventstore.NoStream, evs(5, "dead"))
+		dead <- err
+	}()
+	<-held
 	done := make(chan error, 1)
 	go func() {
-		_, err := other.Append(context.Background(), "x", eventstore.Exactly(2), evs(1, "x"))
+		_, err := b.Append(context.Background(), "x", eventstore.Exactly(2), evs(1, "x"))
 		done <- err
 	}()
-	leader.Close()
+	select {
+	case err := <-done:
+		t.Fatalf("an append completed while another process held the head: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The holder's session ends as a dead process's would. The waiter
+	// holds the head's tuple lock while it waits for the holder.
+	var killed int
+	if err := b.Pool().QueryRow(t.Context(), `SELECT count(pg_terminate_backend(h))
+		FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace,
+			unnest(pg_blocking_pids(l.pid)) AS h
+		WHERE n.nspname = $1 AND c.relname = 'head' AND l.locktype = 'tuple'`, schema).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("ended %d sessions holding the head, %v; want 1", killed, err)
+	}
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("append across the failover: %v", err)
+			t.Fatalf("append after the holder died: %v", err)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("append did not complete after the sequencer closed")
+		t.Fatal("append did not complete after the holder died")
 	}
-	res, err := other.Append(t.Context(), "x", eventstore.Exactly(3), evs(1, "x"))
-	if err != nil || res.LastPosition != 4 {
-		t.Fatalf("append after failover: %+v, %v; want position 4", res, err)
+	a.Close() // ends the hook, which stands for the dead process
+	if err := <-dead; err == nil {
+		t.Fatal("the dead process's append was acknowledged")
 	}
-	if !other.Sequencing() {
-		t.Error("the remaining process does not sequence")
+	res, err := b.Append(t.Context(), "x", eventstore.Exactly(3), evs(1, "x"))
+	if err != nil || res.FirstPosition != 4 || res.LastPosition != 4 {
+		t.Fatalf("append after the holder died: %+v, %v; want position 4", res, err)
+	}
+	got, err := b.ReadStream(t.Context(), "dead", 1, 10)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("the dead append's stream reads %v, %v; want nothing", got, err)
 	}
 }
 
@@ -303,47 +334,48 @@ func TestExclusive(t *testing.T) {
 	}
 }
 
-// TestConflictWaitsForTheWinner: a conflict reported while the append
-// that won is committed but not yet sequenced returns only once that
-// append is readable, so a caller that reloads the stream on a conflict
-// finds what beat it.
+// TestConflictWaitsForTheWinner: an append that conflicts with one still
+// committing is answered only once the winner has committed, so a caller
+// that reloads the stream on a conflict finds what beat it.
 func TestConflictWaitsForTheWinner(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
-	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, NoSequencer: true})
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	hold := func(ctx context.Context, stream string) error {
+		once.Do(func() {
+			close(held)
+			<-release
+		})
+		return nil
+	}
+	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, beforeCommit: hold})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	won := make(chan error, 1)
-	go func() {
-		_, err := a.Append(context.Background(), "s", eventstore.NoStream, evs(1, "first"))
-		won <- err
-	}()
-	for {
-		names, err := a.ListStreams(t.Context(), "", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(names) == 1 {
-			break // committed, and with no sequencer, not readable
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	lost := make(chan error, 1)
-	go func() {
-		_, err := a.Append(context.Background(), "s", eventstore.NoStream, evs(1, "second"))
-		lost <- err
-	}()
-	select {
-	case err := <-lost:
-		t.Fatalf("the conflict returned before the winner was readable: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
 	b, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	won := make(chan error, 1)
+	go func() {
+		_, err := a.Append(context.Background(), "s", eventstore.NoStream, evs(1, "first"))
+		won <- err
+	}()
+	<-held
+	lost := make(chan error, 1)
+	go func() {
+		_, err := b.Append(context.Background(), "s", eventstore.NoStream, evs(1, "second"))
+		lost <- err
+	}()
+	select {
+	case err := <-lost:
+		t.Fatalf("the conflict returned before the winner committed: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
 	if err := <-won; err != nil {
 		t.Fatal(err)
 	}
@@ -352,63 +384,72 @@ func TestConflictWaitsForTheWinner(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Actual != 1 {
 		t.Fatalf("second append: %v, want a conflict at version 1", err)
 	}
-	got, err := a.ReadStream(t.Context(), "s", 1, 10)
+	got, err := b.ReadStream(t.Context(), "s", 1, 10)
 	if err != nil || len(got) != 1 || got[0].Type != "first" {
 		t.Fatalf("after the conflict the stream reads %v, %v; want the winner", got, err)
 	}
 }
 
-// TestAppendAcrossStretches: the follower announces the log in stretches
-// of 10,000 positions; an append that one cuts in two must still be
-// answered with all of its positions.
-func TestAppendAcrossStretches(t *testing.T) {
+// TestFollowInStretches: a process follows what another writes in
+// stretches of 10,000 positions; an append that one cuts in two is read
+// whole, and the writer's answers carry contiguous positions.
+func TestFollowInStretches(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
-	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8, NoSequencer: true})
+	a, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	type answer struct {
-		res eventstore.AppendResult
-		err error
-	}
-	answers := make(chan answer, 2)
-	for _, n := range []int{9995, 10} {
-		events := evs(n, fmt.Sprint(n))
-		go func() {
-			res, err := a.Append(context.Background(), fmt.Sprint("s", n), eventstore.NoStream, events)
-			answers <- answer{res, err}
-		}()
-		for { // one after the other, so that the sequencer orders them so
-			names, err := a.ListStreams(t.Context(), "", 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if slices.Contains(names, fmt.Sprint("s", n)) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	// Both wait for a sequencer; this one positions them in one pass.
 	b, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for range 2 {
-		ans := <-answers
-		if ans.err != nil {
-			t.Fatal(ans.err)
+	sub, err := b.Subscribe(t.Context(), eventstore.OfStream("s10"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var acked []eventstore.AppendResult
+	for _, n := range []int{9995, 10} {
+		r, err := a.Append(t.Context(), fmt.Sprint("s", n), eventstore.NoStream, evs(n, fmt.Sprint(n)))
+		if err != nil {
+			t.Fatal(err)
 		}
-		r := ans.res
 		if r.LastPosition-r.FirstPosition != r.LastSeq-r.FirstSeq {
 			t.Errorf("append to %s: positions %d..%d for seqs %d..%d", r.Stream, r.FirstPosition, r.LastPosition, r.FirstSeq, r.LastSeq)
 		}
-		if r.Stream == "s10" && (r.FirstPosition != 9996 || r.LastPosition != 10005) {
-			t.Errorf("append to s10: positions %d..%d, want 9996..10005", r.FirstPosition, r.LastPosition)
-		}
+		acked = append(acked, r)
 	}
+	if r := acked[1]; r.FirstPosition != 9996 || r.LastPosition != 10005 {
+		t.Errorf("append to s10: positions %d..%d, want 9996..10005", r.FirstPosition, r.LastPosition)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var got []eventstore.Event
+	for len(got) < 10 {
+		batch, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("subscription on the other process after %d events: %v", len(got), err)
+		}
+		got = append(got, batch...)
+	}
+	if got[0].Position != 9996 || got[9].Position != 10005 {
+		t.Fatalf("the other process read positions %d..%d", got[0].Position, got[9].Position)
+	}
+	var all []eventstore.Event
+	for from := uint64(1); ; {
+		batch, err := b.ReadAll(t.Context(), from, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		all = append(all, batch...)
+		from = batch[len(batch)-1].Position + 1
+	}
+	checkLog(t, "process b", all, acked)
 }
 
 // TestProgress: saved positions only move forward, per name.

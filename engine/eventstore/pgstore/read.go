@@ -10,8 +10,6 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
-// Every read returns positioned events only: a committed append that the
-// sequencer has not reached yet is invisible, as if it had not committed.
 const eventColumns = `stream, seq, position, id, type, version, tags, meta, data, time`
 
 func (s *Store) clampMax(max int) int {
@@ -97,7 +95,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 		from = 1
 	}
 	return s.query(ctx, fmt.Sprintf("read stream %q", stream),
-		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq >= $2 AND position IS NOT NULL ORDER BY seq LIMIT $3`,
+		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT $3`,
 		stream, int64(min(from, 1<<62)), s.clampMax(max))
 }
 
@@ -110,7 +108,7 @@ func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint
 		from = 1 << 62
 	}
 	return s.query(ctx, fmt.Sprintf("read stream %q backward", stream),
-		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq <= $2 AND position IS NOT NULL ORDER BY seq DESC LIMIT $3`,
+		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq <= $2 ORDER BY seq DESC LIMIT $3`,
 		stream, int64(from), s.clampMax(max))
 }
 
@@ -129,9 +127,7 @@ func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) (
 		tag, int64(min(from, 1<<62)), s.clampMax(max))
 }
 
-// ListStreams implements eventstore.Store. A stream is listed once its
-// first append has committed, perhaps a moment before its events can be
-// read.
+// ListStreams implements eventstore.Store.
 func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]string, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
@@ -148,7 +144,7 @@ func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]strin
 	return names, nil
 }
 
-// StreamVersion implements eventstore.Store: the last readable seq.
+// StreamVersion implements eventstore.Store.
 func (s *Store) StreamVersion(ctx context.Context, stream string) (uint64, error) {
 	if err := s.limits.ValidateStreamID(stream); err != nil {
 		return 0, fmt.Errorf("stream version: %w", err)
@@ -158,7 +154,7 @@ func (s *Store) StreamVersion(ctx context.Context, stream string) (uint64, error
 	}
 	defer s.leave()
 	var v int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT seq FROM events WHERE stream = $1 AND position IS NOT NULL ORDER BY seq DESC LIMIT 1), 0)`, stream).Scan(&v)
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT version FROM streams WHERE stream = $1), 0)`, stream).Scan(&v)
 	if err != nil {
 		return 0, s.fail(fmt.Sprintf("version of %q", stream), err)
 	}

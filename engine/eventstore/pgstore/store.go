@@ -2,17 +2,14 @@
 // is not enough: several logbook processes share one database, each with
 // this Store, and they see one log.
 //
-// Writers append in parallel, each in its own transaction, without a
-// global lock; the events they commit have no global position yet. One
-// sequencer at a time (an advisory lock elects it among the processes)
-// gives committed events their positions, whole appends at a time, and
-// moves the head. Readers only ever see positioned events, and positions
-// are only ever handed out in increasing order in committed sequencer
-// transactions, so the log readers see is a gap-free prefix that never
-// grows in the middle: an append that commits late gets a later position,
-// it does not appear behind a reader's cursor. An append returns once its
-// events have positions. docs/ARCHITECTURE.md weighs this against the
-// alternatives.
+// Each process gathers the appends waiting in it into one transaction
+// (group commit). The transaction takes the lock of the head row, gives
+// its events the positions after the head, whole appends at a time, and
+// commits still holding the lock, so transactions commit in the order of
+// their positions: the log readers see is a gap-free prefix that never
+// grows in the middle, and no reader's cursor passes an append that
+// commits late. An append returns once committed, with its positions.
+// docs/ARCHITECTURE.md weighs this against the alternatives.
 package pgstore
 
 import (
@@ -23,7 +20,6 @@ import (
 	"hash/fnv"
 	"regexp"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,9 +41,6 @@ type Options struct {
 	// should be below this one.
 	MaxConns int32
 	Limits   eventstore.Limits
-	// NoSequencer keeps this process from ever sequencing: some other
-	// process sharing the database must. For tests of that split.
-	NoSequencer bool
 	// MaxReadBatch caps the events one read returns; default 4096.
 	MaxReadBatch int
 	// Poll is the safety net under LISTEN/NOTIFY: how often the head is
@@ -64,27 +57,17 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 type Store struct {
 	pool    *pgxpool.Pool
 	schema  string
-	lockKey int64
+	lockKey int64 // lockKey+1 is the advisory lock schema changes run under
 	headCh  string // NOTIFY channel: the head moved (payload: new head)
-	kickCh  string // NOTIFY channel: an append committed, wake the sequencer
 	limits  eventstore.Limits
 	opts    Options
 
 	notify eventstore.Notifier
 
-	mu      sync.Mutex
-	known   uint64              // the head this process has published to its subscribers
-	waiters map[int64]*waiter   // appends waiting for their positions, by append_no
-	recent  map[int64][2]uint64 // positions of appends seen lately, for waiters that register late
-	carry   *span               // the append the last stretch published cut in two
-	order   []int64             // recent's keys, oldest first
+	mu    sync.Mutex
+	known uint64 // the head this process has published to its subscribers
 
-	reqs       chan *appendReq
-	kickLocal  chan struct{} // wakes this process's sequencer, if it is the one
-	sequencing atomic.Bool
-	kicking    atomic.Bool
-	kicks      atomic.Uint64 // kicks asked for, so a NOTIFY in flight knows to send again
-	headMoved  chan struct{} // wakes the follower
+	reqs chan *appendReq
 
 	closeMu sync.RWMutex
 	closed  bool
@@ -93,18 +76,11 @@ type Store struct {
 	wg      sync.WaitGroup
 }
 
-type waiter struct {
-	done  chan struct{}
-	first uint64
-	last  uint64
-	err   error
-}
-
 var _ eventstore.Store = (*Store)(nil)
 var _ eventstore.Tail = (*Store)(nil)
 
 // Open connects to the database at url, creates the schema if needed, and
-// starts following the log (and, if no other process is, sequencing it).
+// starts following the log.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -131,25 +107,24 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg.MaxConns = opts.MaxConns
 	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
 	cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
+	// An append holds the head's lock until it commits: a process that
+	// stalls inside its transaction (a partition, a stopped VM) must not
+	// hold every writer for longer than this.
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "10s"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	h := fnv.New64a()
-	h.Write([]byte("logbook sequencer " + opts.Schema))
+	h.Write([]byte("logbook sequencer " + opts.Schema)) // the name it has had since stores had a sequencer
 	s := &Store{
 		pool:      pool,
 		schema:    opts.Schema,
 		lockKey:   int64(h.Sum64() >> 1),
 		headCh:    opts.Schema + "_head",
-		kickCh:    opts.Schema + "_appended",
 		limits:    opts.Limits.WithDefaults(),
 		opts:      opts,
-		waiters:   make(map[int64]*waiter),
-		recent:    make(map[int64][2]uint64),
-		reqs:      make(chan *appendReq, 1024),
-		kickLocal: make(chan struct{}, 1),
-		headMoved: make(chan struct{}, 1),
+		reqs:      make(chan *appendReq, 4096),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
@@ -166,10 +141,6 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	for range appenders {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.appender(bg) }()
-	}
-	if !opts.NoSequencer {
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.sequencer(bg) }()
 	}
 	return s, nil
 }
@@ -199,9 +170,6 @@ func (s *Store) Limits() eventstore.Limits { return s.limits }
 // Pool is the connection pool, for callers that report its statistics.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Sequencing reports whether this process is the one sequencing the log.
-func (s *Store) Sequencing() bool { return s.sequencing.Load() }
-
 func (s *Store) enter() error {
 	s.closeMu.RLock()
 	if s.closed {
@@ -213,7 +181,7 @@ func (s *Store) enter() error {
 
 func (s *Store) leave() { s.closeMu.RUnlock() }
 
-// Close stops following and sequencing and closes the pool. Reads in
+// Close stops following the log and closes the pool. Reads in
 // flight finish first; appends still waiting for their outcome, and every
 // later call, fail with eventstore.ErrClosed (an append so answered may
 // have committed: a retry with its event ids tells).
@@ -226,13 +194,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.closeMu.Unlock()
 	s.stop()
-	s.mu.Lock()
-	for a, w := range s.waiters {
-		w.err = eventstore.ErrClosed
-		close(w.done)
-		delete(s.waiters, a)
-	}
-	s.mu.Unlock()
 	s.wg.Wait()
 	s.notify.Close()
 	s.pool.Close()

@@ -57,7 +57,7 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 type Store struct {
 	pool    *pgxpool.Pool
 	schema  string
-	lockKey int64 // lockKey+1 is the advisory lock schema changes run under
+	lockKey int64  // lockKey+1 is the advisory lock schema changes run under
 	headCh  string // NOTIFY channel: the head moved (payload: new head)
 	limits  eventstore.Limits
 	opts    Options
@@ -118,13 +118,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte("logbook sequencer " + opts.Schema)) // the name it has had since stores had a sequencer
 	s := &Store{
-		pool:      pool,
-		schema:    opts.Schema,
-		lockKey:   int64(h.Sum64() >> 1),
-		headCh:    opts.Schema + "_head",
-		limits:    opts.Limits.WithDefaults(),
-		opts:      opts,
-		reqs:      make(chan *appendReq, 4096),
+		pool:    pool,
+		schema:  opts.Schema,
+		lockKey: int64(h.Sum64() >> 1),
+		headCh:  opts.Schema + "_head",
+		limits:  opts.Limits.WithDefaults(),
+		opts:    opts,
+		reqs:    make(chan *appendReq, 4096),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()

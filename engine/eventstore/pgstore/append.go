@@ -34,6 +34,7 @@ type appendReq struct {
 	first    uint64 // first seq written (statusConflict: the stream's version)
 	last     uint64
 	firstPos uint64
+	inBatch  bool // firstPos is counted from the head before the batch
 	err      error
 }
 
@@ -122,6 +123,8 @@ const (
 	maxBatchAppends = 1024
 	maxBatchEvents  = 20_000
 	maxBatchBytes   = 8 << 20
+	// maxExisting bounds the streams a process remembers having rows.
+	maxExisting = 1 << 18
 )
 
 // appender writes batches of waiting appends until the store closes.
@@ -187,43 +190,56 @@ func (s *Store) writeBatch(ctx context.Context, batch []*appendReq) {
 	}
 }
 
-// stored is where an event id already lies.
+// stored is where an event id already lies. An event written earlier in
+// the same batch has no position yet: pos is its offset in the batch.
 type stored struct {
 	stream   string
 	seq, pos uint64
+	inBatch  bool
 }
 
-// rows are the columns of the events a batch writes, for unnest.
+// rows are the columns of what a batch writes, for unnest.
 type rows struct {
-	streams   []string
-	seqs      []int64
-	positions []int64
-	ids       [][16]byte
-	types     []string
-	versions  []int32
-	tags      []string
-	metas     []*string
-	datas     [][]byte
-	tagNames  []string // event_tags
-	tagPos    []int64
+	streams  []string // events
+	seqs     []int64
+	ids      [][16]byte
+	types    []string
+	versions []int32
+	tags     []string
+	metas    []*string
+	datas    [][]byte
+
+	offsets    []int64 // appends: where each begins, counted from the head
+	appStreams []string
+	firsts     []int64
+	counts     []int32
+	appTags    []string
+
+	tagNames []string // event_tags
+	tagOffs  []int64
 }
 
 // writeTx runs a batch of appends as one transaction in two round trips.
-// The first begins it, takes the head row's lock (waiting for the
-// transaction that holds it to end) and reads the head, the versions of
-// the batch's streams and whichever of its event ids are stored already:
-// with allIDs false only each append's first id, and all the ids of an
-// append whose first one is stored (a retry, most likely); another of
-// its ids stored already fails the batch on the unique index, and
-// writeBatch tries each append again with allIDs.
-// Here the appends are decided in order — duplicate, id taken, version
-// conflict or written — and the written ones get the positions after the
-// head, whole appends in batch order. The second round trip inserts their
-// events and tags, moves the streams' versions and the head, and commits.
 //
-// The head's lock is held until the commit, so transactions commit in
-// the order of their positions: a reader that sees an event sees every
-// event before it, and the log never grows in the middle.
+// The first begins it, makes sure each of its streams has a row (version
+// 0 if new), locks those rows in stream order — appends to one stream
+// from other processes wait here, so a stream's seqs and positions grow
+// together — and reads their versions and whichever of the batch's event
+// ids are stored already: with allIDs false only each append's first id,
+// and all the ids of an append whose first one is stored (a retry, most
+// likely); another of its ids stored already fails the batch on the
+// unique index, and writeBatch tries each append again with allIDs. Here
+// the appends are decided in order: duplicate, id taken, version
+// conflict, or written.
+//
+// The second inserts the written events and moves the streams' versions,
+// with no lock on the log, in parallel with other transactions; then it
+// takes the head row's lock (waiting for the transaction that holds it to
+// commit), records each append at the positions after the head, moves the
+// head and commits still holding the lock. So transactions commit in the
+// order of their positions: a reader that sees an event sees every event
+// before it, and the log never grows in the middle. The lock is held for
+// a few narrow rows per batch and the commit, not for the events.
 func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -249,12 +265,22 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 	for st := range streamSet {
 		streams = append(streams, st)
 	}
-	var head int64
+	slices.Sort(streams) // every transaction locks its streams in one order: no deadlocks
+	var unknown []string // streams that may not have a row yet
+	s.mu.Lock()
+	for _, st := range streams {
+		if _, ok := s.existing[st]; !ok {
+			unknown = append(unknown, st)
+		}
+	}
+	s.mu.Unlock()
 	found := make(map[[16]byte]stored)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	b.Queue(`SELECT position FROM head FOR UPDATE`).QueryRow(func(r pgx.Row) error { return r.Scan(&head) })
-	b.Queue(`SELECT stream, version FROM streams WHERE stream = ANY($1)`, streams).Query(func(rs pgx.Rows) error {
+	if len(unknown) > 0 {
+		b.Queue(`INSERT INTO streams SELECT u, 0 FROM unnest($1::text[]) u ON CONFLICT DO NOTHING`, unknown)
+	}
+	b.Queue(`SELECT stream, version FROM streams WHERE stream = ANY($1) ORDER BY stream FOR UPDATE`, streams).Query(func(rs pgx.Rows) error {
 		var st string
 		var v int64
 		_, err := pgx.ForEachRow(rs, []any{&st, &v}, func() error {
@@ -287,26 +313,25 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 		}
 	}
 
-	from := uint64(head)
-	to := from
+	var total uint64
 	var r rows
 	var tagSet map[string]struct{}
 	var touched []string
 	for _, req := range batch {
-		if !decide(req, found, streamSet, to) {
+		if !decide(req, found, streamSet, total) {
 			continue
 		}
+		var appTags []string
 		for i := range req.events {
 			ev := &req.events[i]
-			pos := int64(to) + 1 + int64(i)
-			found[ev.ID] = stored{req.stream, req.first + uint64(i), uint64(pos)}
+			off := int64(total) + int64(i)
+			found[ev.ID] = stored{req.stream, req.first + uint64(i), uint64(off) + 1, true}
 			data := ev.Data
 			if data == nil {
 				data = []byte{}
 			}
 			r.streams = append(r.streams, req.stream)
 			r.seqs = append(r.seqs, int64(req.first)+int64(i))
-			r.positions = append(r.positions, pos)
 			r.ids = append(r.ids, ev.ID)
 			r.types = append(r.types, ev.Type)
 			r.versions = append(r.versions, int32(ev.Version))
@@ -315,37 +340,55 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 			r.datas = append(r.datas, data)
 			for _, t := range ev.Tags {
 				r.tagNames = append(r.tagNames, t)
-				r.tagPos = append(r.tagPos, pos)
+				r.tagOffs = append(r.tagOffs, off)
+				if !slices.Contains(appTags, t) {
+					appTags = append(appTags, t)
+				}
 				if tagSet == nil {
 					tagSet = make(map[string]struct{})
 				}
 				tagSet[t] = struct{}{}
 			}
 		}
-		to += uint64(len(req.events))
+		r.offsets = append(r.offsets, int64(total))
+		r.appStreams = append(r.appStreams, req.stream)
+		r.firsts = append(r.firsts, int64(req.first))
+		r.counts = append(r.counts, int32(len(req.events)))
+		r.appTags = append(r.appTags, strings.Join(appTags, "\x1f"))
+		total += uint64(len(req.events))
 		touched = append(touched, req.stream)
 	}
 
+	var head int64
 	b = &pgx.Batch{}
-	if to > from {
-		b.Queue(`INSERT INTO events (stream, seq, position, id, type, version, tags, meta, data, time)
-			SELECT u.stream, u.seq, u.pos, u.id, u.type, u.ver, string_to_array(u.tags, E'\x1f'), u.meta, u.data, statement_timestamp()
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::uuid[], $5::text[], $6::integer[], $7::text[], $8::text[], $9::bytea[])
-				AS u(stream, seq, pos, id, type, ver, tags, meta, data)`,
-			r.streams, r.seqs, r.positions, r.ids, r.types, r.versions, r.tags, r.metas, r.datas)
-		if len(r.tagNames) > 0 {
-			b.Queue(`INSERT INTO event_tags (tag, position) SELECT * FROM unnest($1::text[], $2::bigint[])`, r.tagNames, r.tagPos)
-		}
+	if total > 0 {
+		b.Queue(`INSERT INTO events (stream, seq, id, type, version, tags, meta, data)
+			SELECT u.stream, u.seq, u.id, u.type, u.ver, string_to_array(u.tags, E'\x1f'), u.meta, u.data
+			FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::bytea[])
+				AS u(stream, seq, id, type, ver, tags, meta, data)`,
+			r.streams, r.seqs, r.ids, r.types, r.versions, r.tags, r.metas, r.datas)
+		touched = slices.Compact(touched) // a stream's appends are adjacent: the batch's order is theirs
 		slices.Sort(touched)
 		touched = slices.Compact(touched)
 		versions := make([]int64, len(touched))
 		for i, st := range touched {
 			versions[i] = int64(streamSet[st])
 		}
-		b.Queue(`INSERT INTO streams AS s SELECT * FROM unnest($1::text[], $2::bigint[])
-			ON CONFLICT (stream) DO UPDATE SET version = excluded.version`, touched, versions)
-		b.Queue(`UPDATE head SET position = $1`, int64(to))
-		b.Queue(`SELECT pg_notify($1, $2)`, s.headCh, fmt.Sprint(to))
+		// Not UPDATE … FROM unnest: its generic plan scans streams.
+		b.Queue(`UPDATE streams SET version = ($2::bigint[])[array_position($1::text[], stream)] WHERE stream = ANY($1)`, touched, versions)
+		// From here to the commit the log is locked.
+		b.Queue(`UPDATE head SET position = position + $1 RETURNING position`, int64(total)).QueryRow(func(r pgx.Row) error { return r.Scan(&head) })
+		b.Queue(`INSERT INTO appends (position, stream, first_seq, count, tags, time)
+			SELECT h.position - $6 + u.off + 1, u.stream, u.first, u.n, string_to_array(u.tags, E'\x1f'), clock_timestamp()
+			FROM head h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::integer[], $5::text[]) AS u(off, stream, first, n, tags)`,
+			r.offsets, r.appStreams, r.firsts, r.counts, r.appTags, int64(total))
+		if len(r.tagNames) > 0 {
+			b.Queue(`INSERT INTO event_tags (tag, position) SELECT u.tag, h.position - $3 + u.off + 1
+				FROM head h, unnest($1::text[], $2::bigint[]) AS u(tag, off)`, r.tagNames, r.tagOffs, int64(total))
+		}
+		// The payload names this process, whose follower leaves the
+		// stretch to the announce below.
+		b.Queue(`SELECT pg_notify($1, position::text || ' ' || $2) FROM head`, s.headCh, s.instance)
 	}
 	if s.opts.beforeCommit == nil {
 		b.Queue(`COMMIT`)
@@ -365,13 +408,37 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 			return err
 		}
 	}
-	if to > from {
-		s.announce(ctx, from, to, touched, tagSet)
+	if len(unknown) > 0 && total > 0 {
+		s.mu.Lock()
+		for _, st := range touched {
+			if len(s.existing) >= maxExisting {
+				clear(s.existing)
+			}
+			s.existing[st] = struct{}{}
+		}
+		s.mu.Unlock()
+	}
+	if total > 0 {
+		from := uint64(head) - total
+		for _, req := range batch {
+			if req.inBatch {
+				req.firstPos += from
+			}
+		}
+		s.announce(ctx, from, uint64(head), touched, tagSet)
 	}
 	return nil
 }
 
-const lookupIDs = `SELECT id, stream, seq, position FROM events WHERE id = ANY($1)`
+// lookupIDs finds where events lie by id. Statements are prepared once
+// per connection, and PostgreSQL may keep a generic plan made while the
+// tables were small; the LIMITs keep the lookups nested loops over the
+// indexes (a scan of events per batch otherwise, as it grows).
+const lookupIDs = `SELECT u.id, e.stream, e.seq, a.position + (e.seq - a.first_seq)
+	FROM unnest($1::uuid[]) u(id)
+	CROSS JOIN LATERAL (SELECT stream, seq FROM events e WHERE e.id = u.id LIMIT 1) e
+	CROSS JOIN LATERAL (SELECT position, first_seq FROM appends a
+		WHERE a.stream = e.stream AND a.first_seq <= e.seq ORDER BY a.first_seq DESC LIMIT 1) a`
 
 // scanStored reads rows of lookupIDs into found.
 func scanStored(rs pgx.Rows, found map[[16]byte]stored) error {
@@ -379,7 +446,7 @@ func scanStored(rs pgx.Rows, found map[[16]byte]stored) error {
 	var st string
 	var seq, pos int64
 	_, err := pgx.ForEachRow(rs, []any{&id, &st, &seq, &pos}, func() error {
-		found[id] = stored{st, uint64(seq), uint64(pos)}
+		found[id] = stored{stream: st, seq: uint64(seq), pos: uint64(pos)}
 		return nil
 	})
 	return err
@@ -387,7 +454,8 @@ func scanStored(rs pgx.Rows, found map[[16]byte]stored) error {
 
 // decide decides an append against the ids already stored or written
 // earlier in the batch and the versions of the streams, and gives it its
-// seqs and, if written (it reports so), the positions from after+1.
+// seqs and, if written (it reports so), its first position counted from
+// the head: after+1 (writeTx adds the head once it knows it).
 func decide(req *appendReq, found map[[16]byte]stored, versions map[string]uint64, after uint64) bool {
 	n := uint64(len(req.events))
 	hits := uint64(0)
@@ -399,7 +467,7 @@ func decide(req *appendReq, found map[[16]byte]stored, versions map[string]uint6
 			continue
 		}
 		hits++
-		at := stored{st.stream, st.seq - uint64(i), st.pos - uint64(i)}
+		at := stored{st.stream, st.seq - uint64(i), st.pos - uint64(i), st.inBatch}
 		if hits == 1 {
 			base = at
 		} else if at != base {
@@ -410,7 +478,7 @@ func decide(req *appendReq, found map[[16]byte]stored, versions map[string]uint6
 		// A retry of an append already written is answered as the
 		// original was; ids of some other append are refused.
 		if hits == n && same && base.stream == req.stream {
-			req.status, req.first, req.last, req.firstPos = statusDuplicate, base.seq, base.seq+n-1, base.pos
+			req.status, req.first, req.last, req.firstPos, req.inBatch = statusDuplicate, base.seq, base.seq+n-1, base.pos, base.inBatch
 		} else {
 			req.status = statusIDTaken
 		}
@@ -440,7 +508,7 @@ func decide(req *appendReq, found map[[16]byte]stored, versions map[string]uint6
 		req.status, req.first = statusConflict, v
 		return false
 	}
-	req.status, req.first, req.last, req.firstPos = statusWritten, v+1, v+n, after+1
+	req.status, req.first, req.last, req.firstPos, req.inBatch = statusWritten, v+1, v+n, after+1, true
 	versions[req.stream] = v + n
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,7 +55,11 @@ func (s *Store) listen(ctx context.Context) error {
 		case err != nil && wctx.Err() == nil:
 			return err
 		case err == nil:
-			if h, perr := strconv.ParseUint(n.Payload, 10, 64); perr == nil && h <= s.knownHead() {
+			head, sender, _ := strings.Cut(n.Payload, " ")
+			if sender == s.instance {
+				continue // this process's appender publishes what it wrote
+			}
+			if h, perr := strconv.ParseUint(head, 10, 64); perr == nil && h <= s.knownHead() {
 				continue
 			}
 		}
@@ -116,10 +121,13 @@ func (s *Store) dedicated(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // publish announces positions (from, to]: it reads which streams and
-// tags they hold and wakes the subscriptions that follow them.
+// tags the appends there hold and wakes the subscriptions that follow
+// them. An append that straddles from was published with the stretch
+// before; reading it again costs at most a spurious wake-up.
 func (s *Store) publish(ctx context.Context, from, to uint64) error {
-	rows, err := s.pool.Query(ctx, `SELECT stream, tags FROM events
-		WHERE position > $1 AND position <= $2 ORDER BY position`, int64(from), int64(to))
+	rows, err := s.pool.Query(ctx, `SELECT stream, tags FROM appends
+		WHERE position >= coalesce((SELECT max(position) FROM appends WHERE position <= $1), $1) AND position <= $2
+		ORDER BY position`, int64(from), int64(to))
 	if err != nil {
 		return err
 	}
@@ -127,15 +135,15 @@ func (s *Store) publish(ctx context.Context, from, to uint64) error {
 	var streams []string
 	tags := make(map[string]struct{})
 	var stream string
-	var evTags []string
+	var appTags []string
 	for rows.Next() {
-		if err := rows.Scan(&stream, &evTags); err != nil {
+		if err := rows.Scan(&stream, &appTags); err != nil {
 			return err
 		}
 		if len(streams) == 0 || streams[len(streams)-1] != stream {
 			streams = append(streams, stream)
 		}
-		for _, t := range evTags {
+		for _, t := range appTags {
 			tags[t] = struct{}{}
 		}
 	}

@@ -10,7 +10,12 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
-const eventColumns = `stream, seq, position, id, type, version, tags, meta, data, time`
+// The columns of an event, from events e and the append a it belongs to.
+const eventColumns = `e.stream, e.seq, a.position + (e.seq - a.first_seq), e.id, e.type, e.version, e.tags, e.meta, e.data, a.time`
+
+// ofAppend joins each event e to its append a.
+const ofAppend = `CROSS JOIN LATERAL (SELECT position, first_seq, time FROM appends a
+	WHERE a.stream = e.stream AND a.first_seq <= e.seq ORDER BY a.first_seq DESC LIMIT 1) a`
 
 func (s *Store) clampMax(max int) int {
 	if max <= 0 || max > s.opts.MaxReadBatch {
@@ -76,13 +81,19 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	return uint64(h), nil
 }
 
-// ReadAll implements eventstore.Store.
+// ReadAll implements eventstore.Store. It walks appends in position
+// order from the one that holds from, and each one's events.
 func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore.Event, error) {
 	if from == 0 {
 		from = 1
 	}
 	return s.query(ctx, fmt.Sprintf("read all from %d", from),
-		`SELECT `+eventColumns+` FROM events WHERE position >= $1 ORDER BY position LIMIT $2`,
+		`SELECT `+eventColumns+`
+		FROM (SELECT * FROM appends WHERE position >= coalesce((SELECT max(position) FROM appends WHERE position <= $1), $1)
+			ORDER BY position LIMIT $2) a
+		CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.stream = a.stream AND e.seq >= a.first_seq AND e.seq < a.first_seq + a.count
+			AND e.seq >= a.first_seq + ($1 - a.position) ORDER BY e.seq) e
+		ORDER BY a.position, e.seq LIMIT $2`,
 		int64(min(from, 1<<62)), s.clampMax(max))
 }
 
@@ -95,7 +106,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 		from = 1
 	}
 	return s.query(ctx, fmt.Sprintf("read stream %q", stream),
-		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT $3`,
+		`SELECT `+eventColumns+` FROM (SELECT * FROM events WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT $3) e `+ofAppend+` ORDER BY e.seq`,
 		stream, int64(min(from, 1<<62)), s.clampMax(max))
 }
 
@@ -108,7 +119,7 @@ func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint
 		from = 1 << 62
 	}
 	return s.query(ctx, fmt.Sprintf("read stream %q backward", stream),
-		`SELECT `+eventColumns+` FROM events WHERE stream = $1 AND seq <= $2 ORDER BY seq DESC LIMIT $3`,
+		`SELECT `+eventColumns+` FROM (SELECT * FROM events WHERE stream = $1 AND seq <= $2 ORDER BY seq DESC LIMIT $3) e `+ofAppend+` ORDER BY e.seq DESC`,
 		stream, int64(from), s.clampMax(max))
 }
 
@@ -121,19 +132,23 @@ func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) (
 		from = 1
 	}
 	return s.query(ctx, fmt.Sprintf("read tag %q", tag),
-		`SELECT e.stream, e.seq, e.position, e.id, e.type, e.version, e.tags, e.meta, e.data, e.time
+		`SELECT e.stream, e.seq, t.position, e.id, e.type, e.version, e.tags, e.meta, e.data, a.time
 		FROM (SELECT position FROM event_tags WHERE tag = $1 AND position >= $2 ORDER BY position LIMIT $3) t
-		JOIN events e ON e.position = t.position ORDER BY e.position`,
+		CROSS JOIN LATERAL (SELECT * FROM appends a WHERE a.position <= t.position ORDER BY a.position DESC LIMIT 1) a
+		JOIN events e ON e.stream = a.stream AND e.seq = a.first_seq + (t.position - a.position)
+		ORDER BY t.position`,
 		tag, int64(min(from, 1<<62)), s.clampMax(max))
 }
 
-// ListStreams implements eventstore.Store.
+// ListStreams implements eventstore.Store. A stream's row is made, at
+// version 0, by an append that may then conflict: such a row is not a
+// stream.
 func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]string, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
 	defer s.leave()
-	rows, err := s.pool.Query(ctx, `SELECT stream FROM streams WHERE stream > $1 ORDER BY stream LIMIT $2`, after, s.clampMax(max))
+	rows, err := s.pool.Query(ctx, `SELECT stream FROM streams WHERE stream > $1 AND version > 0 ORDER BY stream LIMIT $2`, after, s.clampMax(max))
 	if err != nil {
 		return nil, s.fail("list streams", err)
 	}

@@ -2,24 +2,36 @@
 -- store sets search_path to its schema, so several stores (tests, tenants)
 -- share one database without seeing each other.
 
--- An append takes the head row's lock, gives its events the positions
--- after the head, and holds the lock until it has committed: the log
--- readers see grows only at its end. See docs/ARCHITECTURE.md.
+-- Events are stored by stream; where they lie in the log is recorded
+-- per append, in appends. A transaction inserts its events first, in
+-- parallel with other transactions, then takes the head row's lock, gives
+-- each of its appends the positions after the head (one narrow row per
+-- append) and commits still holding the lock: the log readers see grows
+-- only at its end. See docs/ARCHITECTURE.md.
 CREATE TABLE IF NOT EXISTS events (
 	stream    text COLLATE "C" NOT NULL,
 	seq       bigint      NOT NULL,
-	position  bigint      NOT NULL,
 	id        uuid        NOT NULL,
 	type      text        NOT NULL,
 	version   integer     NOT NULL,
 	tags      text[]      NOT NULL,
 	meta      text,
 	data      bytea       NOT NULL,
-	time      timestamptz,
 	PRIMARY KEY (stream, seq)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_id ON events (id);
-CREATE UNIQUE INDEX IF NOT EXISTS events_position ON events (position);
+
+-- An append of count events to stream from first_seq lies at positions
+-- position .. position+count-1; tags are all its events' tags.
+CREATE TABLE IF NOT EXISTS appends (
+	position  bigint PRIMARY KEY,
+	stream    text COLLATE "C" NOT NULL,
+	first_seq bigint      NOT NULL,
+	count     integer     NOT NULL,
+	tags      text[]      NOT NULL,
+	time      timestamptz NOT NULL,
+	UNIQUE (stream, first_seq)
+);
 
 CREATE TABLE IF NOT EXISTS streams (
 	stream  text COLLATE "C" PRIMARY KEY,
@@ -54,10 +66,11 @@ CREATE TABLE IF NOT EXISTS progress (
 
 -- Stores made by logbook before this layout (testdata/schema_v1.sql)
 -- inserted events without a position and had a sequencer give them one
--- later, in the order of append_no. Their processes must be stopped
--- before a new one opens the store: this positions what they left
--- pending, in the order their sequencer would have, then drops what only
--- they used. It runs once; the advisory lock of migrate serializes it.
+-- later, in the order of append_no; positions were a column of events.
+-- Their processes must be stopped before a new one opens the store: this
+-- positions what they left pending, in the order their sequencer would
+-- have, records every append in appends, then drops what only they used.
+-- It runs once; the advisory lock of migrate serializes it.
 DO $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM information_schema.columns
@@ -72,11 +85,17 @@ BEGIN
 			RETURNING e.position, e.tags
 		)
 		INSERT INTO event_tags (tag, position) SELECT t, u.position FROM upd u, unnest(u.tags) AS t;
+		INSERT INTO appends (position, stream, first_seq, count, tags, time)
+		SELECT min(e.position), min(e.stream), min(e.seq), count(*),
+			coalesce((SELECT array_agg(DISTINCT t) FROM events x, unnest(x.tags) t WHERE x.append_no = e.append_no), '{}'),
+			min(e.time)
+		FROM events e GROUP BY e.append_no;
 		UPDATE head SET position = (SELECT coalesce(max(e.position), 0) FROM events e);
 		DROP FUNCTION IF EXISTS sequence_events(integer, text);
 		DROP FUNCTION IF EXISTS append_events(text, bigint, uuid[], text[], integer[], text[], text[], bytea[]);
 		DROP INDEX IF EXISTS events_pending;
-		ALTER TABLE events DROP COLUMN append_no, ALTER COLUMN position SET NOT NULL;
+		DROP INDEX IF EXISTS events_position;
+		ALTER TABLE events DROP COLUMN append_no, DROP COLUMN position, DROP COLUMN time;
 		DROP SEQUENCE IF EXISTS append_no;
 	END IF;
 END $$;

@@ -64,8 +64,10 @@ type Store struct {
 
 	notify eventstore.Notifier
 
-	mu    sync.Mutex
-	known uint64 // the head this process has published to its subscribers
+	mu       sync.Mutex
+	known    uint64              // the head this process has published to its subscribers
+	existing map[string]struct{} // streams known to have a row, a bounded set
+	instance string              // names this Store in its NOTIFY payloads
 
 	reqs chan *appendReq
 
@@ -118,13 +120,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte("logbook sequencer " + opts.Schema)) // the name it has had since stores had a sequencer
 	s := &Store{
-		pool:    pool,
-		schema:  opts.Schema,
-		lockKey: int64(h.Sum64() >> 1),
-		headCh:  opts.Schema + "_head",
-		limits:  opts.Limits.WithDefaults(),
-		opts:    opts,
-		reqs:    make(chan *appendReq, 4096),
+		pool:     pool,
+		schema:   opts.Schema,
+		lockKey:  int64(h.Sum64() >> 1),
+		headCh:   opts.Schema + "_head",
+		limits:   opts.Limits.WithDefaults(),
+		opts:     opts,
+		reqs:     make(chan *appendReq, 4096),
+		existing: make(map[string]struct{}),
+		instance: eventstore.NewID().String(),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()

@@ -486,3 +486,29 @@ func TestProgress(t *testing.T) {
 		t.Fatalf("Progress.Save saved %d under its name, want 7", got)
 	}
 }
+
+// TestSchemaDroppedStopsFollower: a store whose schema is dropped under
+// it stops polling the missing tables (PostgreSQL's log filled with
+// "relation head does not exist" otherwise), and appends say why.
+func TestSchemaDroppedStopsFollower(t *testing.T) {
+	url, schema := testenv.URL(t), testenv.Schema(t)
+	s, err := Open(t.Context(), url, Options{Schema: schema, MaxConns: 4, Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Append(t.Context(), "x", eventstore.NoStream, evs(1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(t.Context(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.followed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the follower still runs after its schema was dropped")
+	}
+	if _, err := s.Append(t.Context(), "x", eventstore.Exactly(1), evs(1, "x")); err == nil {
+		t.Fatal("an append into a dropped schema succeeded")
+	}
+}

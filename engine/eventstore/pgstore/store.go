@@ -69,7 +69,8 @@ type Store struct {
 	existing map[string]struct{} // streams known to have a row, a bounded set
 	instance string              // names this Store in its NOTIFY payloads
 
-	reqs chan *appendReq
+	reqs     chan *appendReq
+	followed chan struct{} // closed when the follower stops
 
 	closeMu sync.RWMutex
 	closed  bool
@@ -141,7 +142,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	bg, stop := context.WithCancel(context.Background())
 	s.stop, s.closing = stop, bg.Done()
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.follow(bg) }()
+	s.followed = make(chan struct{})
+	go func() { defer s.wg.Done(); defer close(s.followed); s.follow(bg) }()
 	for range appenders {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.appender(bg) }()

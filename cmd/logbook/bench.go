@@ -53,13 +53,26 @@ func newBenchAppendCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.Streams, "streams", 1000, "streams to spread the events over")
 	fs.BoolVar(&cfg.StoreIDs, "store-ids", false, "let the store generate event ids instead of the writers")
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
+	baseline := fs.Bool("baseline", false, "then write the same rows into a plain table by binary COPY (PostgreSQL only) and print both figures and their ratio")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
 			return usageError{"--events, --batch, --writers and --streams must be positive and --payload not negative"}
 		}
+		if *baseline && bf.store.store == "" {
+			return usageError{"--baseline needs --store postgres://…: it measures the database the store runs on"}
+		}
 		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
 			cfg.Progress = p
-			return bench.RunAppend(cmd.Context(), s, cfg, s.fsyncs)
+			r, err := bench.RunAppend(cmd.Context(), s, cfg, s.fsyncs)
+			if err != nil || !*baseline {
+				return r, err
+			}
+			cfg.Progress = nil
+			b, err := bench.RunBaseline(cmd.Context(), s.pg.Pool(), cfg)
+			if err != nil {
+				return nil, err
+			}
+			return r.WithBaseline(b), nil
 		})
 	}
 	return cmd

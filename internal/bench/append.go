@@ -42,11 +42,22 @@ type AppendResult struct {
 	MaxMS        float64 `json:"max_ms"`
 	Fsyncs       *uint64 `json:"fsyncs,omitempty"` // nil: the backend does not count them
 	PeakRSSMB    float64 `json:"peak_rss_mb"`
+	// With --baseline: the same rows written by RunBaseline, and the
+	// store's events/s over it.
+	BaselineEventsPerSec *float64 `json:"baseline_events_per_sec,omitempty"`
+	Ratio                *float64 `json:"ratio,omitempty"`
+}
+
+// WithBaseline adds the baseline's figure and the ratio to r.
+func (r AppendResult) WithBaseline(eventsPerSec float64) AppendResult {
+	ratio := stats.Round(r.EventsPerSec/eventsPerSec, 3)
+	r.BaselineEventsPerSec, r.Ratio = &eventsPerSec, &ratio
+	return r
 }
 
 // Rows renders the result as a two-column table.
 func (r AppendResult) Rows() [][2]string {
-	return [][2]string{
+	rows := [][2]string{
 		{"events", fmt.Sprint(r.Events)},
 		{"appends", fmt.Sprint(r.Appends)},
 		{"batch / writers / streams", fmt.Sprintf("%d / %d / %d", r.Batch, r.Writers, r.Streams)},
@@ -57,6 +68,12 @@ func (r AppendResult) Rows() [][2]string {
 		{"fsyncs", countOrNA(r.Fsyncs)},
 		{"peak RSS MiB", fmt.Sprintf("%.0f", r.PeakRSSMB)},
 	}
+	if r.BaselineEventsPerSec != nil {
+		rows = append(rows,
+			[2]string{"baseline events/s (plain table, binary COPY)", fmt.Sprintf("%.0f", *r.BaselineEventsPerSec)},
+			[2]string{"store / baseline", fmt.Sprintf("%.3f", *r.Ratio)})
+	}
+	return rows
 }
 
 // RunAppend runs the workload. fsyncs, if not nil, reads the store's fsync

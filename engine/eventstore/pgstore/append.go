@@ -3,11 +3,13 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/logbook/logbook/engine/eventstore"
 )
@@ -119,8 +121,9 @@ const (
 	maxBatchAppends = 1024
 	maxBatchEvents  = 20_000
 	maxBatchBytes   = 8 << 20
-	// maxExisting bounds the streams a process remembers having rows.
-	maxExisting = 1 << 18
+	// maxRemembered bounds the streams whose versions a process
+	// remembers.
+	maxRemembered = 1 << 18
 )
 
 // appender writes batches of waiting appends until the store closes.
@@ -164,12 +167,27 @@ func (s *Store) drainReqs() {
 	}
 }
 
-// writeBatch writes appends in one transaction. If the transaction fails
-// as a whole, each append is tried alone, looking up all its ids, so one
-// bad append cannot fail the others.
+// writeBatch writes appends in one transaction. If every append's stream
+// version can be guessed (guess), the transaction is written in one round
+// trip that checks the guesses under the streams' locks; if one was wrong
+// or an id is stored already, it rolls back and the batch is written
+// again having read both (writeTx). If that fails as a whole, each append
+// is tried alone, looking up all its ids, so one bad append cannot fail
+// the others.
 func (s *Store) writeBatch(ctx context.Context, batch []*appendReq) {
-	err := s.writeTx(ctx, batch, false)
-	if err != nil {
+	err := errNoGuess
+	if versions, ok := s.guess(batch); ok {
+		err = s.writeGuessed(ctx, batch, versions)
+		if err == nil {
+			s.guessed.Add(1)
+		} else {
+			s.guessesFailed.Add(1)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		err = s.writeTx(ctx, batch, false)
+	}
+	if err != nil && ctx.Err() == nil {
 		for _, req := range batch {
 			req.err = s.writeTx(ctx, []*appendReq{req}, true)
 		}
@@ -186,6 +204,37 @@ func (s *Store) writeBatch(ctx context.Context, batch []*appendReq) {
 	}
 }
 
+// errNoGuess sends a batch to writeTx: its versions are unknown, or it
+// has an append that would not be written as guessed.
+var errNoGuess = errors.New("pgstore: versions not guessed")
+
+// guess returns a version for each of the batch's streams: the one this
+// process last saw, else the first append's expectation. An append with
+// Any to a stream not seen has none to guess.
+func (s *Store) guess(batch []*appendReq) (map[string]uint64, bool) {
+	versions := make(map[string]uint64, len(batch))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, req := range batch {
+		if _, ok := versions[req.stream]; ok {
+			continue
+		}
+		if v, ok := s.versions[req.stream]; ok {
+			versions[req.stream] = v
+			continue
+		}
+		switch req.expect {
+		case eventstore.Any:
+			return nil, false
+		case eventstore.NoStream:
+			versions[req.stream] = 0
+		default:
+			versions[req.stream] = uint64(req.expect)
+		}
+	}
+	return versions, true
+}
+
 // stored is where an event id already lies. An event written earlier in
 // the same batch has no position yet: pos is its offset in the batch.
 type stored struct {
@@ -194,11 +243,20 @@ type stored struct {
 	inBatch  bool
 }
 
-var eventCopyColumns = []string{"stream", "seq", "id", "type", "version", "tags", "meta", "data"}
-
-// rows are what a batch writes: events for COPY, the rest for unnest.
+// rows are what a batch writes, column by column.
 type rows struct {
-	events [][]any // eventCopyColumns
+	total   uint64   // events
+	touched []string // streams written, sorted
+	tagSet  map[string]struct{}
+
+	evStreams []string // events
+	evSeqs    []int64
+	evIDs     [][16]byte
+	evTypes   []string
+	evVers    []int32
+	evTags    []string // joined by \x1f
+	evMetas   []*string
+	evData    [][]byte
 
 	offsets    []int64 // appends: where each begins, counted from the head
 	appStreams []string
@@ -209,6 +267,238 @@ type rows struct {
 	tagNames []string // event_tags
 	tagOffs  []int64
 }
+
+// build decides each append in order (see decide) against the ids found
+// stored and the streams' versions, which it moves, and lays out the rows
+// of those written.
+func build(batch []*appendReq, found map[[16]byte]stored, versions map[string]uint64) *rows {
+	r := &rows{}
+	for _, req := range batch {
+		if !decide(req, found, versions, r.total) {
+			continue
+		}
+		var appTags []string
+		for i := range req.events {
+			ev := &req.events[i]
+			off := int64(r.total) + int64(i)
+			found[ev.ID] = stored{req.stream, req.first + uint64(i), uint64(off) + 1, true}
+			data := ev.Data
+			if data == nil {
+				data = []byte{}
+			}
+			r.evStreams = append(r.evStreams, req.stream)
+			r.evSeqs = append(r.evSeqs, int64(req.first)+int64(i))
+			r.evIDs = append(r.evIDs, ev.ID)
+			r.evTypes = append(r.evTypes, ev.Type)
+			r.evVers = append(r.evVers, int32(ev.Version))
+			r.evTags = append(r.evTags, strings.Join(ev.Tags, "\x1f"))
+			r.evMetas = append(r.evMetas, req.metas[i])
+			r.evData = append(r.evData, data)
+			for _, t := range ev.Tags {
+				r.tagNames = append(r.tagNames, t)
+				r.tagOffs = append(r.tagOffs, off)
+				if !slices.Contains(appTags, t) {
+					appTags = append(appTags, t)
+				}
+				if r.tagSet == nil {
+					r.tagSet = make(map[string]struct{})
+				}
+				r.tagSet[t] = struct{}{}
+			}
+		}
+		r.offsets = append(r.offsets, int64(r.total))
+		r.appStreams = append(r.appStreams, req.stream)
+		r.firsts = append(r.firsts, int64(req.first))
+		r.counts = append(r.counts, int32(len(req.events)))
+		r.appTags = append(r.appTags, strings.Join(appTags, "\x1f"))
+		r.total += uint64(len(req.events))
+		r.touched = append(r.touched, req.stream)
+	}
+	slices.Sort(r.touched)
+	r.touched = slices.Compact(r.touched)
+	return r
+}
+
+// insertEvents writes a batch's events in one statement, for the
+// one-round-trip path (writeTx copies them in a round trip of its own).
+const insertEvents = `INSERT INTO events (stream, seq, id, type, version, tags, meta, data)
+	SELECT u.stream, u.seq, u.id, u.type, u.version, string_to_array(u.tags, E'\x1f'), u.meta, u.data
+	FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::bytea[])
+		AS u(stream, seq, id, type, version, tags, meta, data)`
+
+// writeGuessed writes a batch in one round trip, its streams' versions
+// guessed: it begins, locks the streams' rows in stream order and checks
+// their versions (expect_versions fails the transaction otherwise),
+// inserts the events — a stored id fails it on the unique index — and
+// records the appends as writeTx does, committing. It fails, having
+// rolled back, if the guesses would not all be written (errNoGuess) or
+// the transaction failed.
+func (s *Store) writeGuessed(ctx context.Context, batch []*appendReq, versions map[string]uint64) error {
+	streams := make([]string, 0, len(versions))
+	for st := range versions {
+		streams = append(streams, st)
+	}
+	slices.Sort(streams)
+	expected := make([]int64, len(streams))
+	for i, st := range streams {
+		expected[i] = int64(versions[st])
+	}
+	r := build(batch, make(map[[16]byte]stored), versions)
+	for _, req := range batch {
+		if req.status != statusWritten {
+			return errNoGuess // a conflict or a duplicate: answered from what is stored
+		}
+	}
+	unknown := s.unknown(streams)
+
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var head int64
+	b := &pgx.Batch{}
+	// Without BEGIN and COMMIT the batch is one implicit transaction,
+	// committed at its end: two statements fewer.
+	explicit := s.opts.beforeCommit != nil
+	if explicit {
+		b.Queue(`BEGIN`)
+	}
+	if len(unknown) > 0 {
+		b.Queue(`INSERT INTO streams SELECT u, 0 FROM unnest($1::text[]) u ON CONFLICT DO NOTHING`, unknown)
+	}
+	b.Queue(`WITH locked AS (SELECT stream, version FROM streams WHERE stream = ANY($1) ORDER BY stream FOR UPDATE)
+		SELECT expect_versions(count(*) = cardinality($1::text[])
+			AND coalesce(bool_and(l.version = ($2::bigint[])[array_position($1::text[], l.stream)]), true))
+		FROM locked l`, streams, expected)
+	b.Queue(insertEvents, r.evStreams, r.evSeqs, r.evIDs, r.evTypes, r.evVers, r.evTags, r.evMetas, r.evData)
+	s.queueRecord(b, r, versions, &head)
+	if explicit {
+		err = s.commit(ctx, conn, b, batch)
+	} else {
+		err = conn.SendBatch(ctx, b).Close()
+	}
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			// Rolled back here, the connection goes back to the pool.
+			_, _ = conn.Exec(ctx, `ROLLBACK`)
+		}
+		s.forget(streams)
+		return err
+	}
+	s.finish(ctx, batch, r, versions, uint64(head))
+	return nil
+}
+
+// unknown returns the streams this process has not seen a row of.
+func (s *Store) unknown(streams []string) []string {
+	var out []string
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range streams {
+		if _, ok := s.versions[st]; !ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// remember records the streams' versions as of a commit. Two appenders
+// may record one stream out of order: the higher version is kept.
+func (s *Store) remember(versions map[string]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for st, v := range versions {
+		if old, ok := s.versions[st]; ok && old >= v {
+			continue
+		}
+		if len(s.versions) >= maxRemembered {
+			clear(s.versions)
+		}
+		s.versions[st] = v
+	}
+}
+
+// forget drops versions guessed wrong.
+func (s *Store) forget(streams []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range streams {
+		delete(s.versions, st)
+	}
+}
+
+// queueRecord queues what follows the events in an append's transaction:
+// the streams' new versions, then — from here to the commit the log is
+// locked — the head moved past the batch (its new value into head), one
+// row per append at the positions after the old head, the tags, and the
+// NOTIFY.
+func (s *Store) queueRecord(b *pgx.Batch, r *rows, versions map[string]uint64, head *int64) {
+	if r.total == 0 {
+		return
+	}
+	moved := make([]int64, len(r.touched))
+	for i, st := range r.touched {
+		moved[i] = int64(versions[st])
+	}
+	// Not UPDATE … FROM unnest: its generic plan scans streams.
+	b.Queue(`UPDATE streams SET version = ($2::bigint[])[array_position($1::text[], stream)] WHERE stream = ANY($1)`, r.touched, moved)
+	// From here to the commit the log is locked.
+	b.Queue(`UPDATE head SET position = position + $1 RETURNING position`, int64(r.total)).QueryRow(func(row pgx.Row) error { return row.Scan(head) })
+	b.Queue(`INSERT INTO appends (position, stream, first_seq, count, tags, time)
+		SELECT h.position - $6 + u.off + 1, u.stream, u.first, u.n, string_to_array(u.tags, E'\x1f'), clock_timestamp()
+		FROM head h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::integer[], $5::text[]) AS u(off, stream, first, n, tags)`,
+		r.offsets, r.appStreams, r.firsts, r.counts, r.appTags, int64(r.total))
+	if len(r.tagNames) > 0 {
+		b.Queue(`INSERT INTO event_tags (tag, position) SELECT u.tag, h.position - $3 + u.off + 1
+			FROM head h, unnest($1::text[], $2::bigint[]) AS u(tag, off)`, r.tagNames, r.tagOffs, int64(r.total))
+	}
+	// The payload names this process, whose follower leaves the stretch
+	// to the announce in finish.
+	b.Queue(`SELECT pg_notify($1, position::text || ' ' || $2) FROM head`, s.headCh, s.instance)
+}
+
+// commit sends b and the COMMIT after it (the test hook beforeCommit in
+// between, if set).
+func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, batch []*appendReq) error {
+	if s.opts.beforeCommit == nil {
+		b.Queue(`COMMIT`)
+	}
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if s.opts.beforeCommit == nil {
+		return nil
+	}
+	for _, req := range batch {
+		if req.status == statusWritten {
+			if err := s.opts.beforeCommit(ctx, req.stream); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := conn.Exec(ctx, `COMMIT`)
+	return err
+}
+
+// finish, once a batch committed, remembers its streams' versions, gives
+// its appends their positions and announces them to this process's
+// subscribers.
+func (s *Store) finish(ctx context.Context, batch []*appendReq, r *rows, versions map[string]uint64, head uint64) {
+	s.remember(versions)
+	if r.total == 0 {
+		return
+	}
+	from := head - r.total
+	for _, req := range batch {
+		if req.inBatch {
+			req.firstPos += from
+		}
+	}
+	s.announce(ctx, from, head, r.touched, r.tagSet)
+}
+
+var eventCopyColumns = []string{"stream", "seq", "id", "type", "version", "tags", "meta", "data"}
 
 // writeTx runs a batch of appends as one transaction in three round trips.
 //
@@ -224,14 +514,14 @@ type rows struct {
 // conflict, or written.
 //
 // Then the written events are copied in, with no lock on the log, in
-// parallel with other transactions. The second round trip moves the
-// streams' versions; then it
-// takes the head row's lock (waiting for the transaction that holds it to
-// commit), records each append at the positions after the head, moves the
-// head and commits still holding the lock. So transactions commit in the
-// order of their positions: a reader that sees an event sees every event
-// before it, and the log never grows in the middle. The lock is held for
-// a few narrow rows per batch and the commit, not for the events.
+// parallel with other transactions. The third round trip moves the
+// streams' versions; then it takes the head row's lock (waiting for the
+// transaction that holds it to commit), records each append at the
+// positions after the head, moves the head and commits still holding the
+// lock. So transactions commit in the order of their positions: a reader
+// that sees an event sees every event before it, and the log never grows
+// in the middle. The lock is held for a few narrow rows per batch and the
+// commit, not for the events.
 func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -241,10 +531,10 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 	// on release rather than reused.
 	defer conn.Release()
 
-	streamSet := make(map[string]uint64, len(batch))
+	versions := make(map[string]uint64, len(batch))
 	var ids [][16]byte
 	for _, req := range batch {
-		streamSet[req.stream] = 0
+		versions[req.stream] = 0
 		if allIDs {
 			for i := range req.events {
 				ids = append(ids, req.events[i].ID)
@@ -253,19 +543,12 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 			ids = append(ids, req.events[0].ID)
 		}
 	}
-	streams := make([]string, 0, len(streamSet))
-	for st := range streamSet {
+	streams := make([]string, 0, len(versions))
+	for st := range versions {
 		streams = append(streams, st)
 	}
 	slices.Sort(streams) // every transaction locks its streams in one order: no deadlocks
-	var unknown []string // streams that may not have a row yet
-	s.mu.Lock()
-	for _, st := range streams {
-		if _, ok := s.existing[st]; !ok {
-			unknown = append(unknown, st)
-		}
-	}
-	s.mu.Unlock()
+	unknown := s.unknown(streams)
 	found := make(map[[16]byte]stored)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
@@ -276,7 +559,7 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 		var st string
 		var v int64
 		_, err := pgx.ForEachRow(rs, []any{&st, &v}, func() error {
-			streamSet[st] = uint64(v)
+			versions[st] = uint64(v)
 			return nil
 		})
 		return err
@@ -305,118 +588,33 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 		}
 	}
 
-	var total uint64
-	var r rows
-	var tagSet map[string]struct{}
-	var touched []string
-	for _, req := range batch {
-		if !decide(req, found, streamSet, total) {
-			continue
-		}
-		var appTags []string
-		for i := range req.events {
-			ev := &req.events[i]
-			off := int64(total) + int64(i)
-			found[ev.ID] = stored{req.stream, req.first + uint64(i), uint64(off) + 1, true}
-			data := ev.Data
-			if data == nil {
-				data = []byte{}
-			}
-			tags := ev.Tags
-			if tags == nil {
-				tags = []string{}
-			}
-			r.events = append(r.events, []any{req.stream, int64(req.first) + int64(i), ev.ID, ev.Type, int32(ev.Version), tags, req.metas[i], data})
-			for _, t := range ev.Tags {
-				r.tagNames = append(r.tagNames, t)
-				r.tagOffs = append(r.tagOffs, off)
-				if !slices.Contains(appTags, t) {
-					appTags = append(appTags, t)
-				}
-				if tagSet == nil {
-					tagSet = make(map[string]struct{})
-				}
-				tagSet[t] = struct{}{}
-			}
-		}
-		r.offsets = append(r.offsets, int64(total))
-		r.appStreams = append(r.appStreams, req.stream)
-		r.firsts = append(r.firsts, int64(req.first))
-		r.counts = append(r.counts, int32(len(req.events)))
-		r.appTags = append(r.appTags, strings.Join(appTags, "\x1f"))
-		total += uint64(len(req.events))
-		touched = append(touched, req.stream)
-	}
-
-	var head int64
-	b = &pgx.Batch{}
-	if total > 0 {
+	r := build(batch, found, versions)
+	if r.total > 0 {
 		// Binary COPY: a round trip of its own, and still a fifth faster
 		// than INSERT … SELECT FROM unnest for batches of 100.
-		if _, err := conn.Conn().CopyFrom(ctx, pgx.Identifier{"events"}, eventCopyColumns, pgx.CopyFromRows(r.events)); err != nil {
+		if _, err := conn.Conn().CopyFrom(ctx, pgx.Identifier{"events"}, eventCopyColumns, r.copySource()); err != nil {
 			return err
 		}
-		touched = slices.Compact(touched) // a stream's appends are adjacent: the batch's order is theirs
-		slices.Sort(touched)
-		touched = slices.Compact(touched)
-		versions := make([]int64, len(touched))
-		for i, st := range touched {
-			versions[i] = int64(streamSet[st])
-		}
-		// Not UPDATE … FROM unnest: its generic plan scans streams.
-		b.Queue(`UPDATE streams SET version = ($2::bigint[])[array_position($1::text[], stream)] WHERE stream = ANY($1)`, touched, versions)
-		// From here to the commit the log is locked.
-		b.Queue(`UPDATE head SET position = position + $1 RETURNING position`, int64(total)).QueryRow(func(r pgx.Row) error { return r.Scan(&head) })
-		b.Queue(`INSERT INTO appends (position, stream, first_seq, count, tags, time)
-			SELECT h.position - $6 + u.off + 1, u.stream, u.first, u.n, string_to_array(u.tags, E'\x1f'), clock_timestamp()
-			FROM head h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::integer[], $5::text[]) AS u(off, stream, first, n, tags)`,
-			r.offsets, r.appStreams, r.firsts, r.counts, r.appTags, int64(total))
-		if len(r.tagNames) > 0 {
-			b.Queue(`INSERT INTO event_tags (tag, position) SELECT u.tag, h.position - $3 + u.off + 1
-				FROM head h, unnest($1::text[], $2::bigint[]) AS u(tag, off)`, r.tagNames, r.tagOffs, int64(total))
-		}
-		// The payload names this process, whose follower leaves the
-		// stretch to the announce below.
-		b.Queue(`SELECT pg_notify($1, position::text || ' ' || $2) FROM head`, s.headCh, s.instance)
 	}
-	if s.opts.beforeCommit == nil {
-		b.Queue(`COMMIT`)
-	}
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	var head int64
+	b = &pgx.Batch{}
+	s.queueRecord(b, r, versions, &head)
+	if err := s.commit(ctx, conn, b, batch); err != nil {
 		return err
 	}
-	if s.opts.beforeCommit != nil {
-		for _, req := range batch {
-			if req.status == statusWritten {
-				if err := s.opts.beforeCommit(ctx, req.stream); err != nil {
-					return err
-				}
-			}
-		}
-		if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
-			return err
-		}
-	}
-	if len(unknown) > 0 && total > 0 {
-		s.mu.Lock()
-		for _, st := range touched {
-			if len(s.existing) >= maxExisting {
-				clear(s.existing)
-			}
-			s.existing[st] = struct{}{}
-		}
-		s.mu.Unlock()
-	}
-	if total > 0 {
-		from := uint64(head) - total
-		for _, req := range batch {
-			if req.inBatch {
-				req.firstPos += from
-			}
-		}
-		s.announce(ctx, from, uint64(head), touched, tagSet)
-	}
+	s.finish(ctx, batch, r, versions, uint64(head))
 	return nil
+}
+
+// copySource gives the events' rows to COPY, in eventCopyColumns.
+func (r *rows) copySource() pgx.CopyFromSource {
+	return pgx.CopyFromSlice(len(r.evIDs), func(i int) ([]any, error) {
+		tags := []string{}
+		if r.evTags[i] != "" {
+			tags = strings.Split(r.evTags[i], "\x1f")
+		}
+		return []any{r.evStreams[i], r.evSeqs[i], r.evIDs[i], r.evTypes[i], r.evVers[i], tags, r.evMetas[i], r.evData[i]}, nil
+	})
 }
 
 // lookupIDs finds where events lie by id. Statements are prepared once

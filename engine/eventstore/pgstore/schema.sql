@@ -50,6 +50,18 @@ CREATE TABLE IF NOT EXISTS head (
 );
 INSERT INTO head VALUES (true, 0) ON CONFLICT DO NOTHING;
 
+-- An append written in one round trip guesses its streams' versions and
+-- checks them here, under the streams' locks: a wrong guess fails the
+-- transaction, which is then written again having read them.
+CREATE OR REPLACE FUNCTION expect_versions(ok boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF NOT ok THEN
+		RAISE EXCEPTION 'stream versions are not as guessed' USING ERRCODE = 'LB001';
+	END IF;
+	RETURN true;
+END $$;
+
 CREATE TABLE IF NOT EXISTS snapshots (
 	stream  text COLLATE "C" PRIMARY KEY,
 	seq     bigint  NOT NULL,

@@ -20,6 +20,7 @@ import (
 	"hash/fnv"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,9 +66,13 @@ type Store struct {
 	notify eventstore.Notifier
 
 	mu       sync.Mutex
-	known    uint64              // the head this process has published to its subscribers
-	existing map[string]struct{} // streams known to have a row, a bounded set
-	instance string              // names this Store in its NOTIFY payloads
+	known    uint64            // the head this process has published to its subscribers
+	versions map[string]uint64 // streams known to have a row, each with its last version seen; bounded
+	instance string            // names this Store in its NOTIFY payloads
+
+	// Batches written on guessed versions, and guesses that failed (the
+	// batch then written by writeTx); for tests.
+	guessed, guessesFailed atomic.Uint64
 
 	reqs     chan *appendReq
 	followed chan struct{} // closed when the follower stops
@@ -128,7 +133,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		limits:   opts.Limits.WithDefaults(),
 		opts:     opts,
 		reqs:     make(chan *appendReq, 4096),
-		existing: make(map[string]struct{}),
+		versions: make(map[string]uint64),
 		instance: eventstore.NewID().String(),
 	}
 	if err := s.migrate(ctx); err != nil {

@@ -453,9 +453,10 @@ func (s *Store) queueRecord(b *pgx.Batch, r *rows, versions map[string]uint64, h
 		b.Queue(`INSERT INTO event_tags (tag, position) SELECT u.tag, h.position - $3 + u.off + 1
 			FROM head h, unnest($1::text[], $2::bigint[]) AS u(tag, off)`, r.tagNames, r.tagOffs, int64(r.total))
 	}
-	// The payload names this process, whose follower leaves the stretch
-	// to the announce in finish.
-	b.Queue(`SELECT pg_notify($1, position::text || ' ' || $2) FROM head`, s.headCh, s.instance)
+	// The payload (see notice) names this process, whose follower leaves
+	// the stretch to the announce in finish.
+	b.Queue(`SELECT pg_notify($1, position::text || ' ' || $2 || ' ' || (position - $3)::text || $4) FROM head`,
+		s.headCh, s.instance, int64(r.total), noticeLists(r.touched, r.tagSet))
 }
 
 // commit sends b and the COMMIT after it (the test hook beforeCommit in

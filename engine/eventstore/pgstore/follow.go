@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -55,13 +56,23 @@ func (s *Store) listen(ctx context.Context) error {
 		case err != nil && wctx.Err() == nil:
 			return err
 		case err == nil:
-			head, sender, _ := strings.Cut(n.Payload, " ")
-			if sender == s.instance {
+			nt, ok := parseNotice(n.Payload)
+			if !ok {
+				break // a payload of another version: read the head
+			}
+			if nt.sender == s.instance {
 				continue // this process's appender publishes what it wrote
 			}
-			if h, perr := strconv.ParseUint(head, 10, 64); perr == nil && h <= s.knownHead() {
+			if nt.head <= s.knownHead() {
 				continue
 			}
+			// Notifications come in commit order: the next stretch,
+			// with its streams and tags, is published as it is.
+			if nt.lists && s.announced(nt.from, nt.head, nt.streams, nt.tags) {
+				continue
+			}
+			s.publishUpTo(ctx, nt.head)
+			continue
 		}
 		if err := s.advance(ctx); schemaGone(err) {
 			return err
@@ -150,6 +161,7 @@ func (s *Store) publish(ctx context.Context, from, to uint64) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	s.stretchesRead.Add(1)
 	s.announced(from, to, streams, tags)
 	return nil
 }
@@ -163,6 +175,8 @@ func (s *Store) announced(from, to uint64, streams []string, tags map[string]str
 		return false
 	}
 	s.known = to
+	close(s.moved)
+	s.moved = make(chan struct{})
 	s.mu.Unlock()
 	s.notify.Publish(streams, tags)
 	return true
@@ -173,7 +187,91 @@ func (s *Store) announced(from, to uint64, streams []string, tags map[string]str
 // wakes for it at once. If this process has not yet published the log up
 // to from (another process wrote it), it reads what it has not.
 func (s *Store) announce(ctx context.Context, from, to uint64, streams []string, tags map[string]struct{}) {
-	if !s.announced(from, to, streams, tags) {
-		s.publishUpTo(ctx, to)
+	timer := time.NewTimer(announceWait)
+	defer timer.Stop()
+	for !s.announced(from, to, streams, tags) {
+		s.mu.Lock()
+		known, moved := s.known, s.moved
+		s.mu.Unlock()
+		switch {
+		case known >= to:
+			return // read past it by the follower, which woke its streams
+		case known > from:
+			s.publishUpTo(ctx, to)
+			return
+		}
+		select {
+		case <-moved:
+		case <-timer.C:
+			s.publishUpTo(ctx, to)
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
+}
+
+// announceWait is how long an appender whose commit is not the next to
+// announce waits for the one before it (this process's other appender,
+// most often, or the follower with another process's) before it reads
+// the stretch between.
+const announceWait = 50 * time.Millisecond
+
+// maxNoticeLists bounds the streams and tags a NOTIFY payload carries
+// (PostgreSQL's limit is 8,000 bytes); beyond it, followers read them.
+const maxNoticeLists = 7000
+
+// A notice is a NOTIFY payload: "head sender from", then, if they fit,
+// " " and the stretch's streams and tags as JSON. A follower that has
+// published up to from publishes the stretch from these without a query.
+type notice struct {
+	head, from uint64
+	sender     string
+	lists      bool
+	streams    []string
+	tags       map[string]struct{}
+}
+
+type noticeJSON struct {
+	Streams []string `json:"s"`
+	Tags    []string `json:"t,omitempty"`
+}
+
+// noticeLists is the end of a notice: "" or " " and the lists.
+func noticeLists(streams []string, tags map[string]struct{}) string {
+	j := noticeJSON{Streams: streams}
+	for t := range tags {
+		j.Tags = append(j.Tags, t)
+	}
+	b, err := json.Marshal(j)
+	if err != nil || len(b) > maxNoticeLists {
+		return ""
+	}
+	return " " + string(b)
+}
+
+func parseNotice(payload string) (notice, bool) {
+	var n notice
+	f := strings.SplitN(payload, " ", 4)
+	if len(f) < 3 {
+		return n, false
+	}
+	var err1, err2 error
+	n.head, err1 = strconv.ParseUint(f[0], 10, 64)
+	n.sender = f[1]
+	n.from, err2 = strconv.ParseUint(f[2], 10, 64)
+	if err1 != nil || err2 != nil || n.from > n.head {
+		return n, false
+	}
+	if len(f) == 4 {
+		var j noticeJSON
+		if json.Unmarshal([]byte(f[3]), &j) == nil {
+			n.lists, n.streams = true, j.Streams
+			n.tags = make(map[string]struct{}, len(j.Tags))
+			for _, t := range j.Tags {
+				n.tags[t] = struct{}{}
+			}
+		}
+	}
+	return n, true
 }

@@ -67,12 +67,17 @@ type Store struct {
 
 	mu       sync.Mutex
 	known    uint64            // the head this process has published to its subscribers
+	moved    chan struct{}     // closed, and replaced, when known moves
 	versions map[string]uint64 // streams known to have a row, each with its last version seen; bounded
 	instance string            // names this Store in its NOTIFY payloads
 
 	// Batches written on guessed versions, and guesses that failed (the
 	// batch then written by writeTx); for tests.
 	guessed, guessesFailed atomic.Uint64
+	// Stretches of the log this process read to learn their streams and
+	// tags (publish), rather than being told by its appender or a NOTIFY;
+	// for tests.
+	stretchesRead atomic.Uint64
 
 	reqs     chan *appendReq
 	followed chan struct{} // closed when the follower stops
@@ -135,6 +140,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		reqs:     make(chan *appendReq, 4096),
 		versions: make(map[string]uint64),
 		instance: eventstore.NewID().String(),
+		moved:    make(chan struct{}),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()

@@ -10,13 +10,32 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/aggregate"
+	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/eventstore/pgstore"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 // newTestService runs a service on a fresh embedded store (no fsync).
 func newTestService(t *testing.T, cat Catalogue, sc SchedConfig) *Service {
 	t.Helper()
-	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+	return newTestServiceOn(t, "embedded", cat, sc)
+}
+
+// newTestServiceOn runs a service on a fresh store of the kind named:
+// "embedded" (no fsync) or "postgres" (a schema of the test database).
+func newTestServiceOn(t *testing.T, kind string, cat Catalogue, sc SchedConfig) *Service {
+	t.Helper()
+	var store eventstore.Store
+	var err error
+	switch kind {
+	case "embedded":
+		store, err = pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+	case "postgres":
+		store, err = pgstore.Open(t.Context(), testenv.URL(t), pgstore.Options{Schema: testenv.Schema(t)})
+	default:
+		t.Fatalf("no store kind %q", kind)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,105 +55,113 @@ func newTestService(t *testing.T, cat Catalogue, sc SchedConfig) *Service {
 }
 
 // 256 bookers race for a few seats, booking and returning at random,
-// under every architecture. Afterwards: the log never sells a seat twice,
-// every acknowledged booking and return is in the log where the service
-// said, and the search view agrees with the log's final owners.
+// under every architecture, on the embedded store and on PostgreSQL
+// (where the store's own group commit and stream locks are what keep a
+// seat from being sold twice). Afterwards: the log never sells a seat
+// twice, every acknowledged booking and return is in the log where the
+// service said, and the search view agrees with the log's final owners.
 func TestConcurrentBookers(t *testing.T) {
-	for _, arch := range Archs {
-		t.Run(string(arch), func(t *testing.T) {
-			cat := Catalogue{Sports: DefaultSports, PerSport: 8, Days: 2}
-			s := newTestService(t, cat, SchedConfig{Arch: arch, Workers: 16, QueueLimit: 1 << 14, KeyLimit: 1 << 14})
-			ctx := context.Background()
-			type ack struct {
-				id, owner, typ string
-				pos            uint64
-			}
-			var (
-				mu   sync.Mutex
-				acks []ack
-				wg   sync.WaitGroup
-			)
-			for b := range 256 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					owner := fmt.Sprintf("booker-%d", b)
-					rng := rand.New(rand.NewPCG(uint64(b), 1))
-					var mine []string
-					for range 12 {
-						if len(mine) > 0 && rng.IntN(3) == 0 {
-							i := rng.IntN(len(mine))
-							id := mine[i]
-							res, err := s.Return(ctx, id, owner)
-							if err != nil {
-								t.Errorf("return %s by %s: %v", id, owner, err)
-								return
-							}
-							mine = append(mine[:i], mine[i+1:]...)
-							mu.Lock()
-							acks = append(acks, ack{id, owner, "TicketReturned", res.Result.Position})
-							mu.Unlock()
-							continue
-						}
-						id := TicketID(cat.Sports[rng.IntN(len(cat.Sports))], rng.IntN(cat.PerSport))
-						res, err := s.Book(ctx, id, owner)
-						switch {
-						case errors.Is(err, ErrTaken):
-						case err != nil:
-							t.Errorf("book %s by %s: %v", id, owner, err)
-							return
-						case res.Ticket.Owner != owner:
-							t.Errorf("book %s by %s acknowledged with owner %q", id, owner, res.Ticket.Owner)
-						case res.Result.Position != 0:
-							mine = append(mine, id)
-							mu.Lock()
-							acks = append(acks, ack{id, owner, "TicketBooked", res.Result.Position})
-							mu.Unlock()
-						}
+	for _, kind := range []string{"embedded", "postgres"} {
+		for _, arch := range Archs {
+			t.Run(kind+"/"+string(arch), func(t *testing.T) {
+				testConcurrentBookers(t, kind, arch)
+			})
+		}
+	}
+}
+
+func testConcurrentBookers(t *testing.T, kind string, arch Arch) {
+	cat := Catalogue{Sports: DefaultSports, PerSport: 8, Days: 2}
+	s := newTestServiceOn(t, kind, cat, SchedConfig{Arch: arch, Workers: 16, QueueLimit: 1 << 14, KeyLimit: 1 << 14})
+	ctx := context.Background()
+	type ack struct {
+		id, owner, typ string
+		pos            uint64
+	}
+	var (
+		mu   sync.Mutex
+		acks []ack
+		wg   sync.WaitGroup
+	)
+	for b := range 256 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("booker-%d", b)
+			rng := rand.New(rand.NewPCG(uint64(b), 1))
+			var mine []string
+			for range 12 {
+				if len(mine) > 0 && rng.IntN(3) == 0 {
+					i := rng.IntN(len(mine))
+					id := mine[i]
+					res, err := s.Return(ctx, id, owner)
+					if err != nil {
+						t.Errorf("return %s by %s: %v", id, owner, err)
+						return
 					}
-				}()
-			}
-			wg.Wait()
-			audit, err := AuditLog(ctx, s.Store)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(audit.Violations) > 0 {
-				t.Fatalf("seats sold twice: %v", audit.Violations)
-			}
-			if audit.Events != len(acks) {
-				t.Errorf("log has %d ticket events, %d were acknowledged", audit.Events, len(acks))
-			}
-			for _, a := range acks {
-				evs, err := s.Store.ReadAll(ctx, a.pos, 1)
-				if err != nil || len(evs) != 1 || evs[0].Stream != Kind+"-"+a.id || evs[0].Type != a.typ {
-					t.Fatalf("acknowledged %s of %s by %s at %d: log has %v (%v)", a.typ, a.id, a.owner, a.pos, evs, err)
+					mine = append(mine[:i], mine[i+1:]...)
+					mu.Lock()
+					acks = append(acks, ack{id, owner, "TicketReturned", res.Result.Position})
+					mu.Unlock()
+					continue
+				}
+				id := TicketID(cat.Sports[rng.IntN(len(cat.Sports))], rng.IntN(cat.PerSport))
+				res, err := s.Book(ctx, id, owner)
+				switch {
+				case errors.Is(err, ErrTaken):
+				case err != nil:
+					t.Errorf("book %s by %s: %v", id, owner, err)
+					return
+				case res.Ticket.Owner != owner:
+					t.Errorf("book %s by %s acknowledged with owner %q", id, owner, res.Ticket.Owner)
+				case res.Result.Position != 0:
+					mine = append(mine, id)
+					mu.Lock()
+					acks = append(acks, ack{id, owner, "TicketBooked", res.Result.Position})
+					mu.Unlock()
 				}
 			}
-			// The view, once caught up, shows each ticket's last owner.
-			head, _ := s.Store.Head(ctx)
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			if err := s.Search.WaitFor(wctx, head); err != nil {
-				t.Fatal(err)
+		}()
+	}
+	wg.Wait()
+	audit, err := AuditLog(ctx, s.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit.Violations) > 0 {
+		t.Fatalf("seats sold twice: %v", audit.Violations)
+	}
+	if audit.Events != len(acks) {
+		t.Errorf("log has %d ticket events, %d were acknowledged", audit.Events, len(acks))
+	}
+	for _, a := range acks {
+		evs, err := s.Store.ReadAll(ctx, a.pos, 1)
+		if err != nil || len(evs) != 1 || evs[0].Stream != Kind+"-"+a.id || evs[0].Type != a.typ {
+			t.Fatalf("acknowledged %s of %s by %s at %d: log has %v (%v)", a.typ, a.id, a.owner, a.pos, evs, err)
+		}
+	}
+	// The view, once caught up, shows each ticket's last owner.
+	head, _ := s.Store.Head(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.Search.WaitFor(wctx, head); err != nil {
+		t.Fatal(err)
+	}
+	booked := 0
+	for _, sport := range cat.Sports {
+		res := s.Search.Current().Find(Query{Sport: sport, Limit: MaxLimit})
+		for _, l := range res.Tickets {
+			tk, _, err := s.Tickets.State(ctx, l.ID)
+			if err == nil && (tk.Owner == "") != l.Available {
+				t.Errorf("%s: view says available=%v, aggregate owner %q", l.ID, l.Available, tk.Owner)
 			}
-			booked := 0
-			for _, sport := range cat.Sports {
-				res := s.Search.Current().Find(Query{Sport: sport, Limit: MaxLimit})
-				for _, l := range res.Tickets {
-					tk, _, err := s.Tickets.State(ctx, l.ID)
-					if err == nil && (tk.Owner == "") != l.Available {
-						t.Errorf("%s: view says available=%v, aggregate owner %q", l.ID, l.Available, tk.Owner)
-					}
-					if !l.Available {
-						booked++
-					}
-				}
+			if !l.Available {
+				booked++
 			}
-			if booked != audit.Booked {
-				t.Errorf("view has %d booked, the log %d", booked, audit.Booked)
-			}
-		})
+		}
+	}
+	if booked != audit.Booked {
+		t.Errorf("view has %d booked, the log %d", booked, audit.Booked)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -65,6 +66,9 @@ func (t *targetFlags) client() (*loadtest.Client, error) {
 		// The generator's own garbage collection should not be what
 		// the measured latency shows.
 		debug.SetGCPercent(800)
+	}
+	if err := loadtest.Reachable(context.Background(), t.url); err != nil {
+		return nil, err
 	}
 	return loadtest.NewClient(t.url, t.token, t.conns, t.batchDelay), nil
 }

@@ -203,6 +203,9 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 		if err != nil {
 			return usageError{err.Error()}
 		}
+		if err := loadtest.Reachable(cmd.Context(), *u); err != nil {
+			return err
+		}
 		res, err := loadtest.RunTickets(cmd.Context(), c, cfg)
 		if err != nil {
 			return err

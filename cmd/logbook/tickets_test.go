@@ -36,6 +36,24 @@ func TestTicketsBadUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.msg)
 		}
 	}
+	// A server that is not there fails the run at once, not never.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{
+		{"loadtest", "write", "--url", down, "--token", "t", "--users", "1"},
+		{"loadtest", "read", "--url", down, "--token", "t", "--hold", "1s"},
+		{"loadtest", "tickets", "--url", down, "--token", "t", "--step", "1s"},
+	} {
+		start := time.Now()
+		code, _, stderr := runCLI(t, args...)
+		if code != 1 || !strings.Contains(stderr, "cannot reach "+down) || time.Since(start) > 10*time.Second {
+			t.Errorf("%v against a closed port: exit %d after %v, stderr %q; want exit 1 and \"cannot reach\" at once", args, code, time.Since(start), stderr)
+		}
+	}
 	t.Setenv("LOGBOOK_TOKENS", "")
 	if code, _, stderr := runCLI(t, "tickets", "serve", "--data", t.TempDir()); code != 2 || !strings.Contains(stderr, "no bearer tokens") {
 		t.Errorf("serve without tokens: %d %q", code, stderr)

@@ -13,6 +13,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -61,6 +62,28 @@ func NewClient(base, token string, conns int, batchDelay time.Duration) *Client 
 		},
 		auth: "Bearer " + token,
 	}
+}
+
+// Reachable fails, within a few seconds, if nothing listens at base
+// (http://host:port). The pipelining client waits for a connection
+// without a deadline (requests are bounded by their connection's read and
+// write timeouts), so a run against a server that is not there would
+// otherwise never end.
+func Reachable(ctx context.Context, base string) error {
+	u, err := url.Parse(strings.TrimRight(base, "/"))
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("cannot reach %s: not a URL", base)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr += map[bool]string{true: ":443", false: ":80"}[u.Scheme == "https"]
+	}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w", base, err)
+	}
+	return conn.Close()
 }
 
 // requestTimeout bounds one request.

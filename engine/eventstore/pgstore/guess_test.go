@@ -16,16 +16,8 @@ import (
 // with the stream's real version, and never a gap in the stream.
 func TestWrongGuessesFallBack(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
-	open := func() *Store {
-		s, err := Open(t.Context(), url, Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
 	ctx := t.Context()
-	a, b, c := open(), open(), open()
+	a, b, c := openProcess(t, url, Options{Schema: schema}), openProcess(t, url, Options{Schema: schema}), openProcess(t, url, Options{Schema: schema})
 
 	if _, err := a.Append(ctx, "s", eventstore.NoStream, evs(2, "a")); err != nil {
 		t.Fatal(err)
@@ -94,4 +86,16 @@ func TestWrongGuessesFallBack(t *testing.T) {
 			t.Fatalf("event %d: seq %d position %d type %s, want %d %d %s", i, ev.Seq, ev.Position, ev.Type, i+1, i+1, wantTypes[i])
 		}
 	}
+}
+
+// openProcess opens a Store, as one process of several sharing a schema
+// would, closed when the test ends.
+func openProcess(t *testing.T, url string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -41,15 +41,8 @@ func TestNoticeRoundTrip(t *testing.T) {
 // not once per commit — and still wakes the right subscriptions.
 func TestFollowersAreToldNotAsking(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
-	open := func() *Store {
-		s, err := Open(t.Context(), url, Options{Schema: schema, Poll: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	opts := Options{Schema: schema, Poll: time.Hour} // no polling: what the followers learn, they are told
+	a, b := openProcess(t, url, opts), openProcess(t, url, opts)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	sub, err := b.Subscribe(ctx, eventstore.Tagged("w3"), 1)

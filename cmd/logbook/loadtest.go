@@ -134,7 +134,8 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "write --url URL --token TOKEN", Short: "simulated planners building rotations one command at a time (a closed model)", Args: noArgs}
 	fs := cmd.Flags()
 	var t targetFlags
-	t.register(fs, 8, "a planner's")
+	t.register(fs, 0, "a planner's")
+	fs.Lookup("conns").Usage = "HTTP/1.1 connections to pipeline requests over (default: one per planner, at most 512)"
 	var cfg loadtest.WriteConfig
 	fs.IntVar(&cfg.Users, "users", 1000, "simulated planners")
 	fs.IntVar(&cfg.Legs, "legs", 10, "legs each planner adds")
@@ -143,6 +144,14 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Users <= 0 || cfg.Legs < 0 || cfg.Waves <= 0 {
 			return usageError{"--users and --waves must be positive, --legs not negative"}
+		}
+		if t.conns == 0 {
+			// A planner waits for each answer before its next command,
+			// and the server answers a connection's requests one after
+			// the other: planners sharing a connection wait for each
+			// other, not for the server (100 planners: 6,800
+			// commands/s over 8 connections, 11,000–13,000 over 100).
+			t.conns = min(cfg.Users, 512)
 		}
 		c, err := t.client()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -60,7 +61,8 @@ type Validation struct {
 	rotPlane    map[string]string // rotation -> registration of its airplane
 	airportMGT  map[string]int
 	airportPrev map[string]map[*vleg]struct{} // airport -> legs arriving there that have a next leg
-	designators map[Designator][]*vleg
+	designators map[dkey][]*vleg              // legs by designator, packed (dkey)
+	oddDesigs   map[Designator][]*vleg        // those whose designator does not pack
 
 	violations map[string]*Violation
 	byCheck    *btree.BTreeG[vkey] // key: check
@@ -113,7 +115,8 @@ func NewValidation() *Validation {
 		rotPlane:    map[string]string{},
 		airportMGT:  map[string]int{},
 		airportPrev: map[string]map[*vleg]struct{}{},
-		designators: map[Designator][]*vleg{},
+		designators: map[dkey][]*vleg{},
+		oddDesigs:   map[Designator][]*vleg{},
 		violations:  map[string]*Violation{},
 		byCheck:     btree.NewG(32, lessKey),
 		byAirline:   btree.NewG(32, lessKey),
@@ -522,10 +525,76 @@ func pairID(c Check, a, b *vleg) string {
 
 func legKey(rot, leg string) string { return rot + "\x00" + leg }
 
+// dkey is a flight designator packed into a value without pointers: the
+// index of a schedule's legs by designator then costs the collector
+// nothing to scan and a fifth of the memory of one keyed by Designator
+// (four strings). Every valid leg's designator packs (Leg.Validate);
+// one that does not is indexed by its Designator instead.
+type dkey struct {
+	airline [3]byte
+	origin  [3]byte
+	suffix  byte
+	number  uint16
+	day     int32 // the day of origin, as days since 1970-01-01
+}
+
+// pack returns d's dkey, or false if a field does not fit.
+func pack(d Designator) (dkey, bool) {
+	var k dkey
+	if len(d.Airline) > len(k.airline) || len(d.Origin) > len(k.origin) || len(d.Suffix) > 1 ||
+		d.Number < 0 || d.Number > 0xffff || len(d.DayOfOrigin) != len("2006-01-02") {
+		return k, false
+	}
+	for _, s := range []string{d.Airline, d.Origin, d.Suffix} {
+		if strings.IndexByte(s, 0) >= 0 {
+			return k, false // would pack like a shorter one
+		}
+	}
+	copy(k.airline[:], d.Airline)
+	copy(k.origin[:], d.Origin)
+	if d.Suffix != "" {
+		k.suffix = d.Suffix[0]
+	}
+	k.number = uint16(d.Number)
+	day, err := time.Parse(time.DateOnly, d.DayOfOrigin)
+	if err != nil { // the layout takes exactly one spelling of a day
+		return k, false
+	}
+	days := day.Unix() / 86400
+	if days < math.MinInt32 || days > math.MaxInt32 {
+		return k, false
+	}
+	k.day = int32(days)
+	return k, true
+}
+
+// sameDesignator returns the legs with designator d.
+func (v *Validation) sameDesignator(d Designator) []*vleg {
+	if k, ok := pack(d); ok {
+		return v.designators[k]
+	}
+	return v.oddDesigs[d]
+}
+
+// setSameDesignator records the legs with designator d (none: deletes).
+func (v *Validation) setSameDesignator(d Designator, same []*vleg) {
+	k, ok := pack(d)
+	switch {
+	case ok && len(same) == 0:
+		delete(v.designators, k)
+	case ok:
+		v.designators[k] = same
+	case len(same) == 0:
+		delete(v.oddDesigs, d)
+	default:
+		v.oddDesigs[d] = same
+	}
+}
+
 func (v *Validation) addDesignator(l *vleg) {
 	d := l.Designator()
-	same := append(v.designators[d], l)
-	v.designators[d] = same
+	same := append(v.sameDesignator(d), l)
+	v.setSameDesignator(d, same)
 	switch {
 	case len(same) == 2:
 		v.addViolation(dupViolation(same[0]))
@@ -537,7 +606,7 @@ func (v *Validation) addDesignator(l *vleg) {
 
 func (v *Validation) removeDesignator(l *vleg) {
 	d := l.Designator()
-	same := v.designators[d]
+	same := v.sameDesignator(d)
 	for i, x := range same {
 		if x == l {
 			same = append(same[:i:i], same[i+1:]...)
@@ -552,11 +621,7 @@ func (v *Validation) removeDesignator(l *vleg) {
 			v.removeViolation(old)
 		}
 	}
-	if len(same) == 0 {
-		delete(v.designators, d)
-	} else {
-		v.designators[d] = same
-	}
+	v.setSameDesignator(d, same)
 }
 
 // refreshDuplicate re-indexes a moved leg's duplicate violation (its time

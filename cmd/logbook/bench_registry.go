@@ -25,7 +25,7 @@ func newBenchRegistryCmd(e *env) *cobra.Command {
 			return usageError{"--lookups, --clients, --versions and --timed must be positive, --fields above 1"}
 		}
 		// The registry is served as logbook serve serves it, collector included.
-		tuneGC()
+		tuneGC(cmd.Context())
 		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
 			return bench.RunRegistry(cmd.Context(), s, cfg)
 		})

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	runtimemetrics "runtime/metrics"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -207,7 +208,7 @@ type node struct {
 // openNode opens what cfg's mode needs and sets up the routes. On error,
 // whatever was opened is closed.
 func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, error) {
-	tuneGC()
+	tuneGC(ctx)
 	n := &node{cfg: cfg, log: log, reg: metrics.NewRegistry(), mux: http.NewServeMux(), describe: cfg.store.describe()}
 	var err error
 	switch cfg.mode {
@@ -447,18 +448,54 @@ func (n *node) close() {
 	n.closers = nil
 }
 
-// tuneGC sets the collector for a server, unless GOGC or GOMEMLIMIT does.
-func tuneGC() {
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		// The views keep the whole schedule in memory while requests
-		// allocate briefly. Collecting only when the heap has grown
-		// tenfold spends far less CPU rescanning that live heap — under
-		// read load, GC was the source of the latency tail — and the
-		// memory limit makes the collector work harder before the
-		// process grows past 4 GiB.
-		debug.SetGCPercent(1000)
-		debug.SetMemoryLimit(4 << 30)
+// tuneGC sets the collector for a server, unless GOGC or GOMEMLIMIT does,
+// until ctx ends.
+//
+// The views keep the whole schedule in memory while requests allocate
+// briefly. Collecting only when the heap has grown tenfold spends far
+// less CPU rescanning that live heap — under read load, GC was the source
+// of the latency tail. Tenfold of a large live heap is too much memory,
+// so a memory limit makes the collector work harder first: memLimit of
+// the live heap, re-read every few seconds. On the default season (a live
+// heap of 270–450 MB through six write load tests) a fixed limit of
+// 4 GiB let the process grow to 3.9 GB; 1.3 GiB kept it at 1.28–1.54 GB
+// for the same throughput (12,000–12,800 against 12,200–13,100 commands/s
+// in the first runs, docs/benchmarks.md), and GOGC=200 instead gave
+// 10,100–12,200 at up to 2.2 GB.
+func tuneGC(ctx context.Context) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
 	}
+	debug.SetGCPercent(1000)
+	debug.SetMemoryLimit(memLimitMax) // until the live heap is known
+	go func() {
+		sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			runtimemetrics.Read(sample)
+			if sample[0].Value.Kind() == runtimemetrics.KindUint64 {
+				debug.SetMemoryLimit(memLimit(sample[0].Value.Uint64()))
+			}
+		}
+	}()
+}
+
+// The memory limit tuneGC sets: 2.5 times the live heap, at least
+// memLimitMin (room for a small schedule's collections to be rare) and
+// at most memLimitMax.
+const (
+	memLimitMin = 1200 << 20
+	memLimitMax = 4 << 30
+)
+
+func memLimit(live uint64) int64 {
+	return min(max(int64(live)*5/2, memLimitMin), memLimitMax)
 }
 
 // healthz answers 200 with the log's head when the store can be read.

@@ -43,7 +43,7 @@ func newBenchWindowsCmd(e *env) *cobra.Command {
 			bf.store.data = dir
 		}
 		// The aggregation runs as it would in logbook serve, collector included.
-		tuneGC()
+		tuneGC(cmd.Context())
 		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
 			if p, ok := s.Store.(interface{ Metrics() *pebble.Metrics }); ok {
 				cfg.Settle = func(ctx context.Context) error { return settle(ctx, p.Metrics) }

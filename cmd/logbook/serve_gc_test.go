@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	runtimemetrics "runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestMemLimitFollowsTheLiveHeap(t *testing.T) {
+	for _, c := range []struct {
+		live uint64
+		want int64
+	}{
+		{0, memLimitMin},
+		{300 << 20, memLimitMin}, // the default season: 750 MiB would make collections frequent
+		{600 << 20, 1500 << 20},  // 2.5 times
+		{1 << 30, 2560 << 20},    // a million legs
+		{3 << 30, memLimitMax},   // no more than the cap
+	} {
+		if got := memLimit(c.live); got != c.want {
+			t.Errorf("memLimit(%d MiB) = %d MiB, want %d MiB", c.live>>20, got>>20, c.want>>20)
+		}
+	}
+}
+
+// tuneGC sets the limit from the live heap, not once for all.
+func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: tuneGC leaves the collector alone")
+	}
+	oldPercent, oldLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		time.Sleep(10 * time.Millisecond)
+		debug.SetGCPercent(oldPercent)
+		debug.SetMemoryLimit(oldLimit)
+	}()
+	tuneGC(ctx)
+	if got := debug.SetMemoryLimit(-1); got != memLimitMax {
+		t.Fatalf("limit before the live heap is read: %d MiB, want %d MiB", got>>20, memLimitMax>>20)
+	}
+	runtime.GC()
+	sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtimemetrics.Read(sample)
+		want := memLimit(sample[0].Value.Uint64())
+		got := debug.SetMemoryLimit(-1)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limit %d MiB, want %d MiB from the live heap", got>>20, want>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

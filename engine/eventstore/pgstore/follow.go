@@ -194,6 +194,8 @@ func (s *Store) announce(ctx context.Context, from, to uint64, streams []string,
 		known, moved := s.known, s.moved
 		s.mu.Unlock()
 		switch {
+		case known == from:
+			continue // moved to us between the two locks
 		case known >= to:
 			return // read past it by the follower, which woke its streams
 		case known > from:

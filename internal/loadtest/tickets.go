@@ -55,20 +55,29 @@ type TicketsStep struct {
 	P50        map[string]float64 `json:"p50_ms"`     // of served requests, from when they were due
 	P99        map[string]float64 `json:"p99_ms"`
 	Nodes      map[string]float64 `json:"nodes"` // requests completed per store node
-	Failures   int                `json:"failures"`
-	Dropped    int                `json:"dropped"` // not sent: MaxInFlight reached
+	// ServiceRate is each node's measured service rate: the requests it
+	// completed over the service time its server accepted in the step
+	// (absent for unlimited nodes). A performance model is calibrated
+	// with it (logbook pepa predict).
+	ServiceRate map[string]float64 `json:"node_service_rate,omitempty"`
+	Failures    int                `json:"failures"`
+	Dropped     int                `json:"dropped"` // not sent: MaxInFlight reached
 }
 
 // TicketsResult is the whole experiment.
 type TicketsResult struct {
-	Arch     string        `json:"arch"`
-	NodeRate float64       `json:"node_rate"`
-	ColdRate float64       `json:"cold_rate"`
-	Ops      string        `json:"ops"`
-	Hot      string        `json:"hot"`
-	Sports   []string      `json:"sports"`
-	Step     float64       `json:"step_seconds"`
-	Steps    []TicketsStep `json:"steps"`
+	Arch     string   `json:"arch"`
+	NodeRate float64  `json:"node_rate"`
+	ColdRate float64  `json:"cold_rate"`
+	Ops      string   `json:"ops"`
+	Hot      string   `json:"hot"`
+	Sports   []string `json:"sports"`
+	// Placement names the nodes holding each sport, and Workers is the
+	// queue architectures' worker pool, as the server reported them.
+	Placement map[string][]string `json:"placement,omitempty"`
+	Workers   int                 `json:"workers,omitempty"`
+	Step      float64             `json:"step_seconds"`
+	Steps     []TicketsStep       `json:"steps"`
 	// ColdMinFraction is the lowest throughput/offered of any cold sport
 	// over all steps; HotFractionOfCapacity the hot sport's throughput at
 	// the last step over the capacity of the nodes holding it (0 when
@@ -90,6 +99,8 @@ type ticketsStats struct {
 	Sports    map[string]uint64   `json:"sports"`
 	Control   uint64              `json:"control"`
 	Nodes     map[string]uint64   `json:"nodes"`
+	NodeBusy  map[string]float64  `json:"node_busy_seconds"`
+	Workers   int                 `json:"workers"`
 	NodeRate  float64             `json:"node_rate"`
 	Placement map[string][]string `json:"placement"`
 	PerSport  int                 `json:"tickets_per_sport"`
@@ -199,7 +210,8 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 	if hot < 0 {
 		return TicketsResult{}, fmt.Errorf("loadtest tickets: the server has no sport %q", cfg.Hot)
 	}
-	res := TicketsResult{Arch: st.Arch, NodeRate: st.NodeRate, ColdRate: cfg.ColdRate, Ops: cfg.Ops, Hot: cfg.Hot, Sports: sports, Step: cfg.Step.Seconds()}
+	res := TicketsResult{Arch: st.Arch, NodeRate: st.NodeRate, ColdRate: cfg.ColdRate, Ops: cfg.Ops, Hot: cfg.Hot, Sports: sports, Step: cfg.Step.Seconds(),
+		Placement: st.Placement, Workers: st.Workers}
 	control := len(sports)
 	seed := cfg.Seed
 	if seed == 0 {
@@ -216,6 +228,7 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 	)
 	slots := make(chan struct{}, cfg.MaxInFlight)
 	nodeRates := make([]map[string]float64, len(cfg.Multipliers))
+	serviceRates := make([]map[string]float64, len(cfg.Multipliers))
 	windows := make([][2]time.Time, len(cfg.Multipliers))
 	dropped := make([]int, len(cfg.Multipliers))
 	measured := cfg.Step - cfg.Warmup
@@ -324,6 +337,12 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 		nodeRates[si] = map[string]float64{}
 		for n, v := range after.Nodes {
 			nodeRates[si][n] = stats.Round(float64(v-before.Nodes[n])/measured.Seconds(), 2)
+			if busy := after.NodeBusy[n] - before.NodeBusy[n]; busy > 0 {
+				if serviceRates[si] == nil {
+					serviceRates[si] = map[string]float64{}
+				}
+				serviceRates[si][n] = stats.Round(float64(v-before.Nodes[n])/busy, 2)
+			}
 		}
 	}
 	wg.Wait()
@@ -341,7 +360,7 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 	res.ColdMinServedFraction = math.Inf(1)
 	for si, m := range cfg.Multipliers {
 		s := TicketsStep{Multiplier: m, Offered: map[string]float64{}, Throughput: map[string]float64{}, Rejected: map[string]float64{},
-			P50: map[string]float64{}, P99: map[string]float64{}, Nodes: nodeRates[si], Dropped: dropped[si]}
+			P50: map[string]float64{}, P99: map[string]float64{}, Nodes: nodeRates[si], ServiceRate: serviceRates[si], Dropped: dropped[si]}
 		lat := map[int][]time.Duration{}
 		sent := map[int]int{}
 		served := map[int]int{}

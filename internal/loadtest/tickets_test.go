@@ -83,6 +83,21 @@ func runArch(t *testing.T, arch tickets.Arch) TicketsResult {
 	if res.Arch != string(arch) || len(res.Steps) != 2 || res.Steps[0].Failures+res.Steps[1].Failures > 0 {
 		t.Fatalf("result %+v", res)
 	}
+	// Each node's service rate is measured from its server's accepted
+	// service time, whatever the machine's load: about its 100/s.
+	if len(res.Placement["athletics"]) == 0 {
+		t.Errorf("the run records no placement: %+v", res.Placement)
+	}
+	for i, st := range res.Steps {
+		for n, done := range st.Nodes {
+			if done*4 < 50 { // too few completions in the 4 s measured to judge
+				continue
+			}
+			if mu := st.ServiceRate[n]; mu < 70 || mu > 130 {
+				t.Errorf("step %d: node %s's measured service rate %.1f/s, configured 100/s", i, n, mu)
+			}
+		}
+	}
 	t.Logf("\n%s", res.Table())
 	if tab := res.Table(); !strings.Contains(tab, "athletics") || !strings.Contains(tab, "db3") {
 		t.Errorf("table lacks columns:\n%s", tab)

@@ -30,6 +30,7 @@ type Node struct {
 	rng  *rand.Rand
 
 	completed atomic.Uint64
+	busy      atomic.Int64 // nanoseconds of service time accepted
 }
 
 // NewNode returns a node serving sports at rate requests/s.
@@ -49,8 +50,10 @@ func (n *Node) Serve(ctx context.Context, op func() error) error {
 		if start.Before(now) {
 			start = now
 		}
-		n.free = start.Add(time.Duration(n.rng.ExpFloat64() / n.Rate * float64(time.Second)))
+		service := time.Duration(n.rng.ExpFloat64() / n.Rate * float64(time.Second))
+		n.free = start.Add(service)
 		done := n.free
+		n.busy.Add(int64(service))
 		n.mu.Unlock()
 		t := time.NewTimer(time.Until(done))
 		select {
@@ -67,3 +70,10 @@ func (n *Node) Serve(ctx context.Context, op func() error) error {
 
 // Completed is how many requests the node has served.
 func (n *Node) Completed() uint64 { return n.completed.Load() }
+
+// Busy is the service time the node's server has accepted so far: the
+// sum of the service times drawn for its requests. Completed divided by
+// Busy over an interval is the node's measured service rate — what a
+// performance model of the system is calibrated with. Zero for a node
+// without a rate.
+func (n *Node) Busy() time.Duration { return time.Duration(n.busy.Load()) }

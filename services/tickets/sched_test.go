@@ -279,3 +279,26 @@ func TestSchedulerPlacement(t *testing.T) {
 		t.Error("unknown architecture accepted")
 	}
 }
+
+// A node's busy time is the service time it accepted: its completions
+// over it are its service rate, however late its callers woke.
+func TestNodeBusyMeasuresServiceRate(t *testing.T) {
+	n := NewNode("db1", 2000)
+	for range 400 {
+		if err := n.Serve(context.Background(), func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy := n.Busy().Seconds()
+	if n.Completed() != 400 || busy <= 0 {
+		t.Fatalf("completed %d, busy %v", n.Completed(), n.Busy())
+	}
+	// 400 exponential service times of mean 0.5 ms: their sum is within
+	// 20 % of 0.2 s but for a 1-in-100,000 draw.
+	if mu := 400 / busy; mu < 2000/1.2 || mu > 2000/0.8 {
+		t.Errorf("measured service rate %.0f/s, configured 2000/s", mu)
+	}
+	if u := NewNode("db2", 0); u.Serve(context.Background(), func() error { return nil }) != nil || u.Busy() != 0 {
+		t.Error("an unlimited node accounted service time")
+	}
+}

@@ -50,6 +50,7 @@ type Service struct {
 
 	served  []atomic.Uint64 // completed requests per sport
 	control atomic.Uint64
+	workers int // the queue architectures' pool, for Stats
 }
 
 // New starts the service on store.
@@ -65,6 +66,11 @@ func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, err
 		return nil, err
 	}
 	s := &Service{Catalogue: cat, Store: store, Sched: sched, Arch: sc.Arch, served: make([]atomic.Uint64, len(cat.Sports))}
+	if sc.Arch == Queue || sc.Arch == QueueRep {
+		if d, err := sc.withDefaults(); err == nil {
+			s.workers = d.Workers
+		}
+	}
 	ao := cfg.Aggregates
 	ao.Registerer = cfg.Registerer
 	s.Tickets, err = aggregate.New(store, aggregate.Definition[Ticket, Command, Event]{
@@ -177,6 +183,13 @@ type Stats struct {
 	Sports  map[string]uint64 `json:"sports"`
 	Control uint64            `json:"control"` // control requests served
 	Nodes   map[string]uint64 `json:"nodes"`   // requests completed per node
+	// NodeBusy is each node's server's accepted service time in seconds
+	// (see Node.Busy): with Nodes, it gives each node's measured service
+	// rate over any interval.
+	NodeBusy map[string]float64 `json:"node_busy_seconds"`
+	// Workers is the worker pool of the queue architectures (0 for the
+	// others).
+	Workers int `json:"workers,omitempty"`
 	// NodeRate is each node's capacity in requests/s (0: unlimited), and
 	// Placement which nodes hold each sport.
 	NodeRate  float64             `json:"node_rate"`
@@ -186,12 +199,13 @@ type Stats struct {
 
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
-	st := Stats{Arch: s.Arch, Sports: map[string]uint64{}, Nodes: map[string]uint64{}, Control: s.control.Load(), Placement: map[string][]string{}, PerSport: s.Catalogue.PerSport}
+	st := Stats{Arch: s.Arch, Sports: map[string]uint64{}, Nodes: map[string]uint64{}, NodeBusy: map[string]float64{}, Control: s.control.Load(), Placement: map[string][]string{}, PerSport: s.Catalogue.PerSport, Workers: s.workers}
 	for i, name := range s.Catalogue.Sports {
 		st.Sports[name] = s.served[i].Load()
 	}
 	for _, n := range s.Sched.Nodes() {
 		st.Nodes[n.Name] = n.Completed()
+		st.NodeBusy[n.Name] = n.Busy().Seconds()
 		st.NodeRate = n.Rate
 		for _, sp := range n.Sports {
 			st.Placement[sp] = append(st.Placement[sp], n.Name)

@@ -29,6 +29,7 @@ func newPepaCmd(e *env) *cobra.Command {
 		newPepaSweepCmd(e),
 		newPepaODECmd(e),
 		newPepaSimCmd(e),
+		newPepaPredictCmd(e),
 	)
 }
 
@@ -254,13 +255,21 @@ func newPepaODECmd(e *env) *cobra.Command {
 	var opt pepa.FluidOptions
 	fs.Float64Var(&opt.Step, "step", 0, "integration step (default 0.5 / the fastest rate)")
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-5, "steady when window means change by at most this, relative")
-	fs.Float64Var(&opt.MaxTime, "max-time", 1e7, "give up after this much model time")
+	fs.Float64Var(&opt.MaxTime, "max-time", 0, "give up after this much model time (default 1e7 for rk4, 1e12 for implicit)")
+	fs.Float64Var(&opt.Top, "top", 1e4, "implicit: a passive side with fewer than 1/top copies enabling an action slows its partner in proportion")
+	method := fs.String("method", "implicit", "implicit (backward Euler with growing steps, for stiff models and large populations) or rk4 (explicit Runge–Kutta, window means)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this much wall-clock time")
 	asJSON := jsonFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
-		if opt.Step < 0 || !(opt.Tolerance > 0) || !(opt.MaxTime > 0) || *timeout <= 0 {
-			return usageError{"--step must not be negative; --tolerance, --max-time and --timeout must be positive"}
+		if opt.Step < 0 || !(opt.Tolerance > 0) || opt.MaxTime < 0 || !(opt.Top > 0) || *timeout <= 0 {
+			return usageError{"--step and --max-time must not be negative; --tolerance, --top and --timeout must be positive"}
+		}
+		solve := map[string]func(*pepa.System, context.Context, pepa.FluidOptions) (*pepa.FluidResult, error){
+			"implicit": (*pepa.System).FluidImplicit, "rk4": (*pepa.System).Fluid,
+		}[*method]
+		if solve == nil {
+			return usageError{fmt.Sprintf("--method %q: implicit or rk4", *method)}
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -268,7 +277,7 @@ func newPepaODECmd(e *env) *cobra.Command {
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		r, err := s.Fluid(ctx, opt)
+		r, err := solve(s, ctx, opt)
 		if err != nil {
 			return err
 		}
@@ -277,7 +286,7 @@ func newPepaODECmd(e *env) *cobra.Command {
 				return err
 			}
 		} else {
-			fmt.Fprintf(e.stdout, "fluid approximation: t = %g after %d steps of %g, converged %v (last change %.3g), %.3f s\n\n", r.Time, r.Steps, r.Step, r.Converged, r.Change, r.Seconds)
+			fmt.Fprintf(e.stdout, "fluid approximation (%s): t = %g after %d steps (last %g), converged %v (last change %.3g), %.3f s\n\n", r.Method, r.Time, r.Steps, r.Step, r.Converged, r.Change, r.Seconds)
 			printMeasures(e.stdout, s.Actions(), r.Measures)
 		}
 		if !r.Converged {

@@ -18,8 +18,13 @@ type FluidOptions struct {
 	// Windows start at 1000 steps and double, up to a million, so that
 	// chattering (see Fluid) averages out. Default 1e-5.
 	Tolerance float64
-	// MaxTime bounds the integration (model time). Default 1e7.
+	// MaxTime bounds the integration (model time). Default 1e7 (1e12
+	// for FluidImplicit).
 	MaxTime float64
+	// Top: under FluidImplicit a passive side with fewer than 1/Top
+	// copies enabling an action lets its partner through in proportion
+	// (default 10^4).
+	Top float64
 }
 
 // FluidResult is the fluid approximation's steady state.
@@ -28,6 +33,7 @@ type FluidResult struct {
 	Steps     int     `json:"steps"` // integration steps
 	Step      float64 `json:"step"`
 	Converged bool    `json:"converged"`
+	Method    string  `json:"method"` // rk4 (Fluid) or implicit (FluidImplicit)
 	Change    float64 `json:"change"` // the last window's relative change
 	Seconds   float64 `json:"seconds"`
 	Measures
@@ -184,6 +190,7 @@ func (s *System) Fluid(ctx context.Context, opt FluidOptions) (*FluidResult, err
 		}
 	}
 	res.Measures = s.measures(thr, meanX)
+	res.Method = "rk4"
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
 }

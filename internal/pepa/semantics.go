@@ -32,6 +32,12 @@ type node interface {
 type generator struct {
 	moves []move
 	bufs  [][]trans
+	// top, when positive, makes a passive side with less than 1/top of a
+	// copy (of weight) enabling an action slow its active partner in
+	// proportion, instead of following it fully down to zero copies. The
+	// implicit fluid solver uses it to make the right-hand side
+	// continuous (see FluidImplicit).
+	top float64
 }
 
 func (g *generator) reset() { g.moves = g.moves[:0] }
@@ -125,6 +131,19 @@ func (c *coopNode) gen(x []float64, g *generator, out []trans) ([]trans, error) 
 			continue
 		}
 		m := minRate(ral, rar)
+		if g.top > 0 && !m.passive {
+			// Smoothed: the active rate scaled by how fully the passive
+			// side is there, the same factor for every action it
+			// enables — as in the chain, where a passive side present
+			// a fraction p of the time lets each partner through for
+			// that fraction.
+			switch {
+			case ral.passive:
+				m.v *= math.Min(1, ral.v*g.top)
+			case rar.passive:
+				m.v *= math.Min(1, rar.v*g.top)
+			}
+		}
 		for _, l := range lt {
 			if l.action != a {
 				continue

@@ -118,3 +118,64 @@ func TestPepaSweepPlot(t *testing.T) {
 		t.Errorf("--plot x.gif: exit %d, want 2", code)
 	}
 }
+
+// pepa predict reads a loadtest tickets run, prints measured against
+// predicted per sport and step, writes the calibrated model, and refuses
+// what is not a run.
+func TestPepaPredict(t *testing.T) {
+	dir := t.TempDir()
+	run := `{"arch":"queue","node_rate":100,"workers":16,"sports":["athletics","cycling","diving"],
+	  "placement":{"athletics":["db1"],"cycling":["db2"],"diving":["db3"]},
+	  "steps":[{"multiplier":10,"offered":{"athletics":200,"cycling":20,"diving":20,"control":20},
+	    "throughput":{"athletics":99,"cycling":10.2,"diving":9.8,"control":10.1},
+	    "node_service_rate":{"db1":100,"db2":100,"db3":100}}]}`
+	path := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(path, []byte(run), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "queue.pepa")
+	code, out, stderr := runCLI(t, "pepa", "predict", path, "--write-model", model)
+	if code != 0 {
+		t.Fatalf("predict: %d %s", code, stderr)
+	}
+	if !strings.Contains(out, "cycling measured") || !strings.Contains(out, "largest error of any sport") {
+		t.Errorf("predict printed:\n%s", out)
+	}
+	code, out, stderr = runCLI(t, "pepa", "predict", path, "--json")
+	if code != 0 {
+		t.Fatalf("predict --json: %d %s", code, stderr)
+	}
+	var p struct {
+		Steps []struct {
+			Sports map[string]struct {
+				Predicted float64 `json:"predicted"`
+				Error     float64 `json:"error_percent"`
+			} `json:"sports"`
+		} `json:"steps"`
+		MaxAbsError float64 `json:"max_abs_error_percent"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	// Saturated at 100/s, with demands 200:20:20:20 the cycling share is 10.
+	if c := p.Steps[0].Sports["cycling"].Predicted; c < 9.5 || c > 10.5 || p.MaxAbsError > 5 {
+		t.Errorf("prediction %+v", p)
+	}
+	// The written model is calibrated with the step's rates and solves.
+	code, out, stderr = runCLI(t, "pepa", "solve", model, "--json")
+	if code != 0 || !strings.Contains(out, "arrive_cycling_db2") {
+		t.Fatalf("solve the written model: %d %s %s", code, stderr, out)
+	}
+	if src, _ := os.ReadFile(model); !strings.Contains(string(src), "rate_athletics = 200") {
+		t.Errorf("the written model is not calibrated:\n%s", src)
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte("not json"), 0o644)
+	if code, _, stderr := runCLI(t, "pepa", "predict", bad); code == 0 || !strings.Contains(stderr, "not the JSON of loadtest tickets") {
+		t.Errorf("bad run: %d %s", code, stderr)
+	}
+	if code, _, _ := runCLI(t, "pepa", "predict"); code != 2 {
+		t.Errorf("no run: exit %d, want 2", code)
+	}
+}

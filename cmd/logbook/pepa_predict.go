@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/internal/loadtest"
+	"github.com/logbook/logbook/internal/pepa"
+	"github.com/logbook/logbook/internal/ticketmodel"
+)
+
+// newPepaPredictCmd is `logbook pepa predict RUN.json`: the tickets
+// service's model, calibrated with a `loadtest tickets --json` run,
+// against what the run measured.
+func newPepaPredictCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "predict RUN.json",
+		Short: "predict a tickets load test's throughput per sport from its calibrated PEPA model, beside what it measured",
+		Long: `predict reads the JSON of 'logbook loadtest tickets --json', writes the PEPA model
+of the run's architecture (internal/ticketmodel), calibrates it at every step with
+the rates the run measured (each sport's and control's offered rate, each store
+node's measured service rate), solves it, and prints the predicted throughput of
+every sport beside the measured one. --arch predicts another architecture under
+the same load and nodes; --write-model saves the model.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return usagef("which run? (the JSON of logbook loadtest tickets --json)")
+			case len(args) > 1:
+				return usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	var opt ticketmodel.Options
+	fs.StringVar(&opt.Arch, "arch", "", "model this architecture instead of the run's (micro, queue, queue-rep, fair)")
+	fs.IntVar(&opt.Places, "places", 0, "places in the model's pool (default: the run's workers for queue and queue-rep, 10 per sport otherwise)")
+	writeModel := fs.String("write-model", "", "write the model (its rates calibrated with the last step) to this .pepa file")
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		raw, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		var run loadtest.TicketsResult
+		if err := json.Unmarshal(raw, &run); err != nil {
+			return fmt.Errorf("%s: not the JSON of loadtest tickets: %w", args[0], err)
+		}
+		if len(run.Steps) == 0 {
+			return fmt.Errorf("%s: the run has no steps", args[0])
+		}
+		p, err := ticketmodel.Predict(cmd.Context(), run, opt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", args[0], err)
+		}
+		if *writeModel != "" {
+			m, err := pepa.Parse(p.Model)
+			if err != nil {
+				return err
+			}
+			f, err := os.Create(*writeModel)
+			if err != nil {
+				return err
+			}
+			last := p.Steps[len(p.Steps)-1]
+			werr := pepa.WriteCalibrated(f, m, last.Rates, fmt.Sprintf("%s, step ×%g", args[0], last.Multiplier))
+			if err := f.Close(); werr == nil {
+				werr = err
+			}
+			if werr != nil {
+				return werr
+			}
+		}
+		if *asJSON {
+			return writeJSON(e.stdout, p)
+		}
+		keys := append(append([]string(nil), run.Sports...), "control")
+		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "multiplier\t")
+		for _, k := range keys {
+			if _, ok := p.Steps[0].Sports[k]; ok {
+				fmt.Fprintf(tw, "%s measured\tpredicted\terror %%\t", k)
+			}
+		}
+		fmt.Fprintln(tw, "states\t")
+		for _, st := range p.Steps {
+			fmt.Fprintf(tw, "%g\t", st.Multiplier)
+			for _, k := range keys {
+				if pt, ok := st.Sports[k]; ok {
+					fmt.Fprintf(tw, "%.2f\t%.2f\t%+.1f\t", pt.Measured, pt.Predicted, pt.Error)
+				}
+			}
+			fmt.Fprintf(tw, "%d\t\n", st.States)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "\narch %s (model of %s, %d places); largest error of any sport %.1f %%\n", run.Arch, p.Arch, p.Places, p.MaxAbsError)
+		return nil
+	}
+	return cmd
+}

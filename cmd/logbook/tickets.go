@@ -110,7 +110,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
-	mux.Handle("/api/tickets/", httpapi.New(svc, tokens))
+	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, tokens))
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
 	return serveUntil(ctx, e.log, addr, defaultMaxConns, mux, "logbook tickets serving",

@@ -6,6 +6,8 @@
 import { after, afterEach, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ARTIFACTS, VIEWER, eventually, launch, newPage } from "./lib.mjs";
 
@@ -204,4 +206,74 @@ test("the throughput chart follows a load test, per sport and per store node", a
   const res = JSON.parse(out);
   assert.ok(res.steps[0].throughput.athletics > 20, `the load test's own measure: ${JSON.stringify(res.steps[0])}`);
   assert.deepEqual(errors, []);
+});
+
+/**
+ * Starts a `logbook tickets serve` of its own on a free port, with the
+ * given flags and a viewer token; returns its URL and a stop function.
+ */
+async function startTickets(flags, token) {
+  const dir = mkdtempSync(join(tmpdir(), "logbook-tickets-"));
+  const proc = spawn(LOGBOOK, ["tickets", "serve", "--data", join(dir, "data"), "--addr", "127.0.0.1:0", ...flags], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, LOGBOOK_TOKENS: `${token}:viewer` },
+  });
+  let log = "";
+  const url = await new Promise((resolve, reject) => {
+    proc.stderr.on("data", (d) => {
+      log += d;
+      const m = /msg="logbook tickets serving" url=(\S+)/.exec(log);
+      if (m) resolve(m[1]);
+    });
+    proc.on("exit", (code) => reject(new Error(`tickets serve exited ${code}:\n${log}`)));
+  });
+  return {
+    url,
+    async stop() {
+      const exited = new Promise((r) => proc.on("exit", r));
+      proc.kill("SIGTERM");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+test("a search refused because the sport's queue is full says so (429) and when to retry", async () => {
+  // One slow node per sport (a request takes 50 s on average), one
+  // request in it at a time, one more of a sport waiting: two cycling
+  // searches fill cycling's place, so the page's own is refused.
+  const token = "viewer-" + Math.random().toString(36).slice(2);
+  const srv = await startTickets(["--arch", "fair", "--replicas", "1", "--node-rate", "0.02", "--node-inflight", "1", "--key-limit", "1"], token);
+  const pending = new AbortController();
+  try {
+    const search = () =>
+      fetch(`${srv.url}/api/tickets/search?sport=cycling`, { headers: { Authorization: `Bearer ${token}` }, signal: pending.signal }).catch(() => {});
+    void search();
+    void search();
+    await eventually(async () => {
+      const res = await fetch(`${srv.url}/api/tickets/search?sport=cycling`, { headers: { Authorization: `Bearer ${token}` } });
+      await res.text();
+      return res.status === 429;
+    }, "cycling's queue to be full");
+
+    const { page, errors } = await open();
+    await page.goto(srv.url + "/");
+    await page.getByLabel("Bearer token").fill(token);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Search and book" }).waitFor();
+    await page.getByLabel("Sport", { exact: true }).selectOption("cycling");
+    const refusal = page.locator(".message.error");
+    await refusal.waitFor();
+    const text = (await refusal.textContent()) ?? "";
+    assert.match(text, /Too many requests for cycling \(429\): its queue is full/);
+    assert.match(text, /Retry in 1 s/);
+    await page.getByText("No answer for cycling").waitFor();
+    assert.equal(await page.locator("tr[data-ticket]").count(), 0, "no list under the refusal");
+    await page.screenshot({ path: join(ARTIFACTS, "tickets-429.png") });
+    await page.close();
+    assert.deepEqual(errors, []);
+  } finally {
+    pending.abort();
+    await srv.stop();
+  }
 });

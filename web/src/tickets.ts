@@ -99,11 +99,17 @@ function signIn(error?: string): void {
   input.focus();
 }
 
+/** What a request was about: the ticket, the sport. */
+interface About {
+  id?: string;
+  sport?: string;
+}
+
 /**
  * What an error means to the person at the page: the status and what to
  * do, then the server's own detail (its problem+json).
  */
-function explain(e: unknown, id = ""): string {
+function explain(e: unknown, { id = "", sport = "" }: About = {}): string {
   if (!(e instanceof ApiError)) return String((e as Error)?.message ?? e);
   const detail = e.detail ? ` (${e.detail})` : "";
   const retry = e.retryAfter > 0 ? ` Retry in ${e.retryAfter} s.` : "";
@@ -119,7 +125,7 @@ function explain(e: unknown, id = ""): string {
       if (e.type === TYPE_NOT_HELD) return `Not yours (409): you do not hold ${id || "this ticket"}, so you cannot return it${detail}.`;
       return `Conflict (409)${detail}.`;
     case 429:
-      return `Too many requests for this sport (429): its queue is full${detail}.${retry}`;
+      return `Too many requests for ${sport || "this sport"} (429): its queue is full${detail}.${retry}`;
     case 503:
       return `The server is busy (503)${detail}.${retry}`;
   }
@@ -262,7 +268,10 @@ class TicketsPage {
       this.show(res);
     } catch (e) {
       if (seq !== this.searchSeq) return;
-      this.failed(e);
+      // No stale list under a failed search: it would look like its answer.
+      this.tbody.replaceChildren();
+      this.summary.textContent = `No answer for ${sport}: see the message above.`;
+      this.failed(e, { sport });
     }
   }
 
@@ -299,13 +308,13 @@ class TicketsPage {
       const what = `${b.ticket.id} (day ${b.ticket.day}, seat ${b.ticket.seat})`;
       this.say(kind === "book" ? `Booked ${what} for ${owner}.` : `Returned ${what}: it is available again.`, "info");
     } catch (e) {
-      this.failed(e, t.id);
+      this.failed(e, { id: t.id, sport: t.sport });
     }
     await this.search(); // with min_position: shows the booking
   }
 
-  private failed(e: unknown, id = ""): void {
-    this.say(explain(e, id), "error");
+  private failed(e: unknown, about: About = {}): void {
+    this.say(explain(e, about), "error");
     if (e instanceof ApiError && e.status === 401) {
       this.stopLive();
       sessionStorage.removeItem(TOKEN_KEY);

@@ -62,8 +62,12 @@ export class RateChart {
     this.render();
   }
 
-  /** The series, in the order their colours are given; clears the data. */
+  /**
+   * The series, in the order their colours are given. New names clear the
+   * data; the same names (a stream reconnecting) keep it.
+   */
   reset(names: string[]): void {
+    if (names.length === this.names.length && names.every((n, i) => n === this.names[i])) return;
     this.names = names.slice();
     this.points = [];
     this.render();

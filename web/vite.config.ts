@@ -14,6 +14,7 @@ function cleanPreviousBuild(): Plugin {
     buildStart() {
       rmSync(`${outDir}/assets`, { recursive: true, force: true });
       rmSync(`${outDir}/index.html`, { force: true });
+      rmSync(`${outDir}/tickets.html`, { force: true });
     },
   };
 }
@@ -28,9 +29,20 @@ export default defineConfig({
     // No inline assets: the server's content security policy allows
     // scripts and styles from the page's own origin only.
     assetsInlineLimit: 0,
+    // One page per service over shared assets: the flights board
+    // (index.html, served by `logbook serve`) and the tickets page
+    // (tickets.html, served by `logbook tickets serve`); internal/webui
+    // serves each server its own.
+    rolldownOptions: {
+      input: {
+        board: fileURLToPath(new URL("index.html", import.meta.url)),
+        tickets: fileURLToPath(new URL("tickets.html", import.meta.url)),
+      },
+    },
   },
   server: {
-    // `npx vite` for development, against a `logbook serve` on :8080.
-    proxy: { "/api": "http://127.0.0.1:8080" },
+    // `npx vite` for development, against a `logbook serve` on :8080 (the
+    // board, at /) and a `logbook tickets serve` on :8081 (/tickets.html).
+    proxy: { "/api/tickets": "http://127.0.0.1:8081", "/api": "http://127.0.0.1:8080" },
   },
 });

@@ -16,6 +16,7 @@ import (
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/internal/loadtest"
 	"github.com/logbook/logbook/internal/plot"
+	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/tickets"
 	"github.com/logbook/logbook/services/tickets/httpapi"
 )
@@ -50,7 +51,7 @@ func (c *catalogueFlags) catalogue() (tickets.Catalogue, error) {
 }
 
 func newTicketsServeCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]", Short: "serve the tickets API: search, book, return, control, with emulated store nodes behind a scheduler", Args: noArgs}
+	cmd := &cobra.Command{Use: "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]", Short: "serve the tickets API (search, book, return, control, live throughput) and its web page, with emulated store nodes behind a scheduler", Args: noArgs}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data-tickets")
@@ -110,7 +111,8 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
-	mux.Handle("/api/tickets/", httpapi.New(svc, tokens))
+	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, tokens))
+	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
 	return serveUntil(ctx, e.log, addr, defaultMaxConns, mux, "logbook tickets serving",

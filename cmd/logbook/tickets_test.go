@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -110,9 +112,37 @@ func TestTicketsServeLoadtestCheck(t *testing.T) {
 	if svg, err := os.ReadFile(figure); err != nil || !strings.Contains(string(svg), "cycling") || !strings.Contains(string(svg), "db1") {
 		t.Errorf("--plot drew no figure of sports and nodes: %v", err)
 	}
+	// The web page at / (the built tickets page, or the placeholder
+	// that says how to build it).
+	res0, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res0.Body)
+	res0.Body.Close()
+	if res0.StatusCode != 200 || !strings.HasPrefix(res0.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(page), "<html") {
+		t.Errorf("GET /: %d %q %.200q, want the web page", res0.StatusCode, res0.Header.Get("Content-Type"), page)
+	}
+	// A live stream open at shutdown ends with it: the server exits at
+	// once rather than after its shutdown timeout.
+	req, _ := http.NewRequest("GET", "http://"+addr+"/api/tickets/live", nil)
+	req.Header.Set("Authorization", "Bearer viewer-token")
+	live, err := http.DefaultClient.Do(req)
+	if err != nil || live.StatusCode != 200 {
+		t.Fatalf("live: %v %v", err, live)
+	}
+	defer live.Body.Close()
+	if line, err := bufio.NewReader(live.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, `{"hello":`) {
+		t.Fatalf("live: %q %v, want a hello", line, err)
+	}
 	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("tickets serve exited %d", code)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("tickets serve exited %d", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("tickets serve did not stop within 5 s with a live stream open")
 	}
 	code, out, stderr = runCLI(t, "tickets", "check", "--data", data, "--json")
 	var a struct {

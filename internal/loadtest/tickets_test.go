@@ -30,7 +30,7 @@ func serveTickets(t *testing.T, sc tickets.SchedConfig, perSport int) (string, *
 		t.Fatal(err)
 	}
 	tokens, _ := auth.ParseEnv("viewer-token:viewer,booker-token:booker")
-	srv := httptest.NewServer(httpapi.New(svc, tokens))
+	srv := httptest.NewServer(httpapi.New(ctx, svc, tokens))
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()

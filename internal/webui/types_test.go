@@ -6,30 +6,39 @@ import (
 	"testing"
 
 	"github.com/logbook/logbook/internal/openapits"
-	"github.com/logbook/logbook/services/flights/httpapi"
+	flights "github.com/logbook/logbook/services/flights/httpapi"
+	tickets "github.com/logbook/logbook/services/tickets/httpapi"
 )
 
-var update = flag.Bool("update", false, "write web/src/openapi.ts anew from the flights OpenAPI document")
+var update = flag.Bool("update", false, "write web/src/openapi.ts and web/src/openapi-tickets.ts anew from the OpenAPI documents")
 
-// TestUITypesAreTheAPIs: the web UI's API types (web/src/openapi.ts) are
-// generated from the flights OpenAPI document; this fails when either
-// changed without the other.
+// TestUITypesAreTheAPIs: the web UI's API types are generated from the
+// services' OpenAPI documents — web/src/openapi.ts from the flights one,
+// web/src/openapi-tickets.ts from the tickets one; this fails when either
+// side changed without the other.
 func TestUITypesAreTheAPIs(t *testing.T) {
-	const file = "../../web/src/openapi.ts"
-	want, err := openapits.Generate(httpapi.OpenAPI(), "services/flights/httpapi/openapi.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *update {
-		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+	for _, c := range []struct {
+		file, source string
+		doc          []byte
+	}{
+		{"../../web/src/openapi.ts", "services/flights/httpapi/openapi.json", flights.OpenAPI()},
+		{"../../web/src/openapi-tickets.ts", "services/tickets/httpapi/openapi.json", tickets.OpenAPI()},
+	} {
+		want, err := openapits.Generate(c.doc, c.source)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	got, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Fatalf("%s is not what the OpenAPI document generates: run `go test ./internal/webui -update`", file)
+		if *update {
+			if err := os.WriteFile(c.file, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s is not what the OpenAPI document generates: run `go test ./internal/webui -update`", c.file)
+		}
 	}
 }

@@ -1,9 +1,12 @@
-// Package webui serves the planners' web UI: the TypeScript application
-// in web/, built by Vite into dist/ and embedded in the logbook binary,
-// so that `logbook serve` needs no files beside it. In a fresh clone dist/
-// holds only a keep-file, and "/" serves placeholder.html, which says how
-// to build the UI (scripts/ui.sh): the Go build never depends on npm
-// having run.
+// Package webui serves the web UI: the TypeScript application in web/,
+// built by Vite into dist/ and embedded in the logbook binary, so that
+// `logbook serve` and `logbook tickets serve` need no files beside them.
+// The build has one page per service — index.html, the planners' schedule
+// board, and tickets.html, the tickets page — over shared assets; each
+// server serves its own page at "/" (Handler, TicketsHandler) and never
+// the other's. In a fresh clone dist/ holds only a keep-file, and "/"
+// serves placeholder.html, which says how to build the UI
+// (scripts/ui.sh): the Go build never depends on npm having run.
 package webui
 
 import (
@@ -20,16 +23,25 @@ var dist embed.FS
 //go:embed placeholder.html
 var placeholder []byte
 
-// Handler serves the UI: index.html at "/" (and at any path that is not
-// a file, so that a reloaded deep link still loads the application), the
-// hashed assets under /assets/ with a year's cache lifetime — Vite puts a
-// content hash in their names, so a new build is a new URL — and
-// everything else revalidated on every load.
+// Handler serves the flights UI, the schedule board: index.html at "/"
+// (and at any path that is not a file, so that a reloaded deep link still
+// loads the application), the hashed assets under /assets/ with a year's
+// cache lifetime — Vite puts a content hash in their names, so a new build
+// is a new URL — and everything else revalidated on every load.
 func Handler() http.Handler {
-	return handler(dist)
+	return handler(dist, "index.html")
 }
 
-func handler(fsys fs.FS) http.Handler {
+// TicketsHandler serves the tickets service's UI as Handler serves the
+// board: tickets.html at "/" and at every path that is not a file.
+func TicketsHandler() http.Handler {
+	return handler(dist, "tickets.html")
+}
+
+// handler serves page for "/", for any path that is not a file, and for
+// any page of the build (a .html file): the other service's page would
+// only fail against this server's API.
+func handler(fsys fs.FS, page string) http.Handler {
 	sub, err := fs.Sub(fsys, "dist")
 	if err != nil {
 		panic(err) // the embed pattern guarantees dist exists
@@ -42,8 +54,8 @@ func handler(fsys fs.FS) http.Handler {
 			return
 		}
 		name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
-		if name == "" || name == "index.html" || !exists(sub, name) {
-			serveIndex(w, r, sub)
+		if name == "" || strings.HasSuffix(name, ".html") || !exists(sub, name) {
+			servePage(w, r, sub, page)
 			return
 		}
 		if strings.HasPrefix(name, "assets/") {
@@ -61,13 +73,13 @@ func exists(fsys fs.FS, name string) bool {
 	return err == nil && !st.IsDir()
 }
 
-func serveIndex(w http.ResponseWriter, r *http.Request, fsys fs.FS) {
-	b, err := fs.ReadFile(fsys, "index.html")
+func servePage(w http.ResponseWriter, r *http.Request, fsys fs.FS, page string) {
+	b, err := fs.ReadFile(fsys, page)
 	if err != nil {
 		b = placeholder // not built
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	// index.html names the current assets: it must never be stale.
+	// A page names the current assets: it must never be stale.
 	w.Header().Set("Cache-Control", "no-cache")
 	setSecurityHeaders(w)
 	if r.Method == http.MethodHead {

@@ -11,6 +11,7 @@ import (
 func testFS() fstest.MapFS {
 	return fstest.MapFS{
 		"dist/index.html":            {Data: []byte("<!doctype html><title>board</title>")},
+		"dist/tickets.html":          {Data: []byte("<!doctype html><title>tickets</title>")},
 		"dist/assets/main-abc123.js": {Data: []byte("console.log(1)")},
 		"dist/favicon.svg":           {Data: []byte("<svg/>")},
 	}
@@ -24,8 +25,8 @@ func get(t *testing.T, h http.Handler, method, path string) *httptest.ResponseRe
 }
 
 func TestHandler(t *testing.T) {
-	h := handler(testFS())
-	for _, path := range []string{"/", "/index.html", "/board/some/deep/link"} {
+	h := handler(testFS(), "index.html")
+	for _, path := range []string{"/", "/index.html", "/tickets.html", "/board/some/deep/link"} {
 		rec := get(t, h, "GET", path)
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<title>board</title>") {
 			t.Fatalf("GET %s: %d %q, want index.html", path, rec.Code, rec.Body.String())
@@ -59,9 +60,24 @@ func TestHandler(t *testing.T) {
 	}
 }
 
+// The tickets server serves the tickets page at "/", at deep links and
+// for the board's page, and the same assets.
+func TestTicketsHandler(t *testing.T) {
+	h := handler(testFS(), "tickets.html")
+	for _, path := range []string{"/", "/index.html", "/tickets.html", "/some/link"} {
+		rec := get(t, h, "GET", path)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<title>tickets</title>") || rec.Header().Get("Cache-Control") != "no-cache" {
+			t.Fatalf("GET %s: %d %q (Cache-Control %q), want tickets.html", path, rec.Code, rec.Body.String(), rec.Header().Get("Cache-Control"))
+		}
+	}
+	if rec := get(t, h, "GET", "/assets/main-abc123.js"); rec.Code != 200 || rec.Body.String() != "console.log(1)" {
+		t.Fatalf("asset: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
 // Before the UI is built, "/" says how to build it.
 func TestPlaceholder(t *testing.T) {
-	rec := get(t, handler(fstest.MapFS{"dist/.gitkeep": {}}), "GET", "/")
+	rec := get(t, handler(fstest.MapFS{"dist/.gitkeep": {}}, "tickets.html"), "GET", "/")
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "scripts/ui.sh") {
 		t.Fatalf("unbuilt UI: %d %.200q, want the placeholder", rec.Code, rec.Body.String())
 	}
@@ -70,8 +86,10 @@ func TestPlaceholder(t *testing.T) {
 // The embedded tree always answers "/" with a page: the built UI, or the
 // placeholder in a fresh clone.
 func TestEmbeddedIndex(t *testing.T) {
-	rec := get(t, Handler(), "GET", "/")
-	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<html") {
-		t.Fatalf("embedded index: %d %.200q", rec.Code, rec.Body.String())
+	for _, h := range []http.Handler{Handler(), TicketsHandler()} {
+		rec := get(t, h, "GET", "/")
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<html") {
+			t.Fatalf("embedded index: %d %.200q", rec.Code, rec.Body.String())
+		}
 	}
 }

@@ -195,4 +195,19 @@ func TestIdempotentBooking(t *testing.T) {
 	if st.Control != 1 || st.Sports["diving"] != 4 || st.Nodes["db3"]+st.Nodes["db2"] != 4 {
 		t.Errorf("stats %+v", st)
 	}
+	// Counters are the same numbers, in catalogue and node order.
+	sports, nodes := make([]uint64, len(s.Catalogue.Sports)), make([]uint64, len(s.Sched.Nodes()))
+	if control := s.Counters(sports, nodes); control != st.Control {
+		t.Errorf("Counters: control %d, Stats %d", control, st.Control)
+	}
+	for i, name := range s.Catalogue.Sports {
+		if sports[i] != st.Sports[name] {
+			t.Errorf("Counters: %s %d, Stats %d", name, sports[i], st.Sports[name])
+		}
+	}
+	for i, n := range s.Sched.Nodes() {
+		if nodes[i] != st.Nodes[n.Name] {
+			t.Errorf("Counters: %s %d, Stats %d", n.Name, nodes[i], st.Nodes[n.Name])
+		}
+	}
 }

@@ -1,5 +1,6 @@
-// The flights API as the UI uses it: bearer token, problem+json errors,
-// read-your-writes through min_position.
+// The API as the UI uses it: bearer token, problem+json errors,
+// read-your-writes through min_position. The flights board and the
+// tickets page both call their server through Api.
 
 // The API's types are generated from its OpenAPI document (openapi.ts).
 import type { Check, CommandResult, Session } from "./openapi";
@@ -28,12 +29,18 @@ export const CHECK_NAMES: Record<Check, string> = {
   duplicate_designator: "Duplicate designator",
 };
 
-/** An error answer of the API (RFC 9457), or a network failure (status 0). */
+/**
+ * An error answer of the API (RFC 9457), or a network failure (status 0):
+ * its status, title, detail, problem type URI and Retry-After (seconds, 0
+ * when not given).
+ */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly title: string,
     readonly detail: string,
+    readonly type = "",
+    readonly retryAfter = 0,
   ) {
     super(detail ? `${title}: ${detail}` : title);
   }
@@ -74,8 +81,9 @@ export class Api {
       data = undefined;
     }
     if (!res.ok) {
-      const p = (data ?? {}) as { title?: string; detail?: string };
-      throw new ApiError(res.status, p.title ?? res.statusText ?? `HTTP ${res.status}`, p.detail ?? text.slice(0, 300));
+      const p = (data ?? {}) as { title?: string; detail?: string; type?: string };
+      const retry = Number(res.headers.get("Retry-After") ?? "");
+      throw new ApiError(res.status, p.title ?? res.statusText ?? `HTTP ${res.status}`, p.detail ?? text.slice(0, 300), p.type ?? "", Number.isFinite(retry) ? retry : 0);
     }
     const pos = (data as { position?: number } | undefined)?.position;
     if (typeof pos === "number" && pos > this.position) this.position = pos;

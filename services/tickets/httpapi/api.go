@@ -1,6 +1,7 @@
 // Package httpapi is the tickets service's HTTP API under /api/tickets/:
 // search (any token), book and return (a booker's token), control (a
-// request that touches no store node), the service's counters, and the
+// request that touches no store node), the service's counters and their
+// live stream of throughputs (live.go), who the token is, and the
 // OpenAPI document. Its route table (Routes) is what the handler, the
 // node gating and the OpenAPI check read.
 package httpapi
@@ -38,6 +39,11 @@ const readWait = 5 * time.Second
 // API serves the tickets HTTP API over a Service.
 type API struct {
 	*tickets.Service
+	tokens *auth.Tokens
+	// life ends live streams, so that a server shutting down need not
+	// wait for them (live.go).
+	life context.Context
+	live liveLimit
 }
 
 // Routes is the tickets API's route table.
@@ -47,6 +53,8 @@ var Routes = []api.Route[*API]{
 	route("POST /api/tickets/{id}/return", auth.Booker, api.Command, (*API).giveBack),
 	route("GET /api/tickets/control", auth.Viewer, api.Anywhere, (*API).control),
 	route("GET /api/tickets/stats", auth.Viewer, api.Anywhere, (*API).stats),
+	withQuery(route("GET /api/tickets/live", auth.Viewer, api.Anywhere, (*API).liveStats), "interval", "format"),
+	route("GET /api/tickets/session", auth.Viewer, api.Anywhere, (*API).session),
 	{Spec: api.Spec{Method: "GET", Path: "/api/tickets/openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, err := w.Write(openapiJSON)
@@ -67,9 +75,14 @@ func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.Resp
 
 // New returns the tickets HTTP API for svc. Every route but the OpenAPI
 // document needs a bearer token; booking and returning need a booker's.
-func New(svc *tickets.Service, tokens *auth.Tokens) http.Handler {
+// ctx ends live streams.
+func New(ctx context.Context, svc *tickets.Service, tokens *auth.Tokens) http.Handler {
+	return (&API{Service: svc, tokens: tokens, life: ctx}).handler()
+}
+
+func (a *API) handler() http.Handler {
 	mux := http.NewServeMux()
-	api.Mount(mux, Routes, &API{Service: svc}, api.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+	api.Mount(mux, Routes, a, api.Node{WriteModel: true, Views: true}, a.tokens, domainErrors)
 	mux.Handle("/api/tickets/", api.Handler(func(w http.ResponseWriter, r *http.Request) error {
 		return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/tickets/openapi.json)", r.Method, r.URL.Path)}
 	}, nil))

@@ -34,7 +34,7 @@ func newServer(t *testing.T, sc tickets.SchedConfig) *httptest.Server {
 		t.Fatal(err)
 	}
 	tokens, _ := auth.ParseEnv(viewer + ":viewer," + booker + ":booker,planner-token:planner")
-	srv := httptest.NewServer(New(svc, tokens))
+	srv := httptest.NewServer(New(ctx, svc, tokens))
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()

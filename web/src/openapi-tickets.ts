@@ -87,6 +87,8 @@ export interface Session {
 export interface Stats {
   arch: Arch;
   control: number;
+  /** each emulated store node's accepted service time in seconds since the server started; completed requests over busy seconds between two readings is the node's measured service rate */
+  node_busy_seconds: Record<string, number>;
   /** each node's capacity in requests/s; 0: unlimited */
   node_rate: number;
   /** requests completed per emulated store node */
@@ -97,6 +99,8 @@ export interface Stats {
   sports: Record<string, number>;
   /** tickets of each sport, numbered 0 to this minus one */
   tickets_per_sport: number;
+  /** the worker pool of the queue and queue-rep architectures */
+  workers?: number;
 }
 
 export interface Ticket {

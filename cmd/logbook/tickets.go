@@ -97,6 +97,9 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 }
 
 func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, sc tickets.SchedConfig, tokens *auth.Tokens, addr string) error {
+	// As serve's: requests allocate briefly and the live heap is small,
+	// so the default collector ran dozens of times a second under load.
+	tuneGC(ctx)
 	reg := metrics.NewRegistry()
 	s, err := sf.open(e.log)
 	if err != nil {
@@ -116,9 +119,14 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
 	mux.Handle("/api/tickets/", httpapi.New(svc, tokens))
+	ln, err := listen(addr, defaultMaxConns)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// Answers to pipelined requests leave together (no route streams).
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
-	return serveUntil(ctx, e.log, addr, defaultMaxConns, mux, "logbook tickets serving",
+	return serveOn(ctx, e.log, coalescingListener{ln}, mux, "logbook tickets serving",
 		[]any{"store", sf.describe(), "arch", sc.Arch, "node_rate", sc.NodeRate, "sports", len(cat.Sports)}, svc.Sched.Close)
 }
 
@@ -164,8 +172,8 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 	fromEnv(fs, "token")
 	var cfg loadtest.TicketsConfig
 	fs.StringVar(&cfg.Pipeline, "pipeline", "auto", "pipeline requests over a few connections: on, off (one request per connection at a time), or auto (on when the server's nodes are unlimited, --node-rate 0)")
-	fs.IntVar(&cfg.PipeConns, "conns", 16, "connections requests are pipelined over (unpipelined: one connection per request in flight, up to --max-inflight)")
-	fs.DurationVar(&cfg.BatchDelay, "batch-delay", 200*time.Microsecond, "pipelined: how long a request may wait to share a write with others (counted in its latency)")
+	fs.IntVar(&cfg.PipeConns, "conns", 4, "connections requests are pipelined over (unpipelined: one connection per request in flight, up to --max-inflight)")
+	fs.DurationVar(&cfg.BatchDelay, "batch-delay", time.Millisecond, "pipelined: how long a request may wait to share a write with others (counted in its latency)")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 8192, "requests outstanding at most; beyond, arrivals are dropped and counted")
 	fs.Float64Var(&cfg.ColdRate, "cold-rate", 20, "requests/s of each cold sport")
 	mults := fs.String("hot-multipliers", "1,2,3,4,5,6,7,8,9,10", "the hot sport's rate in multiples of --cold-rate, one step each")

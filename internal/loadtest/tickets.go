@@ -44,7 +44,7 @@ type TicketsConfig struct {
 	// "auto" (the default) pipelines when the server's nodes are
 	// unlimited (node rate 0).
 	Pipeline   string
-	PipeConns  int           // default 16
+	PipeConns  int           // default 4
 	BatchDelay time.Duration // 0: each request written at once
 	Seed       uint64        // of the arrival process (0: random)
 }
@@ -206,7 +206,7 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 		return TicketsResult{}, fmt.Errorf("loadtest tickets: pipeline %q (auto, on or off)", cfg.Pipeline)
 	}
 	if cfg.PipeConns <= 0 {
-		cfg.PipeConns = 16
+		cfg.PipeConns = 4
 	}
 	if cfg.BatchDelay < 0 {
 		return TicketsResult{}, errors.New("loadtest tickets: batch delay must not be negative")

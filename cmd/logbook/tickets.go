@@ -68,7 +68,7 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 	fs.IntVar(&sc.Replicas, "replicas", 0, "nodes holding each sport, 1 or 2 (default: 2 for queue-rep and fair, else 1)")
 	fs.IntVar(&sc.QueueLimit, "queue-limit", 4096, "requests waiting at most (then 503)")
 	fs.IntVar(&sc.KeyLimit, "key-limit", 1024, "requests of one sport waiting at most under fair (then 429)")
-	fs.IntVar(&sc.NodeInFlight, "node-inflight", 0, "requests fair lets into one node at once (default 4, or 64 with --node-rate 0)")
+	fs.IntVar(&sc.NodeInFlight, "node-inflight", 0, "requests fair lets into one node at once (default 1, or 64 with --node-rate 0)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		sc.Arch = tickets.Arch(*arch)
 		if !slices.Contains(tickets.Archs, sc.Arch) {

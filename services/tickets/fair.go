@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"time"
 )
 
 // fair is the architecture that keeps every cold sport at its full demand
@@ -92,6 +93,7 @@ type flow struct {
 // fairReq is a queued request. ready receives the node it may use, or nil
 // if the scheduler closed.
 type fairReq struct {
+	arrived   time.Time // when it was queued: ready for a node since
 	ready     chan *fairNode
 	abandoned bool      // the caller left; skip it
 	node      *fairNode // set when dispatched
@@ -134,7 +136,7 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 		if n := f.pickFree(fl); n != nil {
 			n.inflight++
 			f.mu.Unlock()
-			return f.serve(ctx, n, op)
+			return f.serve(ctx, n, time.Now(), op)
 		}
 	}
 	if fl.live >= f.keyLimit {
@@ -145,7 +147,7 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 		f.mu.Unlock()
 		return ErrBusy
 	}
-	req := &fairReq{ready: make(chan *fairNode, 1)}
+	req := &fairReq{arrived: time.Now(), ready: make(chan *fairNode, 1)}
 	fl.q.push(req)
 	fl.live++
 	f.queued++
@@ -162,7 +164,7 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 		if n == nil {
 			return ErrClosed
 		}
-		return f.serve(ctx, n, op)
+		return f.serve(ctx, n, req.arrived, op)
 	case <-ctx.Done():
 		f.mu.Lock()
 		if req.node != nil {
@@ -178,9 +180,10 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 	}
 }
 
-// serve runs op on n's node, then frees the slot for the next request.
-func (f *fair) serve(ctx context.Context, n *fairNode, op func() error) error {
-	err := n.node.Serve(ctx, op)
+// serve runs op on n's node for a request ready since ready, then frees
+// the slot for the next request.
+func (f *fair) serve(ctx context.Context, n *fairNode, ready time.Time, op func() error) error {
+	err := n.node.ServeFrom(ctx, ready, op)
 	f.mu.Lock()
 	f.release(n)
 	f.mu.Unlock()

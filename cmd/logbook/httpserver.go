@@ -101,13 +101,18 @@ func (c *cappedConn) Close() error {
 // msg with the URL and attrs once listening. onShutdown runs when the
 // shutdown begins (to end what would hold it: queues, streams).
 func serveUntil(ctx context.Context, log *slog.Logger, addr string, maxConns int, h http.Handler, msg string, attrs []any, onShutdown ...func()) error {
-	srv := newHTTPServer(h, log, defaultTimeouts)
-	for _, f := range onShutdown {
-		srv.RegisterOnShutdown(f)
-	}
 	ln, err := listen(addr, maxConns)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	return serveOn(ctx, log, ln, h, msg, attrs, onShutdown...)
+}
+
+// serveOn is serveUntil on a listener.
+func serveOn(ctx context.Context, log *slog.Logger, ln net.Listener, h http.Handler, msg string, attrs []any, onShutdown ...func()) error {
+	srv := newHTTPServer(h, log, defaultTimeouts)
+	for _, f := range onShutdown {
+		srv.RegisterOnShutdown(f)
 	}
 	log.Info(msg, append([]any{"url", "http://" + ln.Addr().String()}, attrs...)...)
 	errc := make(chan error, 1)

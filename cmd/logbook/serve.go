@@ -420,24 +420,31 @@ func (n *node) logCaughtUp(ctx context.Context) {
 	}
 }
 
-// serveDebug serves Go's pprof profiles on the debug address, to a token
-// of any role: a profile tells much about the process, and a CPU profile
-// or trace costs it. A profile or trace lasts at most as long as the
-// write timeout allows (pprof refuses longer ones).
+// serveDebug serves Go's pprof profiles on the debug address (see
+// startDebug).
 func (n *node) serveDebug() {
+	n.closers = append(n.closers, startDebug(n.cfg.debug, n.cfg.tokens, n.log))
+}
+
+// startDebug serves Go's pprof profiles on addr, to a token of any role:
+// a profile tells much about the process, and a CPU profile or trace
+// costs it. A profile or trace lasts at most as long as the write timeout
+// allows (pprof refuses longer ones). It returns the function that stops
+// the debug server.
+func startDebug(addr string, tokens *auth.Tokens, log *slog.Logger) (stop func()) {
 	dbg := http.NewServeMux()
 	dbg.HandleFunc("/debug/pprof/", pprof.Index)
 	dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := newHTTPServer(n.cfg.tokens.Require(dbg), n.log, defaultTimeouts)
+	srv := newHTTPServer(tokens.Require(dbg), log, defaultTimeouts)
 	srv.WriteTimeout = 2 * time.Minute
-	srv.Addr = n.cfg.debug
+	srv.Addr = addr
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Error("debug server", "err", err)
+			log.Error("debug server", "err", err)
 		}
 	}()
-	n.closers = append(n.closers, func() { srv.Close() })
+	return func() { srv.Close() }
 }
 
 // close releases what the node opened, last first.

@@ -59,6 +59,8 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 	cf.register(fs)
 	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
 	fromEnv(fs, "addr")
+	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
+	fromEnv(fs, "debug-addr")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and booker (default: LOGBOOK_TOKENS, token:role,…)")
 	var sc tickets.SchedConfig
 	arch := fs.String("arch", "fair", "how requests reach the store nodes: micro, queue, queue-rep or fair")
@@ -67,7 +69,7 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 	fs.IntVar(&sc.Replicas, "replicas", 0, "nodes holding each sport, 1 or 2 (default: 2 for queue-rep and fair, else 1)")
 	fs.IntVar(&sc.QueueLimit, "queue-limit", 4096, "requests waiting at most (then 503)")
 	fs.IntVar(&sc.KeyLimit, "key-limit", 1024, "requests of one sport waiting at most under fair (then 429)")
-	fs.IntVar(&sc.NodeInFlight, "node-inflight", 0, "requests fair lets into one node at once (default 4, or 64 with --node-rate 0)")
+	fs.IntVar(&sc.NodeInFlight, "node-inflight", 0, "requests fair lets into one node at once (default 1, or 64 with --node-rate 0)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		sc.Arch = tickets.Arch(*arch)
 		if !slices.Contains(tickets.Archs, sc.Arch) {
@@ -87,12 +89,18 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 		if tokens.Len() == 0 {
 			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer, booker)"}
 		}
+		if *debugAddr != "" {
+			defer startDebug(*debugAddr, tokens, e.log)()
+		}
 		return serveTickets(cmd.Context(), e, &sf, cat, sc, tokens, *addr)
 	}
 	return cmd
 }
 
 func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, sc tickets.SchedConfig, tokens *auth.Tokens, addr string) error {
+	// As serve's: requests allocate briefly and the live heap is small,
+	// so the default collector ran dozens of times a second under load.
+	tuneGC(ctx)
 	reg := metrics.NewRegistry()
 	s, err := sf.open(e.log)
 	if err != nil {
@@ -113,9 +121,16 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
 	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, tokens))
 	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput
+	ln, err := listen(addr, defaultMaxConns)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// Answers to pipelined requests leave together. The one streaming
+	// route, /api/tickets/live, sends a sample a second: waiting up to
+	// coalesceDelay to leave costs it nothing.
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
-	return serveUntil(ctx, e.log, addr, defaultMaxConns, mux, "logbook tickets serving",
+	return serveOn(ctx, e.log, coalescingListener{ln}, mux, "logbook tickets serving",
 		[]any{"store", sf.describe(), "arch", sc.Arch, "node_rate", sc.NodeRate, "sports", len(cat.Sports)}, svc.Sched.Close)
 }
 
@@ -159,8 +174,11 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 	fromEnv(fs, "url")
 	token := fs.String("token", "", "bearer token: a viewer's for search, a booker's for book and mixed (required)")
 	fromEnv(fs, "token")
-	conns := fs.Int("conns", 8192, "connections at most, one request at a time each; also the bound on requests in flight")
 	var cfg loadtest.TicketsConfig
+	fs.StringVar(&cfg.Pipeline, "pipeline", "auto", "pipeline requests over a few connections: on, off (one request per connection at a time), or auto (on when the server's nodes are unlimited, --node-rate 0)")
+	fs.IntVar(&cfg.PipeConns, "conns", 4, "connections requests are pipelined over (unpipelined: one connection per request in flight, up to --max-inflight)")
+	fs.DurationVar(&cfg.BatchDelay, "batch-delay", time.Millisecond, "pipelined: how long a request may wait to share a write with others (counted in its latency)")
+	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 8192, "requests outstanding at most; beyond, arrivals are dropped and counted")
 	fs.Float64Var(&cfg.ColdRate, "cold-rate", 20, "requests/s of each cold sport")
 	mults := fs.String("hot-multipliers", "1,2,3,4,5,6,7,8,9,10", "the hot sport's rate in multiples of --cold-rate, one step each")
 	fs.DurationVar(&cfg.Step, "step", 30*time.Second, "how long each step lasts")
@@ -192,16 +210,20 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 		if cfg.Warmup == 0 {
 			cfg.Warmup = cfg.Step / 5
 		}
-		if cfg.ColdRate <= 0 || cfg.Step <= 0 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Step || *conns < 1 {
-			return usageError{"--cold-rate and --step must be positive, --warmup shorter than --step, --conns positive"}
+		if cfg.ColdRate <= 0 || cfg.Step <= 0 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Step || cfg.PipeConns < 1 || cfg.MaxInFlight < 1 || cfg.BatchDelay < 0 {
+			return usageError{"--cold-rate and --step must be positive, --warmup shorter than --step, --conns and --max-inflight positive, --batch-delay not negative"}
+		}
+		switch cfg.Pipeline {
+		case "auto", "on", "off":
+		default:
+			return usagef("--pipeline %q: want auto, on or off", cfg.Pipeline)
 		}
 		switch cfg.Ops {
 		case "search", "book", "mixed":
 		default:
 			return usagef("--ops %q: want search, book or mixed", cfg.Ops)
 		}
-		cfg.MaxInFlight = *conns
-		c, err := loadtest.NewTicketsClient(*u, *token, *conns)
+		c, err := loadtest.NewTicketsClient(*u, *token, cfg.MaxInFlight)
 		if err != nil {
 			return usageError{err.Error()}
 		}

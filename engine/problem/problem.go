@@ -5,6 +5,7 @@ package problem
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // Details is an RFC 9457 problem.
@@ -18,7 +19,26 @@ type Details struct {
 }
 
 // MarshalJSON flattens Extra into the object, as RFC 9457 extensions are.
+// Keys come in sorted order (as encoding/json writes a map's). Without
+// extensions — nearly every problem, among them a refused booking under
+// load — the object is written directly, without building a map.
 func (d Details) MarshalJSON() ([]byte, error) {
+	if len(d.Extra) == 0 {
+		b := make([]byte, 0, 64+len(d.Type)+len(d.Title)+len(d.Detail))
+		b = append(b, '{')
+		if d.Detail != "" {
+			b = append(b, `"detail":`...)
+			b = appendString(b, d.Detail)
+			b = append(b, ',')
+		}
+		b = append(b, `"status":`...)
+		b = strconv.AppendInt(b, int64(d.Status), 10)
+		b = append(b, `,"title":`...)
+		b = appendString(b, d.Title)
+		b = append(b, `,"type":`...)
+		b = appendString(b, d.Type)
+		return append(b, '}'), nil
+	}
 	m := map[string]any{"type": d.Type, "title": d.Title, "status": d.Status}
 	if d.Detail != "" {
 		m["detail"] = d.Detail
@@ -29,6 +49,12 @@ func (d Details) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return json.Marshal(m)
+}
+
+// appendString appends s as encoding/json encodes a string.
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
 }
 
 // New returns a problem of the given status with the standard title.

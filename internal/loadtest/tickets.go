@@ -38,7 +38,15 @@ type TicketsConfig struct {
 	Hot         string  // the hot sport (default athletics)
 	SearchLimit int     // tickets per search answer (default 10)
 	MaxInFlight int     // requests outstanding at most (default 8192); beyond, arrivals are dropped and counted
-	Seed        uint64  // of the arrival process (0: random)
+	// Pipeline: "on" sends requests pipelined over PipeConns
+	// connections, their writes batched for up to BatchDelay (counted
+	// in the latency); "off" one request per connection at a time;
+	// "auto" (the default) pipelines when the server's nodes are
+	// unlimited (node rate 0).
+	Pipeline   string
+	PipeConns  int           // default 4
+	BatchDelay time.Duration // 0: each request written at once
+	Seed       uint64        // of the arrival process (0: random)
 }
 
 // TicketsStep is one step's measurements. Rates are per second over the
@@ -91,6 +99,9 @@ type TicketsResult struct {
 	// sports at low rates (1,000 sports at 1 request/s each).
 	ColdMinServedFraction float64 `json:"cold_min_served_fraction"`
 	FirstFailure          string  `json:"first_failure,omitempty"`
+	// Pipelined says whether requests were pipelined (see
+	// TicketsConfig.Pipeline).
+	Pipelined bool `json:"pipelined"`
 }
 
 // ticketsStats is the server's /api/tickets/stats.
@@ -113,8 +124,8 @@ type ticketsStats struct {
 // would measure its own head-of-line blocking instead of the server's
 // scheduling.
 type TicketsClient struct {
-	hc   *fasthttp.HostClient
-	auth string
+	hc          *fasthttp.HostClient
+	auth, token string
 }
 
 // NewTicketsClient returns a client for base (http://host:port) with a
@@ -131,7 +142,8 @@ func NewTicketsClient(base, token string, conns int) (*TicketsClient, error) {
 	return &TicketsClient{
 		hc: &fasthttp.HostClient{Addr: addr, IsTLS: u.Scheme == "https", MaxConns: max(1, conns),
 			MaxConnWaitTimeout: requestTimeout, ReadTimeout: requestTimeout, WriteTimeout: requestTimeout},
-		auth: "Bearer " + token,
+		auth:  "Bearer " + token,
+		token: token,
 	}, nil
 }
 
@@ -197,6 +209,19 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 8192
 	}
+	switch cfg.Pipeline {
+	case "":
+		cfg.Pipeline = "auto"
+	case "auto", "on", "off":
+	default:
+		return TicketsResult{}, fmt.Errorf("loadtest tickets: pipeline %q (auto, on or off)", cfg.Pipeline)
+	}
+	if cfg.PipeConns <= 0 {
+		cfg.PipeConns = 4
+	}
+	if cfg.BatchDelay < 0 {
+		return TicketsResult{}, errors.New("loadtest tickets: batch delay must not be negative")
+	}
 	st, err := c.stats()
 	if err != nil {
 		return TicketsResult{}, fmt.Errorf("server not ready: %w", err)
@@ -226,12 +251,51 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 		firstErr error
 		wg       sync.WaitGroup
 	)
+	// Pipelined over a few connections when the nodes are unlimited
+	// (every answer takes microseconds, so head-of-line blocking is
+	// negligible and the generator's CPU is what limits the rate),
+	// else one request per connection at a time.
+	var pl *pipeline
+	if cfg.Pipeline == "on" || (cfg.Pipeline == "auto" && st.NodeRate == 0) {
+		if pl, err = newPipeline(c.hc.Addr, c.token, cfg.PipeConns, cfg.BatchDelay); err != nil {
+			return TicketsResult{}, fmt.Errorf("loadtest tickets: %w", err)
+		}
+		defer pl.close()
+		res.Pipelined = true
+	}
 	slots := make(chan struct{}, cfg.MaxInFlight)
 	nodeRates := make([]map[string]float64, len(cfg.Multipliers))
 	serviceRates := make([]map[string]float64, len(cfg.Multipliers))
 	windows := make([][2]time.Time, len(cfg.Multipliers))
 	dropped := make([]int, len(cfg.Multipliers))
 	measured := cfg.Step - cfg.Warmup
+	// record notes a request's answer (status, or err if none came).
+	record := func(key, step int, due time.Time, method string, after func(int), status int, err error) {
+		now := time.Now()
+		o := outcome{key: key, step: step, lat: now.Sub(due), done: now}
+		switch {
+		case err != nil:
+			o.fail = true
+		case status == 429 || status == 503:
+			o.reject = true
+		case status < 300 || (status == 409 && method == "POST"):
+			o.served = true
+			if after != nil {
+				after(status)
+			}
+		default:
+			o.fail = true
+			err = fmt.Errorf("%s: %d", method, status)
+		}
+		mu.Lock()
+		outcomes = append(outcomes, o)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for si, m := range cfg.Multipliers {
 		hotRate := cfg.ColdRate * m
 		ctrlRate := cfg.ControlRate
@@ -248,15 +312,29 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 				break
 			}
 			if !statsTaken && next.Sub(start) >= cfg.Warmup {
+				if pl != nil {
+					pl.flush()
+				}
 				if before, err = c.stats(); err != nil {
 					return res, err
 				}
 				statsTaken = true
 			}
+			if pl != nil {
+				// Buffered requests that no arrival can join before
+				// their batch delay ends leave now.
+				if u, ok := pl.until(time.Now()); ok && time.Until(next) >= u {
+					pl.flush()
+				}
+			}
 			if d := time.Until(next); d > 50*time.Microsecond {
+				timer.Reset(d)
 				select {
-				case <-time.After(d):
+				case <-timer.C:
 				case <-ctx.Done():
+					if pl != nil {
+						pl.flush()
+					}
 					wg.Wait()
 					return res, ctx.Err()
 				}
@@ -293,33 +371,23 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 				step = -1
 			}
 			wg.Add(1)
+			if pl != nil {
+				pl.send(due, method, path, body, func(status int, err error) {
+					<-slots
+					record(key, step, due, method, after, status, err)
+					wg.Done()
+				})
+				continue
+			}
 			go func() {
 				defer wg.Done()
 				status, _, err := c.Do(method, path, body)
 				<-slots
-				now := time.Now()
-				o := outcome{key: key, step: step, lat: now.Sub(due), done: now}
-				switch {
-				case err != nil:
-					o.fail = true
-				case status == 429 || status == 503:
-					o.reject = true
-				case status < 300 || (status == 409 && method == "POST"):
-					o.served = true
-					if after != nil {
-						after(status)
-					}
-				default:
-					o.fail = true
-					err = fmt.Errorf("%s %s: %d", method, path, status)
-				}
-				mu.Lock()
-				outcomes = append(outcomes, o)
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
+				record(key, step, due, method, after, status, err)
 			}()
+		}
+		if pl != nil {
+			pl.flush()
 		}
 		if !statsTaken {
 			if before, err = c.stats(); err != nil {
@@ -581,6 +649,9 @@ func (r TicketsResult) Table() string {
 	writeTable(&b, rows)
 	fmt.Fprintf(&b, "\narch %s, node rate %g/s, cold rate %g/s, ops %s; cold min fraction %.4f (served of sent %.4f); hot fraction of capacity %.4f\n",
 		r.Arch, r.NodeRate, r.ColdRate, r.Ops, r.ColdMinFraction, r.ColdMinServedFraction, r.HotFractionOfCapacity)
+	if r.Pipelined {
+		b.WriteString("requests pipelined\n")
+	}
 	if r.FirstFailure != "" {
 		fmt.Fprintf(&b, "first failure: %s\n", r.FirstFailure)
 	}

@@ -2,8 +2,13 @@ package loadtest
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,4 +163,109 @@ func TestTicketsArchitecturesEndToEnd(t *testing.T) {
 			t.Errorf("fair: athletics served %.0f/s; its two nodes have about 160/s left after the cold sports", a)
 		}
 	})
+}
+
+// With unlimited nodes the experiment pipelines its requests over a few
+// connections (auto): every request is answered, the server sees no more
+// connections than asked for, and the log holds no seat sold twice.
+func TestTicketsPipelined(t *testing.T) {
+	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	svc, err := tickets.New(ctx, store, tickets.Config{
+		Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 50, Days: 10},
+		Sched:     tickets.SchedConfig{Arch: tickets.Fair},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, _ := auth.ParseEnv("booker-token:booker")
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(httpapi.New(ctx, svc, tokens))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer func() {
+		srv.Close()
+		cancel()
+		svc.Close()
+		store.Close()
+	}()
+	c, err := NewTicketsClient(srv.URL, "booker-token", 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunTickets(ctx, c, TicketsConfig{ColdRate: 300, Multipliers: []float64{1, 3}, Step: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond,
+		Ops: "mixed", ControlRate: 100, Seed: 3, PipeConns: 3, BatchDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Pipelined || res.FirstFailure != "" {
+		t.Fatalf("pipelined %v, first failure %q", res.Pipelined, res.FirstFailure)
+	}
+	for _, s := range res.Steps {
+		if s.Failures > 0 || s.Dropped > 0 || s.Throughput["cycling"] < 100 {
+			t.Fatalf("step %+v", s)
+		}
+	}
+	// The stats requests use one more connection.
+	if n := conns.Load(); n > 3+1 {
+		t.Errorf("the server saw %d connections, want at most 4", n)
+	}
+	a, err := tickets.AuditLog(ctx, svc.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Violations) > 0 || a.Booked >= a.Events {
+		t.Fatalf("audit %+v: want bookings and returns, no violations", a)
+	}
+}
+
+// Each answer reaches its own request (the server answers with the status
+// the request's path names); a connection the server closes fails the
+// requests outstanding on it, and the next request goes over a new one:
+// the run ends, nothing waits for ever.
+func TestPipelineConnectionLost(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%5 == 0 {
+			w.Header().Set("Connection", "close")
+		}
+		status, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	p, err := newPipeline(strings.TrimPrefix(srv.URL, "http://"), "t", 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var ok, failed, wrong atomic.Int64
+	for i := range 200 {
+		want := 200 + i%5
+		wg.Add(1)
+		p.send(time.Now(), "GET", "/"+strconv.Itoa(want), "", func(status int, err error) {
+			switch {
+			case err != nil:
+				failed.Add(1)
+			case status == want:
+				ok.Add(1)
+			default:
+				wrong.Add(1)
+			}
+			wg.Done()
+		})
+		p.flush()
+		time.Sleep(100 * time.Microsecond)
+	}
+	wg.Wait()
+	p.close()
+	if ok.Load() < 40 || ok.Load()+failed.Load() != 200 || wrong.Load() > 0 {
+		t.Fatalf("%d answered, %d failed, %d with another request's status of 200", ok.Load(), failed.Load(), wrong.Load())
+	}
 }

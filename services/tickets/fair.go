@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"time"
 )
 
 // fair is the architecture that keeps every cold sport at its full demand
@@ -19,25 +20,28 @@ import (
 //     robin with a quantum of one request is plain round robin. A sport
 //     with few requests is served as soon as its turn comes, however many
 //     requests the hot sport has queued.
-//   - A small in-flight limit per node (NodeInFlight, default 4). The
-//     shared-queue architecture starves cold sports because its workers
-//     all wait on the hot sport's node: the scheduler hands out work
-//     before a node can take it, and the order is then fixed. Here a
-//     request leaves its sport's queue only when a node holding that
-//     sport has room, so the hot sport's backlog stays in the hot sport's
-//     queue, where it delays nobody else, and the choice of what runs
-//     next is made at the last moment. A few in flight keep a node busy
-//     while the callers of finished requests are still waking up (with
-//     two, a busy machine left the emulated nodes idle a fifth of the
-//     time), so no capacity is lost to fairness; the price is that a cold
-//     request may wait behind that many at its node.
+//   - A small in-flight limit per node (NodeInFlight, default 1 with a
+//     node rate). The shared-queue architecture starves cold sports
+//     because its workers all wait on the hot sport's node: the
+//     scheduler hands out work before a node can take it, and the order
+//     is then fixed. Here a request leaves its sport's queue only when a
+//     node holding that sport has room, so the hot sport's backlog stays
+//     in the hot sport's queue, where it delays nobody else, and the
+//     choice of what runs next is made at the last moment. With one
+//     request in a node a cold request admitted there waits for at most
+//     the one in service; with four (the old default) athletics filled
+//     every slot of its nodes and a cold request waited behind three.
+//     A late caller costs no capacity: a queued request's service starts
+//     when the node became free or when it was queued, whichever is later
+//     (Node.ServeFrom), not when the previous caller woke up to let it in.
 //   - With replicas, the least loaded replica, as in "The Power of Two
 //     Choices in Randomized Load Balancing" (Mitzenmacher, 2001): a
 //     request that finds a replica with room goes to the one with the
 //     fewest in flight, and a queued request goes to whichever of its
-//     replicas frees first. Cold sports that share a node with the hot
-//     one move to their other replica, and the hot sport gets all of its
-//     two nodes' remaining capacity.
+//     replicas frees first. A cold arrival takes its free replica if it
+//     has one; otherwise it is served by whichever of its nodes finishes
+//     first (the hot sport's included, in its round-robin turn), and the
+//     hot sport gets all of its two nodes' remaining capacity.
 //
 // Why a cold sport keeps its demand: at each of its nodes it is one of at
 // most K sports taking turns, so it gets at least 1/K of the node's
@@ -92,6 +96,7 @@ type flow struct {
 // fairReq is a queued request. ready receives the node it may use, or nil
 // if the scheduler closed.
 type fairReq struct {
+	arrived   time.Time // when it was queued: ready for a node since
 	ready     chan *fairNode
 	abandoned bool      // the caller left; skip it
 	node      *fairNode // set when dispatched
@@ -134,7 +139,7 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 		if n := f.pickFree(fl); n != nil {
 			n.inflight++
 			f.mu.Unlock()
-			return f.serve(ctx, n, op)
+			return f.serve(ctx, n, time.Now(), op)
 		}
 	}
 	if fl.live >= f.keyLimit {
@@ -145,7 +150,7 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 		f.mu.Unlock()
 		return ErrBusy
 	}
-	req := &fairReq{ready: make(chan *fairNode, 1)}
+	req := &fairReq{arrived: time.Now(), ready: make(chan *fairNode, 1)}
 	fl.q.push(req)
 	fl.live++
 	f.queued++
@@ -162,7 +167,7 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 		if n == nil {
 			return ErrClosed
 		}
-		return f.serve(ctx, n, op)
+		return f.serve(ctx, n, req.arrived, op)
 	case <-ctx.Done():
 		f.mu.Lock()
 		if req.node != nil {
@@ -178,9 +183,10 @@ func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 	}
 }
 
-// serve runs op on n's node, then frees the slot for the next request.
-func (f *fair) serve(ctx context.Context, n *fairNode, op func() error) error {
-	err := n.node.Serve(ctx, op)
+// serve runs op on n's node for a request ready since ready, then frees
+// the slot for the next request.
+func (f *fair) serve(ctx context.Context, n *fairNode, ready time.Time, op func() error) error {
+	err := n.node.ServeFrom(ctx, ready, op)
 	f.mu.Lock()
 	f.release(n)
 	f.mu.Unlock()

@@ -43,24 +43,40 @@ func NewNode(name string, rate float64, sports ...string) *Node {
 // while it waits, the service time is spent anyway — the server was
 // reserved — and op does not run.
 func (n *Node) Serve(ctx context.Context, op func() error) error {
+	return n.ServeFrom(ctx, time.Now(), op)
+}
+
+// ServeFrom is Serve for a request that has been ready for the node since
+// ready (no later than now): its service starts when the node finished
+// the work accepted before it, or at ready if the node was idle then —
+// not when the caller got here. A scheduler that holds requests until a
+// node has room admits the next one when the caller of the previous one
+// has woken up, which on a busy machine can be well after the node (in
+// virtual time) was free; counting from ready, such late wake-ups delay
+// callers but leave the node busy, so its capacity is what it should be
+// however few requests are let in at once.
+func (n *Node) ServeFrom(ctx context.Context, ready time.Time, op func() error) error {
 	if n.Rate > 0 {
 		n.mu.Lock()
-		now := time.Now()
 		start := n.free
-		if start.Before(now) {
-			start = now
+		if start.Before(ready) {
+			start = ready
 		}
 		service := time.Duration(n.rng.ExpFloat64() / n.Rate * float64(time.Second))
 		n.free = start.Add(service)
 		done := n.free
 		n.busy.Add(int64(service))
 		n.mu.Unlock()
-		t := time.NewTimer(time.Until(done))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if d := time.Until(done); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		} else if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	err := op()

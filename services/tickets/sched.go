@@ -78,7 +78,7 @@ type SchedConfig struct {
 	// 1024).
 	KeyLimit int
 	// NodeInFlight bounds the requests fair lets into one node at once
-	// (default 4 with a node rate, 64 without).
+	// (default 1 with a node rate, 64 without).
 	NodeInFlight int
 }
 
@@ -108,7 +108,7 @@ func (c SchedConfig) withDefaults() (SchedConfig, error) {
 		c.KeyLimit = 1024
 	}
 	if c.NodeInFlight <= 0 {
-		c.NodeInFlight = 4
+		c.NodeInFlight = 1
 		if c.NodeRate == 0 {
 			c.NodeInFlight = 64
 		}

@@ -302,3 +302,61 @@ func TestNodeBusyMeasuresServiceRate(t *testing.T) {
 		t.Error("an unlimited node accounted service time")
 	}
 }
+
+// With a node rate, fair lets one request into a node at a time by
+// default, so that a cold request admitted to a node the hot sport floods
+// waits for at most the one request in service there (and its turn), not
+// for several hot requests already inside (TestColdWaitBoundedByTurns-
+// NotBacklog shows the bound with one in flight). Without a node rate the
+// real store needs many at once.
+func TestFairDefaultInFlight(t *testing.T) {
+	for _, c := range []struct {
+		rate float64
+		want int
+	}{{100, 1}, {0, 64}} {
+		s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: 3, NodeRate: c.rate}, DefaultSports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range s.(*fair).fn {
+			if n.limit != c.want {
+				t.Errorf("node rate %v: %s takes %d at once, want %d", c.rate, n.node.Name, n.limit, c.want)
+			}
+		}
+		s.Close()
+	}
+}
+
+// One request in a node at a time costs the node no capacity when
+// callers wake up late: the next request's service starts when the node
+// was free (in virtual time), not when the previous caller got round to
+// letting it in. Here every caller takes 20 ms after its service (its op
+// sleeps), as long as a mean service time: counted from the late
+// admissions the 60 requests would take 60 × (20 + 20) ms = 2.4 s; from
+// when the node was free, about 60 × E[max(service, 20 ms)] = 1.6 s.
+func TestFairNodeBusyDespiteLateCallers(t *testing.T) {
+	s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: 1, Replicas: 1, NodeRate: 50, NodeInFlight: 1}, []string{"hot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 60
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Do(context.Background(), 0, func() error { time.Sleep(20 * time.Millisecond); return nil }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 2100*time.Millisecond {
+		t.Errorf("%d requests at 50/s with callers 20 ms late took %v; the node idled while requests waited (want about 1.6 s, at most 2.1 s)", n, d)
+	}
+	if got := s.Nodes()[0].Completed(); got != n {
+		t.Errorf("%d completed, want %d", got, n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/projection"
@@ -16,7 +17,21 @@ import (
 type Search struct {
 	cat Catalogue
 	mem *projection.Memory[searchState]
+
+	cacheMu sync.RWMutex
+	cache   map[Query]cachedAnswer // encoded answers, each valid at one position
 }
+
+// cachedAnswer is a query's JSON answer at the view position pos.
+type cachedAnswer struct {
+	pos  uint64
+	body []byte
+}
+
+// maxCachedAnswers bounds the answer cache; when full it starts over,
+// which costs one recomputation per distinct query. Queries by owner are
+// as many as owners, so the bound matters.
+const maxCachedAnswers = 4096
 
 type searchState struct {
 	owners map[string]map[int]string // sport → ticket number → owner
@@ -129,28 +144,65 @@ type Result struct {
 
 // Find answers q, which must be valid.
 func (s *Search) Find(q Query) Result {
-	res := Result{Tickets: []Listing{}}
+	var res Result
+	s.mem.Read(func(st *searchState, pos uint64) { res = s.find(st, pos, q) })
+	return res
+}
+
+// FindJSON answers q, which must be valid, encoded as JSON (with a
+// trailing newline). The answer to a query changes only when the view
+// applies an event, and the position the view reflects names its
+// content, so an answer encoded at one position is kept and served again
+// until the view moves: under read-heavy load a search costs a map
+// lookup instead of a scan of the sport's tickets and an encoding. The
+// answer is computed under the view's read lock, so it is exactly the
+// one of the position it is cached under.
+func (s *Search) FindJSON(q Query) ([]byte, error) {
+	var body []byte
+	var err error
 	s.mem.Read(func(st *searchState, pos uint64) {
-		res.Position = pos
-		owners := st.owners[q.Sport]
-		for n := range s.cat.PerSport {
-			if q.Day != 0 && n%s.cat.Days+1 != q.Day {
-				continue
-			}
-			owner := owners[n]
-			if (q.Owner != "" && owner != q.Owner) || (q.Available && owner != "") {
-				continue
-			}
-			res.Matches++
-			if len(res.Tickets) < q.Limit {
-				t := s.cat.nth(q.Sport, n)
-				l := Listing{ID: t.ID, Sport: t.Sport, Day: t.Day, Seat: t.Seat, Available: owner == ""}
-				if q.Owner != "" {
-					l.Owner = owner
-				}
-				res.Tickets = append(res.Tickets, l)
-			}
+		s.cacheMu.RLock()
+		c, ok := s.cache[q]
+		s.cacheMu.RUnlock()
+		if ok && c.pos == pos {
+			body = c.body
+			return
 		}
+		if body, err = json.Marshal(s.find(st, pos, q)); err != nil {
+			return
+		}
+		body = append(body, '\n')
+		s.cacheMu.Lock()
+		if s.cache == nil || len(s.cache) >= maxCachedAnswers {
+			s.cache = make(map[Query]cachedAnswer)
+		}
+		s.cache[q] = cachedAnswer{pos: pos, body: body}
+		s.cacheMu.Unlock()
 	})
+	return body, err
+}
+
+// find answers q at pos from st, under the view's read lock.
+func (s *Search) find(st *searchState, pos uint64, q Query) Result {
+	res := Result{Tickets: []Listing{}, Position: pos}
+	owners := st.owners[q.Sport]
+	for n := range s.cat.PerSport {
+		if q.Day != 0 && n%s.cat.Days+1 != q.Day {
+			continue
+		}
+		owner := owners[n]
+		if (q.Owner != "" && owner != q.Owner) || (q.Available && owner != "") {
+			continue
+		}
+		res.Matches++
+		if len(res.Tickets) < q.Limit {
+			t := s.cat.nth(q.Sport, n)
+			l := Listing{ID: t.ID, Sport: t.Sport, Day: t.Day, Seat: t.Seat, Available: owner == ""}
+			if q.Owner != "" {
+				l.Owner = owner
+			}
+			res.Tickets = append(res.Tickets, l)
+		}
+	}
 	return res
 }

@@ -129,6 +129,24 @@ func (s *Service) Find(ctx context.Context, q Query) (Result, error) {
 	return res, err
 }
 
+// FindJSON is Find with the answer encoded as JSON (see
+// Search.FindJSON): the node's service time, then the view's cached
+// answer for the position it reflects.
+func (s *Service) FindJSON(ctx context.Context, q Query) ([]byte, error) {
+	if err := q.Validate(s.Catalogue); err != nil {
+		return nil, err
+	}
+	sport := s.Catalogue.SportIndex(q.Sport)
+	var body []byte
+	err := s.Sched.Do(ctx, sport, func() error {
+		var err error
+		body, err = s.Search.Current().FindJSON(q)
+		s.served[sport].Add(1)
+		return err
+	})
+	return body, err
+}
+
 // Booking is the outcome of a book or return: the ticket after it, and
 // the command's result (version, log position, whether it was a retry).
 type Booking struct {

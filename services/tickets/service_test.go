@@ -2,6 +2,7 @@ package tickets
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -209,5 +210,48 @@ func TestIdempotentBooking(t *testing.T) {
 		if nodes[i] != st.Nodes[n.Name] {
 			t.Errorf("Counters: %s %d, Stats %d", n.Name, nodes[i], st.Nodes[n.Name])
 		}
+	}
+}
+
+// A search's cached answer is exactly a fresh one's, and a booking moves
+// the view so that the next answer shows it.
+func TestFindJSONCachedByPosition(t *testing.T) {
+	cat := Catalogue{Sports: DefaultSports, PerSport: 20, Days: 2}
+	s := newTestService(t, cat, SchedConfig{Arch: Fair})
+	ctx := context.Background()
+	q := Query{Sport: "cycling", Available: true, Limit: 5}
+	fresh := func() string {
+		b, err := json.Marshal(s.Search.Current().Find(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\n"
+	}
+	for range 2 { // the second from the cache
+		body, err := s.FindJSON(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(body) != fresh() {
+			t.Fatalf("FindJSON %s, Find %s", body, fresh())
+		}
+	}
+	b, err := s.Book(ctx, "cycling.0", "ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Search.WaitFor(ctx, b.Result.Position); err != nil {
+		t.Fatal(err)
+	}
+	body, err := s.FindJSON(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	if err := json.Unmarshal(body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if string(body) != fresh() || res.Matches != 19 || res.Tickets[0].ID != "cycling.1" || res.Position < b.Result.Position {
+		t.Fatalf("after booking cycling.0: %s", body)
 	}
 }

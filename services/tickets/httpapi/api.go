@@ -161,11 +161,14 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("waiting for the search view to reach position %d: %w", pos, err)
 		}
 	}
-	res, err := a.Find(r.Context(), q)
+	body, err := a.FindJSON(r.Context(), q)
 	if err != nil {
 		return err
 	}
-	return api.WriteJSON(w, http.StatusOK, res)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, err = w.Write(body)
+	return err
 }
 
 // ownerBody is the body of a book or return.

@@ -40,7 +40,7 @@ the same load and nodes; --write-model saves the model.`,
 	fs := cmd.Flags()
 	var opt ticketmodel.Options
 	fs.StringVar(&opt.Arch, "arch", "", "model this architecture instead of the run's (micro, queue, queue-rep, fair)")
-	fs.IntVar(&opt.Places, "places", 0, "places in the model's pool (default: the run's workers for queue and queue-rep, 10 per sport otherwise)")
+	fs.IntVar(&opt.Places, "places", 0, "places in the model's pool (default: the run's workers for queue and queue-rep; per sport, 20 for fair and 40 for micro)")
 	writeModel := fs.String("write-model", "", "write the model (its rates calibrated with the last step) to this .pepa file")
 	asJSON := jsonFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

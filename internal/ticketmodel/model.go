@@ -26,8 +26,8 @@
 //     free picks the next request from the sports waiting for it, in
 //     turn (each waiting sport at the same rate), and a sport with two
 //     replicas is picked by whichever frees first. One request in flight
-//     per node (the service lets a few, which changes waits, not
-//     throughput). Control requests touch no node and are not modelled.
+//     per node, as the service lets by default. Control requests touch no
+//     node and are not modelled.
 //
 // Why a lossy pool of places predicts a service whose queue holds
 // thousands: below saturation both serve what they are offered; at

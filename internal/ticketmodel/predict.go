@@ -45,7 +45,9 @@ type Prediction struct {
 // Options tune Predict.
 type Options struct {
 	// Places overrides the model's pool (default: the run's workers for
-	// the queue architectures, 10 otherwise).
+	// the queue architectures; 20 per sport under fair, 40 under micro,
+	// where a sport's queue alone decides its losses near saturation —
+	// fair's model is about 230,000 states at 20 with three sports).
 	Places int
 	// Arch overrides the run's architecture: predict what another
 	// architecture would have served under the same load and nodes.
@@ -60,7 +62,10 @@ func SpecOf(run loadtest.TicketsResult, opt Options) (Spec, error) {
 	}
 	places := opt.Places
 	if places <= 0 {
-		places = 10
+		places = 20
+		if arch == "micro" {
+			places = 40
+		}
 		if arch == "queue" || arch == "queue-rep" {
 			places = run.Workers
 			if places <= 0 {

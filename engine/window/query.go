@@ -271,9 +271,14 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 			if err != nil {
 				return err
 			}
+			// A bucket's deltas come before its base, newest first: seen
+			// holds the keys of the entries read from its newer records,
+			// which override the same keys' entries in older ones.
+			seen := map[string]struct{}{}
+			cur, curLevel, more := int64(0), uint8(0), false
 			for it.First(); it.Valid(); it.Next() {
 				k, v := it.Key(), it.Value()
-				if len(k) < 10 {
+				if len(k) < 10 || prefix == prefixWindow && !validBucketKey(k) {
 					it.Close()
 					return errBadKey
 				}
@@ -292,12 +297,29 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 				} else if len(v) < 9 || v[0] != bucketFormat {
 					err = errBadState
 				} else {
+					if start != cur || k[1] != curLevel {
+						cur, curLevel, more = start, k[1], false
+						clear(seen)
+					}
+					// Records of this bucket follow this one unless it is
+					// the base; only then must its keys be remembered.
+					follow := k[10] == suffixDelta
 					for rest := v[9:]; len(rest) > 0 && err == nil; {
 						var d, sv []byte
-						if d, sv, rest, err = nextEntry(rest); err == nil {
-							err = add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
+						if d, sv, rest, err = nextEntry(rest); err != nil {
+							break
 						}
+						if more {
+							if _, ok := seen[string(d)]; ok {
+								continue
+							}
+						}
+						if follow {
+							seen[string(d)] = struct{}{}
+						}
+						err = add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
 					}
+					more = more || follow
 				}
 				if err != nil {
 					it.Close()

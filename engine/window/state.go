@@ -17,6 +17,11 @@ type state struct {
 	// stats holds sum, min, max of each value, three floats per value.
 	stats    []float64
 	distinct []distinctSet
+	// dims is the window's key (encoded dimensions) in its bucket, and
+	// dirty tells whether it is in the bucket's list of entries the batch
+	// being applied changed (the writer's; queries leave them zero).
+	dims  string
+	dirty bool
 }
 
 // distinctSet counts distinct values: exactly in a set up to a limit,

@@ -113,7 +113,8 @@ type Aggregation struct {
 	key     []byte
 	dims    []byte
 	val     []byte
-	late    uint64    // late events of the batch being applied
+	late    uint64 // late events of the batch being applied
+	index   indexBuilder
 	slab    []state   // states handed out by newState, allocated in chunks
 	floats  []float64 // their stats, likewise
 
@@ -320,7 +321,8 @@ func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucke
 	var b *bucket
 	for it.First(); it.Valid(); it.Next() {
 		k, v := it.Key(), it.Value()
-		if !validBucketKey(k) || len(v) < 9 || v[0] != bucketFormat {
+		maxEnd, entries, _, err := splitRecord(v)
+		if err != nil || !validBucketKey(k) {
 			it.Close()
 			return errBadState
 		}
@@ -331,11 +333,11 @@ func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucke
 		}
 		if b == nil {
 			key := string(baseKey(nil, k[1], start))
-			b = &bucket{key: key, level: k[1], start: start, maxEnd: readTime(v[1:9]), entries: map[string]*state{}}
+			b = &bucket{key: key, level: k[1], start: start, maxEnd: maxEnd, entries: map[string]*state{}}
 		}
 		// Newest first: an entry already read is newer than this one.
 		n := 0
-		for rest := v[9:]; len(rest) > 0; n++ {
+		for rest := entries; len(rest) > 0; n++ {
 			dims, st, next, err := nextEntry(rest)
 			if err != nil {
 				it.Close()
@@ -359,7 +361,7 @@ func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucke
 			continue
 		}
 		b.based = true
-		b.maxEnd = readTime(v[1:9])
+		b.maxEnd = maxEnd
 		fn(b)
 		b = nil
 	}
@@ -409,13 +411,18 @@ func (a *Aggregation) claimLayout() error {
 	return a.view.Reset(func(b *pebble.Batch) error { return b.Set(layoutKey, []byte(layout), nil) })
 }
 
+// encodeBucket appends a bucket's base: its entries and their index.
 func (a *Aggregation) encodeBucket(dst []byte, b *bucket) []byte {
-	dst = append(dst, bucketFormat)
-	dst = appendTime(dst, b.maxEnd)
+	dst = appendTime(append(dst, indexedFormat), b.maxEnd)
+	at := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	a.index.reset(len(a.def.Dims))
 	for dims, s := range b.entries {
+		a.index.add(dims, uint32(len(dst)-at-4))
 		dst = appendEntry(dst, dims, s)
 	}
-	return dst
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return a.index.appendTo(dst)
 }
 
 // writeBucket writes what the batch changed in a bucket: a delta of the

@@ -39,7 +39,6 @@ import (
 const (
 	prefixWindow = 'w'
 	prefixLate   = 'l'
-	bucketFormat = 2
 	suffixDelta  = 1
 	suffixBase   = 2
 	// layout names this arrangement of keys; a database of another (or

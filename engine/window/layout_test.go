@@ -108,7 +108,11 @@ func TestDeltas(t *testing.T) {
 				} else {
 					deltas++
 				}
-				for rest := it.Value()[9:]; len(rest) > 0; entries++ {
+				_, es, _, err := splitRecord(it.Value())
+				if err != nil {
+					return err
+				}
+				for rest := es; len(rest) > 0; entries++ {
 					if _, _, rest, err = nextEntry(rest); err != nil {
 						return err
 					}

@@ -72,6 +72,10 @@ func tune(o *pebble.Options) {
 	o.L0CompactionThreshold = 4
 	o.L0StopWritesThreshold = 24
 	o.LBaseMaxBytes = 256 << 20
+	// A pull query reads whole buckets (an hour or day of 20,000 keys is
+	// about a megabyte): with Pebble's default 8 MiB block cache they were
+	// evicted between queries and decompressed again by each one.
+	o.CacheSize = 64 << 20
 }
 
 // noTime is the stream time before any event.
@@ -587,10 +591,14 @@ func (a *Aggregation) newState(end int64) *state {
 	s := &a.slab[0]
 	a.slab = a.slab[1:]
 	n := 3 * len(a.def.Values)
-	if len(a.floats) < n {
-		a.floats = make([]float64, max(n, 4096))
+	if n <= len(s.inl) {
+		s.end, s.stats = end, s.inl[:n:n]
+	} else {
+		if len(a.floats) < n {
+			a.floats = make([]float64, max(n, 4096))
+		}
+		s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
 	}
-	s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
 	for i := 0; i < n; i += 3 {
 		s.stats[i+1], s.stats[i+2] = math.Inf(1), math.Inf(-1)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -76,6 +77,9 @@ func tune(o *pebble.Options) {
 	// about a megabyte): with Pebble's default 8 MiB block cache they were
 	// evicted between queries and decompressed again by each one.
 	o.CacheSize = 64 << 20
+	for i := range o.Levels {
+		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
 }
 
 // noTime is the stream time before any event.

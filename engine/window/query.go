@@ -307,6 +307,16 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 					// Records of this bucket follow this one unless it is
 					// the base; only then must its keys be remembered.
 					follow := k[10] == suffixDelta
+					// A delta's keys are remembered as substrings of one
+					// copy of it: one allocation per delta, not per entry.
+					var copied string
+					if follow {
+						copied = string(entries)
+					}
+					remember := func(d []byte) {
+						at := cap(entries) - cap(d) // d lies in entries
+						seen[copied[at:at+len(d)]] = struct{}{}
+					}
 					one := func(e []byte) error {
 						d, sv, _, err := nextEntry(e)
 						if err != nil {
@@ -318,7 +328,7 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 							}
 						}
 						if follow {
-							seen[string(d)] = struct{}{}
+							remember(d)
 						}
 						return add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
 					}
@@ -348,7 +358,7 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 								}
 							}
 							if follow {
-								seen[string(d)] = struct{}{}
+								remember(d)
 							}
 							err = add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
 						}

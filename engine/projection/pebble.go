@@ -151,6 +151,52 @@ func (v *PebbleView) Apply(_ context.Context, batch []eventstore.Event) error {
 	return nil
 }
 
+// Reset empties the view — every key of the view's own and the
+// checkpoint, so that a runner rebuilds it from the start of the log —
+// and writes what mark writes, in one synced batch. A view whose stored
+// format its build no longer reads uses it to start again (views are
+// projections: the log is the migration). No Apply may run meanwhile.
+func (v *PebbleView) Reset(mark func(b *pebble.Batch) error) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return fmt.Errorf("projection: reset a closed view: %w", pebble.ErrClosed)
+	}
+	b := v.db.NewBatch()
+	defer b.Close()
+	// A range tombstone up to 0xff, and keys at or past it one by one
+	// (there is no largest key to end a range with).
+	if err := b.DeleteRange([]byte{1}, []byte{0xff}, nil); err != nil {
+		return err
+	}
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: []byte{0xff}})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if err := b.Delete(it.Key(), nil); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if err := b.Delete(checkpointKey, nil); err != nil {
+		return err
+	}
+	if mark != nil {
+		if err := mark(b); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("projection: reset view: %w", err)
+	}
+	v.pos = 0
+	return nil
+}
+
 // Read calls fn with a consistent snapshot of the view and the checkpoint
 // it reflects. fn must not close r. Reads may run during Apply; they see
 // each batch entirely or not at all.

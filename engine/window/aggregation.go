@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -72,6 +73,13 @@ func tune(o *pebble.Options) {
 	o.L0CompactionThreshold = 4
 	o.L0StopWritesThreshold = 24
 	o.LBaseMaxBytes = 256 << 20
+	// A pull query reads whole buckets (an hour or day of 20,000 keys is
+	// about a megabyte): with Pebble's default 8 MiB block cache they were
+	// evicted between queries and decompressed again by each one.
+	o.CacheSize = 64 << 20
+	for i := range o.Levels {
+		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
 }
 
 // noTime is the stream time before any event.
@@ -113,7 +121,8 @@ type Aggregation struct {
 	key     []byte
 	dims    []byte
 	val     []byte
-	late    uint64    // late events of the batch being applied
+	late    uint64 // late events of the batch being applied
+	index   indexBuilder
 	slab    []state   // states handed out by newState, allocated in chunks
 	floats  []float64 // their stats, likewise
 
@@ -137,6 +146,13 @@ type bucket struct {
 	maxEnd  int64 // the latest end of its windows: it closes after it
 	entries map[string]*state
 	dirty   bool
+	// changed lists the entries the batch being applied changed: what a
+	// delta holds.
+	changed []*state
+	based   bool   // its base is in the database
+	seq     uint32 // deltas since the base
+	deltaN  int    // entries in those deltas
+	compact bool   // write the base (and drop the deltas) at the next write
 }
 
 // cursor is a key's bucket and state per level, as last touched.
@@ -185,6 +201,10 @@ func Open(dir string, def Definition, opts Options) (*Aggregation, error) {
 		return nil, err
 	}
 	a.view = v
+	if err := a.claimLayout(); err != nil {
+		_ = v.Close()
+		return nil, fmt.Errorf("window %s: %w", def.Name, err)
+	}
 	if err := a.load(); err != nil {
 		_ = v.Close()
 		return nil, fmt.Errorf("window %s: %w", def.Name, err)
@@ -279,18 +299,9 @@ func (a *Aggregation) load() error {
 					lo = bucketKey(nil, prefixWindow, uint8(level), from+1)
 				}
 			}
-			it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: []byte{prefixWindow, uint8(level) + 1}})
-			if err != nil {
-				return err
-			}
-			for it.First(); it.Valid(); it.Next() {
-				b, err := a.decodeBucket(it.Key(), it.Value())
-				if err != nil {
-					it.Close()
-					return err
-				}
+			err := a.readBuckets(r, lo, []byte{prefixWindow, uint8(level) + 1}, func(b *bucket) {
 				if a.isClosed(b.maxEnd) {
-					continue
+					return
 				}
 				a.open[b.key] = b
 				heap.Push(&a.closing, closing{end: b.maxEnd, key: b.key})
@@ -299,8 +310,8 @@ func (a *Aggregation) load() error {
 						a.sessions[dims] = append(a.sessions[dims], &session{b: b, dims: dims, state: s})
 					}
 				}
-			}
-			if err := it.Close(); err != nil {
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -308,33 +319,159 @@ func (a *Aggregation) load() error {
 	})
 }
 
-func (a *Aggregation) decodeBucket(k, v []byte) (*bucket, error) {
-	if len(k) != 10 || len(v) < 9 || v[0] != bucketFormat {
-		return nil, errBadState
+// readBuckets decodes the buckets whose keys lie in [lo, hi), each base
+// with its deltas, and hands them to fn.
+func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucket)) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
 	}
-	b := &bucket{key: string(k), level: k[1], start: readTime(k[2:]), maxEnd: readTime(v[1:9]), entries: map[string]*state{}}
-	for rest := v[9:]; len(rest) > 0; {
-		dims, st, r, err := nextEntry(rest)
-		if err != nil {
-			return nil, err
+	var b *bucket
+	for it.First(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		maxEnd, entries, _, err := splitRecord(v)
+		if err != nil || !validBucketKey(k) {
+			it.Close()
+			return errBadState
 		}
-		s, err := decodeState(st, len(a.def.Values), len(a.def.Distinct), true)
-		if err != nil {
-			return nil, err
+		start := readTime(k[2:10])
+		if b != nil && (b.level != k[1] || b.start != start) {
+			fn(b) // deltas without a base: cannot happen, but lose nothing
+			b = nil
 		}
-		b.entries[string(dims)] = s
-		rest = r
+		if b == nil {
+			key := string(baseKey(nil, k[1], start))
+			b = &bucket{key: key, level: k[1], start: start, maxEnd: maxEnd, entries: map[string]*state{}}
+		}
+		// Newest first: an entry already read is newer than this one.
+		n := 0
+		for rest := entries; len(rest) > 0; n++ {
+			dims, st, next, err := nextEntry(rest)
+			if err != nil {
+				it.Close()
+				return err
+			}
+			rest = next
+			if _, ok := b.entries[string(dims)]; ok {
+				continue
+			}
+			s, err := decodeState(st, len(a.def.Values), len(a.def.Distinct), true)
+			if err != nil {
+				it.Close()
+				return err
+			}
+			s.dims = string(dims)
+			b.entries[s.dims] = s
+		}
+		if k[10] == suffixDelta {
+			b.seq++
+			b.deltaN += n
+			continue
+		}
+		b.based = true
+		b.maxEnd = maxEnd
+		fn(b)
+		b = nil
 	}
-	return b, nil
+	if b != nil {
+		fn(b)
+	}
+	return it.Close()
 }
 
+// validBucketKey tells whether k is a base or delta key of prefixWindow.
+func validBucketKey(k []byte) bool {
+	return len(k) == 11 && k[10] == suffixBase || len(k) == 15 && k[10] == suffixDelta
+}
+
+// claimLayout makes sure the database holds this build's layout of keys.
+// One written by another layout (or from before the layout was recorded)
+// is emptied, checkpoint included, and the runner rebuilds it from the
+// log: the aggregation is a projection, and a rebuild is the migration
+// that stays right whatever the old layout was.
+func (a *Aggregation) claimLayout() error {
+	var got string
+	data := false
+	err := a.view.Read(func(r pebble.Reader, pos uint64) error {
+		v, closer, err := r.Get(layoutKey)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			got = string(v)
+			closer.Close()
+		}
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{1}})
+		if err != nil {
+			return err
+		}
+		data = pos > 0 || it.First()
+		return it.Close()
+	})
+	if err != nil || got == layout {
+		return err
+	}
+	if data {
+		a.opts.Logger.Warn("window: the database has another layout; rebuilding it from the log",
+			"aggregation", a.def.Name, "layout", got, "want", layout)
+	}
+	return a.view.Reset(func(b *pebble.Batch) error { return b.Set(layoutKey, []byte(layout), nil) })
+}
+
+// encodeBucket appends a bucket's base: its entries and their index.
 func (a *Aggregation) encodeBucket(dst []byte, b *bucket) []byte {
-	dst = append(dst, bucketFormat)
-	dst = appendTime(dst, b.maxEnd)
+	dst = appendTime(append(dst, indexedFormat), b.maxEnd)
+	at := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	a.index.reset(len(a.def.Dims))
 	for dims, s := range b.entries {
+		a.index.add(dims, uint32(len(dst)-at-4))
 		dst = appendEntry(dst, dims, s)
 	}
-	return dst
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return a.index.appendTo(dst)
+}
+
+// writeBucket writes what the batch changed in a bucket: a delta of the
+// changed entries, or the whole base (deleting the deltas) when it has
+// none yet, when the deltas would hold more than half as many entries as
+// the base, when it is being compacted, and always for sessions (whose
+// entries can also go away).
+func (a *Aggregation) writeBucket(b *pebble.Batch, bk *bucket) error {
+	changed := bk.changed
+	for _, s := range changed {
+		s.dirty = false
+	}
+	bk.changed = bk.changed[:0]
+	if bk.based && !bk.compact && a.def.Window.Kind != KindSession && 2*(bk.deltaN+len(changed)) <= len(bk.entries) {
+		if len(changed) == 0 {
+			return nil
+		}
+		a.val = appendTime(append(a.val[:0], bucketFormat), bk.maxEnd)
+		for _, s := range changed {
+			a.val = appendEntry(a.val, s.dims, s)
+		}
+		a.key = deltaKey(a.key[:0], bk.level, bk.start, bk.seq)
+		bk.seq++
+		bk.deltaN += len(changed)
+		return b.Set(a.key, a.val, nil)
+	}
+	bk.compact = false
+	for i := range bk.seq {
+		a.key = deltaKey(a.key[:0], bk.level, bk.start, i)
+		if err := b.Delete(a.key, nil); err != nil {
+			return err
+		}
+	}
+	bk.seq, bk.deltaN = 0, 0
+	if len(bk.entries) == 0 {
+		bk.based = false
+		return b.Delete([]byte(bk.key), nil)
+	}
+	bk.based = true
+	a.val = a.encodeBucket(a.val[:0], bk)
+	return b.Set([]byte(bk.key), a.val, nil)
 }
 
 // isClosed tells whether a window ending at end is past its grace.
@@ -405,27 +542,10 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
-	for _, bk := range a.dirty {
-		bk.dirty = false
-		if len(bk.entries) == 0 {
-			if err := b.Delete([]byte(bk.key), nil); err != nil {
-				return err
-			}
-			continue
-		}
-		a.val = a.encodeBucket(a.val[:0], bk)
-		if err := b.Set([]byte(bk.key), a.val, nil); err != nil {
-			return err
-		}
-	}
-	a.dirty = a.dirty[:0]
-	if a.st != stBefore {
-		if err := b.Set(streamTimeKey, appendTime(nil, a.st), nil); err != nil {
-			return err
-		}
-	}
 	// Buckets past their grace leave memory; their last state is in this
-	// batch or an earlier one.
+	// batch or an earlier one. One with deltas is compacted to its base
+	// in this batch, so that the closed past reads as one value per
+	// bucket.
 	for len(a.closing) > 0 && a.isClosed(a.closing[0].end) {
 		c := heap.Pop(&a.closing).(closing)
 		bk := a.open[c.key]
@@ -444,6 +564,22 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 				a.dropSession(dims, s)
 			}
 		}
+		if bk.seq > 0 {
+			bk.compact = true
+			a.markDirty(bk)
+		}
+	}
+	for _, bk := range a.dirty {
+		bk.dirty = false
+		if err := a.writeBucket(b, bk); err != nil {
+			return err
+		}
+	}
+	a.dirty = a.dirty[:0]
+	if a.st != stBefore {
+		if err := b.Set(streamTimeKey, appendTime(nil, a.st), nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -459,10 +595,14 @@ func (a *Aggregation) newState(end int64) *state {
 	s := &a.slab[0]
 	a.slab = a.slab[1:]
 	n := 3 * len(a.def.Values)
-	if len(a.floats) < n {
-		a.floats = make([]float64, max(n, 4096))
+	if n <= len(s.inl) {
+		s.end, s.stats = end, s.inl[:n:n]
+	} else {
+		if len(a.floats) < n {
+			a.floats = make([]float64, max(n, 4096))
+		}
+		s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
 	}
-	s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
 	for i := 0; i < n; i += 3 {
 		s.stats[i+1], s.stats[i+2] = math.Inf(1), math.Inf(-1)
 	}
@@ -479,13 +619,22 @@ func (a *Aggregation) markDirty(bk *bucket) {
 	}
 }
 
+// markChanged records that s, an entry of bk, changed in this batch.
+func (a *Aggregation) markChanged(bk *bucket, s *state) {
+	if !s.dirty {
+		s.dirty = true
+		bk.changed = append(bk.changed, s)
+	}
+	a.markDirty(bk)
+}
+
 // bucket returns the open bucket of level at start, made if new; nil
 // if it is closed (and so not in memory).
 func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
 	if bk := a.last[level]; bk != nil && bk.start == start {
 		return bk
 	}
-	a.key = bucketKey(a.key[:0], prefixWindow, level, start)
+	a.key = baseKey(a.key[:0], level, start)
 	bk := a.open[string(a.key)]
 	if bk == nil {
 		if a.isClosed(end) {
@@ -530,7 +679,8 @@ func (a *Aggregation) touchAt(b *pebble.Batch, c *cursor, level uint8, start, en
 		s = bk.entries[string(a.dims)]
 		if s == nil {
 			s = a.newState(end)
-			bk.entries[string(a.dims)] = s
+			s.dims = string(a.dims)
+			bk.entries[s.dims] = s
 		}
 		if c != nil {
 			c.b[level], c.s[level] = bk, s
@@ -541,7 +691,7 @@ func (a *Aggregation) touchAt(b *pebble.Batch, c *cursor, level uint8, start, en
 	} else {
 		s.add(r, a.exact)
 	}
-	a.markDirty(bk)
+	a.markChanged(bk, s)
 	return nil
 }
 
@@ -602,6 +752,7 @@ func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
 		st := bk.entries[dims]
 		if st == nil {
 			st = a.newState(end)
+			st.dims = dims
 			bk.entries[dims] = st
 		}
 		target = &session{b: bk, dims: dims, state: st}

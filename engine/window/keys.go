@@ -9,30 +9,58 @@ import (
 // Keys of the view's Pebble database (keys starting with 0x00 belong to
 // projection.PebbleView):
 //
-//	'w' level:1 start:8        a bucket: every window of the level that
-//	                           starts then, one entry per key (blob)
-//	'l' level:1 start:8 dims   late events of a window that closed
-//	                           before they came: end:8, uvarint count
-//	'm' "streamtime"           the stream time, 8 bytes
+//	'w' level:1 start:8 0x01 seq:4   a delta of a bucket: the entries one
+//	                                 batch changed (blob, like a base)
+//	'w' level:1 start:8 0x02         a bucket's base: every window of the
+//	                                 level that starts then, one entry
+//	                                 per key (blob)
+//	'l' level:1 start:8 dims         late events of a window that closed
+//	                                 before they came: end:8, uvarint count
+//	'm' "streamtime"                 the stream time, 8 bytes
+//	'm' "layout"                     the layout of these keys ("3")
 //
 // Times are Unix nanoseconds with the sign bit flipped, so that byte
 // order is time order. Each dimension is escaped (0x00 → 0x00 0xFF) and
 // ends with 0x00 0x01, so that encoded keys split unambiguously.
 //
-// A bucket is one value per window start rather than one per window and
+// A bucket is a base plus deltas rather than one value per window and
 // key because most events create a window (a minute of a sender and a
-// type sees less than one event on average), and the roll-up windows are
-// rewritten by every batch: one Pebble entry per window start makes a
-// batch write a few large values instead of one small value per event,
-// which is what lets the aggregation keep up with the log. A pull query
-// still reads only the buckets of its time range.
+// type sees less than one event on average): one Pebble entry per window
+// start makes a catching-up batch write a few large values instead of one
+// small value per event. A batch that changes few of a bucket's entries
+// (a live ingest's batch of a few hundred events against an hour or day
+// bucket of 20,000 keys) writes only those, as a delta; once the deltas
+// hold half as many entries as the base, the batch rewrites the base and
+// deletes them, so a batch writes O(entries changed) amortized and a
+// reader merges at most half a bucket more than the base. A bucket that
+// closes is compacted to its base. Deltas sort before their base, so a
+// reader sees a bucket's newest entries before the base they override.
+// A pull query still reads only the buckets of its time range.
 const (
 	prefixWindow = 'w'
 	prefixLate   = 'l'
-	bucketFormat = 2
+	suffixDelta  = 1
+	suffixBase   = 2
+	// layout names this arrangement of keys; a database of another (or
+	// none, from before it was recorded) is rebuilt from the log.
+	layout = "3"
 )
 
-var streamTimeKey = []byte("mstreamtime")
+var (
+	streamTimeKey = []byte("mstreamtime")
+	layoutKey     = []byte("mlayout")
+)
+
+// baseKey appends the key of a bucket's base.
+func baseKey(b []byte, level uint8, start int64) []byte {
+	return append(bucketKey(b, prefixWindow, level, start), suffixBase)
+}
+
+// deltaKey appends the key of a bucket's delta number seq (0, 1, …):
+// stored inverted, so that a bucket's newest delta sorts first.
+func deltaKey(b []byte, level uint8, start int64, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(append(bucketKey(b, prefixWindow, level, start), suffixDelta), ^seq)
+}
 
 func appendTime(b []byte, t int64) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(t)^(1<<63))

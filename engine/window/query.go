@@ -271,9 +271,14 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 			if err != nil {
 				return err
 			}
+			// A bucket's deltas come before its base, newest first: seen
+			// holds the keys of the entries read from its newer records,
+			// which override the same keys' entries in older ones.
+			seen := map[string]struct{}{}
+			cur, curLevel, more := int64(0), uint8(0), false
 			for it.First(); it.Valid(); it.Next() {
 				k, v := it.Key(), it.Value()
-				if len(k) < 10 {
+				if len(k) < 10 || prefix == prefixWindow && !validBucketKey(k) {
 					it.Close()
 					return errBadKey
 				}
@@ -289,15 +294,76 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 						s.late, _ = binary.Uvarint(v[8:])
 						return nil
 					})
-				} else if len(v) < 9 || v[0] != bucketFormat {
-					err = errBadState
 				} else {
-					for rest := v[9:]; len(rest) > 0 && err == nil; {
-						var d, sv []byte
-						if d, sv, rest, err = nextEntry(rest); err == nil {
+					var entries, index []byte
+					if _, entries, index, err = splitRecord(v); err != nil {
+						it.Close()
+						return err
+					}
+					if start != cur || k[1] != curLevel {
+						cur, curLevel, more = start, k[1], false
+						clear(seen)
+					}
+					// Records of this bucket follow this one unless it is
+					// the base; only then must its keys be remembered.
+					follow := k[10] == suffixDelta
+					// A delta's keys are remembered as substrings of one
+					// copy of it: one allocation per delta, not per entry.
+					var copied string
+					if follow {
+						copied = string(entries)
+					}
+					remember := func(d []byte) {
+						at := cap(entries) - cap(d) // d lies in entries
+						seen[copied[at:at+len(d)]] = struct{}{}
+					}
+					one := func(e []byte) error {
+						d, sv, _, err := nextEntry(e)
+						if err != nil {
+							return err
+						}
+						if more {
+							if _, ok := seen[string(d)]; ok {
+								return nil
+							}
+						}
+						if follow {
+							remember(d)
+						}
+						return add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
+					}
+					if offsets, ok, ierr := a.filtered(p, index); ierr != nil {
+						err = ierr
+					} else if ok {
+						// Only the entries the index lists for the filter.
+						for off := uint64(0); len(offsets) > 0 && err == nil; {
+							d, n := binary.Uvarint(offsets)
+							if n <= 0 || off+d >= uint64(len(entries)) {
+								err = errBadState
+								break
+							}
+							off += d
+							offsets = offsets[n:]
+							err = one(entries[off:])
+						}
+					} else {
+						for rest := entries; len(rest) > 0 && err == nil; {
+							var d, sv []byte
+							if d, sv, rest, err = nextEntry(rest); err != nil {
+								break
+							}
+							if more {
+								if _, ok := seen[string(d)]; ok {
+									continue
+								}
+							}
+							if follow {
+								remember(d)
+							}
 							err = add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
 						}
 					}
+					more = more || follow
 				}
 				if err != nil {
 					it.Close()
@@ -315,6 +381,26 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 	}
 	slices.SortFunc(out, func(x, y *group) int { return cmp.Compare(x.key, y.key) })
 	return out, res, nil
+}
+
+// filtered returns, for a base with an index and a query with a filter,
+// the offsets of the entries of the filter's value that has the fewest
+// (the others are checked on each entry); ok is false when every entry
+// must be read.
+func (a *Aggregation) filtered(p *plan, index []byte) (offsets []byte, ok bool, err error) {
+	if index == nil || len(p.filter) == 0 {
+		return nil, false, nil
+	}
+	for i, f := range p.filter {
+		l, err := indexLookup(index, f.i, f.value)
+		if err != nil {
+			return nil, false, err
+		}
+		if i == 0 || len(l) < len(offsets) {
+			offsets = l
+		}
+	}
+	return offsets, true, nil
 }
 
 func (a *Aggregation) rows(p *plan, groups []*group, st time.Time) []Row {

@@ -11,12 +11,22 @@ import (
 
 // state is the aggregate of one window and key.
 type state struct {
-	end   int64 // exclusive end, Unix ns
+	// The fields an event updates come first, the stats of one value
+	// inline after them, so that an update touches one or two cache
+	// lines (the hour and day states of 20,000 keys do not fit a cache).
 	count uint64
 	late  uint64
-	// stats holds sum, min, max of each value, three floats per value.
+	// stats holds sum, min, max of each value, three floats per value:
+	// inl when there is one value.
 	stats    []float64
+	inl      [3]float64
+	end      int64 // exclusive end, Unix ns
 	distinct []distinctSet
+	// dims is the window's key (encoded dimensions) in its bucket, and
+	// dirty tells whether it is in the bucket's list of entries the batch
+	// being applied changed (the writer's; queries leave them zero).
+	dims  string
+	dirty bool
 }
 
 // distinctSet counts distinct values: exactly in a set up to a limit,

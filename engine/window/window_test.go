@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,6 +329,22 @@ func TestKeyEscaping(t *testing.T) {
 		if string(got[i]) != dims[i] {
 			t.Errorf("dim %d: %q, want %q", i, got[i], dims[i])
 		}
+	}
+	for _, dims := range [][]string{dims, {"x\x00", "\x00\x00", "", "y"}} {
+		gs := splitDimsString(string(appendDims(nil, dims)), nil)
+		if !slices.Equal(gs, dims) {
+			t.Errorf("splitDimsString: %q, want %q", gs, dims)
+		}
+	}
+	// A filter on an escaped value goes through a base's index.
+	def := testDef("esc", Tumbling(time.Minute), 0, time.Hour)
+	a := build(t, def, []tev{
+		ev("2025-03-01T10:00:00Z", "a\x00b", "\x00", 1, "u"),
+		ev("2025-03-01T10:00:10Z", "a", "\x00", 2, "u"),
+		ev("2025-03-01T10:00:20Z", "a\x00b", "k", 4, "u"),
+	})
+	if got, want := query(t, a, Query{Unit: time.Hour, Filter: map[string]string{"sender": "a\x00b"}}), "2025-03-01T10:00:00Z..2025-03-01T11:00:00Z n=2 late=0 sum=5 min=1 max=4 avg=2.5 users=1\n"; got != want {
+		t.Errorf("filter on an escaped value: %q, want %q", got, want)
 	}
 	if floorDiv(-1, 60) != -60 || floorDiv(-60, 60) != -60 || floorDiv(59, 60) != 0 {
 		t.Error("floorDiv")

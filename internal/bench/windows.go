@@ -59,11 +59,16 @@ type WindowsResult struct {
 	QueryP99MS            float64 `json:"query_p99_ms"`
 	QueryMaxMS            float64 `json:"query_max_ms"`
 	QueryRows             int     `json:"query_rows"`
-	Verified              bool    `json:"verified"`
-	Mismatches            int     `json:"mismatches"`
-	LateCounted           uint64  `json:"late_counted"`
-	LateInjected          uint64  `json:"late_injected"`
-	PeakRSSMB             float64 `json:"peak_rss_mb"`
+	// QueryIdleP50MS and QueryIdleP99MS time 100 of the same queries
+	// after the catch-up and before the live ingest: the query's own
+	// cost, without an ingest beside it.
+	QueryIdleP50MS float64 `json:"query_idle_p50_ms"`
+	QueryIdleP99MS float64 `json:"query_idle_p99_ms"`
+	Verified       bool    `json:"verified"`
+	Mismatches     int     `json:"mismatches"`
+	LateCounted    uint64  `json:"late_counted"`
+	LateInjected   uint64  `json:"late_injected"`
+	PeakRSSMB      float64 `json:"peak_rss_mb"`
 }
 
 // Rows renders the result as a two-column table.
@@ -81,6 +86,7 @@ func (r WindowsResult) Rows() [][2]string {
 		{"queries", fmt.Sprint(r.Queries)},
 		{"query p50 / p99 / max ms", fmt.Sprintf("%.2f / %.2f / %.2f", r.QueryP50MS, r.QueryP99MS, r.QueryMaxMS)},
 		{"rows per query", fmt.Sprint(r.QueryRows)},
+		{"query p50 / p99 ms without ingest", fmt.Sprintf("%.2f / %.2f", r.QueryIdleP50MS, r.QueryIdleP99MS)},
 		{"late injected / counted", fmt.Sprintf("%d / %d", r.LateInjected, r.LateCounted)},
 	}
 	if r.Verified {
@@ -261,6 +267,27 @@ func RunWindows(ctx context.Context, store eventstore.Store, cfg WindowsConfig) 
 		res.IngestEventsPerCPUSec = stats.Round(float64(cfg.Events)/cpu.Seconds(), 0)
 	}
 
+	rng := rand.New(rand.NewPCG(cfg.Seed, 18))
+	dayQuery := func() window.Query {
+		return window.Query{
+			From: windowsDay, To: windowsDay.Add(24 * time.Hour), Unit: 24 * time.Hour,
+			Filter:  map[string]string{"type": fmt.Sprintf("type-%02d", rng.IntN(cfg.Types))},
+			GroupBy: []string{"sender"},
+		}
+	}
+	// The same queries without an ingest beside them first.
+	var idle []time.Duration
+	for range 100 {
+		q := dayQuery()
+		t0 := time.Now()
+		if _, err := agg.Query(ctx, q); err != nil {
+			return res, fmt.Errorf("bench windows: query: %w", err)
+		}
+		idle = append(idle, time.Since(t0))
+	}
+	isum := stats.Summarize(idle)
+	res.QueryIdleP50MS, res.QueryIdleP99MS = isum.P50, isum.P99
+
 	// Queries while the rest is appended and aggregated live.
 	var wg sync.WaitGroup
 	var appendErr error
@@ -272,18 +299,13 @@ func RunWindows(ctx context.Context, store eventstore.Store, cfg WindowsConfig) 
 		appendErr = appendWindows(ctx, store, g, cfg.LiveEvents, cfg.LiveRate)
 	}()
 	var lat []time.Duration
-	rng := rand.New(rand.NewPCG(cfg.Seed, 18))
 	for done := false; !done || len(lat) < 100; {
 		select {
 		case <-writing:
 			done = true
 		default:
 		}
-		q := window.Query{
-			From: windowsDay, To: windowsDay.Add(24 * time.Hour), Unit: 24 * time.Hour,
-			Filter:  map[string]string{"type": fmt.Sprintf("type-%02d", rng.IntN(cfg.Types))},
-			GroupBy: []string{"sender"},
-		}
+		q := dayQuery()
 		t0 := time.Now()
 		ans, err := agg.Query(ctx, q)
 		if err != nil {

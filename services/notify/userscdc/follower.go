@@ -93,6 +93,10 @@ var (
 
 var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// testHookCommit, set by tests before Start, writes into each source
+// transaction's batch before it commits.
+var testHookCommit func(b *pebble.Batch, end LSN) error
+
 // Follower applies the source's changes to a View until closed.
 type Follower struct {
 	v      *View
@@ -654,6 +658,11 @@ func (f *Follower) handle(data []byte) error {
 		}
 		if f.tx == nil {
 			return errors.New("userscdc: commit without begin")
+		}
+		if testHookCommit != nil {
+			if err := testHookCommit(f.tx.b, m.TransactionEndLSN); err != nil {
+				return applyError{err}
+			}
 		}
 		err := f.tx.commit(m.TransactionEndLSN, f.cfg.Sync)
 		f.tx = nil

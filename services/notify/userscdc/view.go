@@ -77,18 +77,6 @@ func deviceKey(userID, devID int64) []byte {
 	return binary.BigEndian.AppendUint64(idKey(prefixDevice, userID), uint64(devID)^(1<<63))
 }
 
-// prefixEnd is the first key after every key starting with p.
-func prefixEnd(p []byte) []byte {
-	end := slices.Clone(p)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}
-
 // userRow is a users row as the view keeps it.
 type userRow struct {
 	Name, Language string

@@ -47,6 +47,9 @@ func (r row) text(name string) (string, error) {
 type batch struct {
 	v *View
 	b *pebble.Batch // indexed: reads see the batch's own writes
+	// copying: a snapshot's rows go into an emptied view, each once, so
+	// a device has no earlier place to look up and delete.
+	copying bool
 }
 
 func (v *View) newBatch() *batch { return &batch{v: v, b: v.db.NewIndexedBatch()} }
@@ -294,8 +297,10 @@ func (b *batch) upsertDevice(old, nw row) error {
 		}
 		token = string(raw)
 	}
-	if err := b.deleteDevice(prevID); err != nil {
-		return err
+	if !b.copying {
+		if err := b.deleteDevice(prevID); err != nil {
+			return err
+		}
 	}
 	if prevID != id {
 		if err := b.deleteDevice(id); err != nil {

@@ -301,6 +301,7 @@ func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot st
 		return fmt.Errorf("userscdc: import snapshot %s: %w", snapshot, err)
 	}
 	b := f.v.newBatch()
+	b.copying = true
 	defer func() {
 		if b != nil {
 			b.close()
@@ -323,6 +324,7 @@ func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot st
 			if b.size() >= f.cfg.MaxBatchBytes {
 				err := b.commit(0, false)
 				b = f.v.newBatch()
+				b.copying = true
 				if err != nil {
 					return err
 				}

@@ -139,10 +139,17 @@ func OpenView(dir string, opts ViewOptions) (*View, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	db, err := pebble.Open(dir, &pebble.Options{
+	popts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{opts.Logger},
-	})
+		// A snapshot writes a million users in 16 MiB batches, which
+		// the default 4 MiB memtable flushed as tables of their own,
+		// stalling writes on level 0 (docs/benchmarks.md).
+		MemTableSize:          64 << 20,
+		L0CompactionThreshold: 4,
+		L0StopWritesThreshold: 24,
+	}
+	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("userscdc: open view %s: %w", dir, err)
 	}

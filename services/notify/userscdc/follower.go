@@ -131,9 +131,13 @@ func Start(ctx context.Context, v *View, cfg Config) (*Follower, error) {
 	if !nameRE.MatchString(cfg.Slot) || !nameRE.MatchString(cfg.Publication) {
 		return nil, fmt.Errorf("userscdc: slot %q and publication %q must be lower-case letters, digits and _", cfg.Slot, cfg.Publication)
 	}
+	if err := v.claim(); err != nil {
+		return nil, err
+	}
 	f := &Follower{v: v, cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
 	conn, err := f.setup(ctx)
 	if err != nil {
+		v.release()
 		return nil, err
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -525,6 +529,7 @@ func (f *Follower) stop(forWaiters, err error) {
 	f.err = err
 	f.mu.Unlock()
 	f.v.fail(forWaiters)
+	f.v.release()
 }
 
 // finish drops the open transaction's batch, reports what is durable and

@@ -517,3 +517,47 @@ func TestInterruptedSnapshotStartsOver(t *testing.T) {
 	wait(t, v, lsn)
 	e.same(t, v)
 }
+
+// A terminated walsender (or a server restart) is reconnected to; a
+// follower closed and started again on the same open view goes on.
+func TestReconnectAndRestartOnOpenView(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.write(t, func(w *Writer) error { return w.PutUser(user(1, "One"), 1) })
+	v := openView(t, t.TempDir())
+	f := e.start(t, v)
+	if _, err := Start(ctx, v, e.cfg); err == nil {
+		t.Fatal("a second follower on one view started")
+	}
+	for i := range 3 {
+		var n int
+		if err := e.src.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.cfg.Slot).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("terminated %d walsenders, want 1", n)
+		}
+		lsn := e.write(t, func(w *Writer) error { return w.PutUser(user(int64(10+i), "after a kill"), 1) })
+		wait(t, v, lsn)
+		e.same(t, v)
+		// The next kill must find the new walsender.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var active bool
+			if err := e.src.Pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, e.cfg.Slot).Scan(&active); err != nil {
+				t.Fatal(err)
+			}
+			if active || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lsn := e.write(t, func(w *Writer) error { return w.DeleteUser(1) })
+	e.start(t, v)
+	wait(t, v, lsn)
+	e.same(t, v)
+}

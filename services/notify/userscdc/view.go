@@ -132,6 +132,28 @@ type View struct {
 	changed chan struct{} // closed and replaced when pos moves or err is set
 	err     error         // why the follower stopped, for waiters
 	closed  bool
+	busy    bool // a follower writes the view
+}
+
+// claim marks the view as written by a follower, clearing the previous
+// follower's error; it fails if another follower runs.
+func (v *View) claim() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.closed:
+		return fmt.Errorf("userscdc: follow a closed view: %w", pebble.ErrClosed)
+	case v.busy:
+		return errors.New("userscdc: the view already has a follower")
+	}
+	v.busy, v.err = true, nil
+	return nil
+}
+
+func (v *View) release() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.busy = false
 }
 
 // OpenView opens (creating if needed) the view database in dir.

@@ -134,7 +134,9 @@ func Start(ctx context.Context, v *View, cfg Config) (*Follower, error) {
 	if err := v.claim(); err != nil {
 		return nil, err
 	}
-	f := &Follower{v: v, cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
+	// dirty: the position a killed predecessor stored may still be in
+	// the page cache only; sync before confirming it.
+	f := &Follower{v: v, cfg: cfg, log: cfg.Logger, done: make(chan struct{}), dirty: true}
 	conn, err := f.setup(ctx)
 	if err != nil {
 		v.release()

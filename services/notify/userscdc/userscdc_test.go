@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,7 +190,27 @@ func TestSnapshotThenStream(t *testing.T) {
 	if !slices.Equal(d.Channels, []notify.Channel{notify.Push}) {
 		t.Fatalf("the check of user 100: %+v, want push only", d)
 	}
+
+	// The processor reads the view as its Users.
+	p := notify.Processor{Templates: notify.Templates{"like_update": {"en": {Title: "Hi {name}", Body: "club {club}"}}}}
+	var mu sync.Mutex // senders run concurrently
+	var sent []notify.Message
+	counts, err := p.Process(context.Background(), &notify.Request{ID: "r1", Type: "like_update", ClubID: 1, Sender: "s",
+		Timestamp: time.Now(), ToUsers: []int64{100, 3, 999, 1}}, v, func(_ context.Context, b []notify.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, b...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts.Refused[notify.RefusedOptOut] != 1 || counts.Refused[notify.RefusedUnknownUser] != 1 || counts.Built != 2 || counts.Delivered != 2 {
+		t.Fatalf("counts %+v (sent %+v)", counts, sent)
+	}
 }
+
+var _ notify.Users = (*View)(nil)
 
 func randomText(n int) string {
 	b := make([]byte, n/2)

@@ -161,3 +161,54 @@ func TestCrashRestartExactlyOnce(t *testing.T) {
 		t.Fatalf("%d transactions applied, %d written", counted, written.Load())
 	}
 }
+
+// TestSnapshotCrashChild is the workload of TestKilledDuringSnapshot.
+func TestSnapshotCrashChild(t *testing.T) {
+	out := crashtest.Child(t)
+	v, err := OpenView(os.Getenv("USERSCDC_DIR"), ViewOptions{})
+	if err != nil {
+		out.Fail("open view: %v", err)
+	}
+	cfg := Config{URL: os.Getenv("USERSCDC_URL"), Schema: os.Getenv("USERSCDC_SCHEMA"), Publication: os.Getenv("USERSCDC_PUB"),
+		Slot: os.Getenv("USERSCDC_SLOT"), MaxBatchBytes: 256 << 10}
+	out.Printf("starting")
+	if _, err := Start(context.Background(), v, cfg); err != nil {
+		out.Fail("start: %v", err)
+	}
+	out.Printf("ready")
+	select {}
+}
+
+// A follower killed while it copies the snapshot leaves a view that the
+// next Start empties and fills again from a new slot.
+func TestKilledDuringSnapshot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.src.Generate(ctx, Population{Users: 100_000, Type: "like_update", Refuse: 0.1, Seed: 4}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := crashtest.Start(t, crashtest.Spec{Test: "TestSnapshotCrashChild", Env: []string{
+		"USERSCDC_DIR=" + dir, "USERSCDC_URL=" + e.url, "USERSCDC_SCHEMA=" + e.cfg.Schema,
+		"USERSCDC_PUB=" + e.cfg.Publication, "USERSCDC_SLOT=" + e.cfg.Slot,
+	}})
+	if !p.WaitFor("starting", time.Minute) {
+		t.Fatal("the child never started")
+	}
+	time.Sleep(time.Duration(100+mrand.IntN(200)) * time.Millisecond)
+	p.Kill()
+
+	v := openView(t, dir)
+	marker, err := v.snapshotting()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed with the view at %s, snapshot marker %q", v.Position(), marker)
+	if marker == "" && v.Position() != 0 {
+		t.Log("the kill came after the snapshot: nothing to start over")
+	}
+	lsn := e.write(t, func(w *Writer) error { return w.SetSetting(5, "like_update", "email", false) })
+	e.start(t, v)
+	wait(t, v, lsn)
+	e.same(t, v)
+}

@@ -582,3 +582,30 @@ func TestReconnectAndRestartOnOpenView(t *testing.T) {
 	wait(t, v, lsn)
 	e.same(t, v)
 }
+
+// A transaction larger than MaxBatchBytes goes into the view in parts,
+// and a snapshot too; the result is the source's rows.
+func TestLargeTransactionInParts(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.MaxBatchBytes = 4096
+	e.write(t, func(w *Writer) error {
+		return w.Exec(`INSERT INTO ` + w.Table("users") + ` (id, name) SELECT i, 'u' || i FROM generate_series(1, 2000) i`)
+	})
+	v := openView(t, t.TempDir())
+	e.start(t, v)
+	e.same(t, v)
+	lsn := e.write(t, func(w *Writer) error {
+		if err := w.Exec(`INSERT INTO ` + w.Table("users") + ` (id, name) SELECT i, 'u' || i FROM generate_series(2001, 4000) i`); err != nil {
+			return err
+		}
+		if err := w.Exec(`INSERT INTO ` + w.Table("user_devices") + ` (user_id, token) SELECT i, 't' || i FROM generate_series(1, 4000) i`); err != nil {
+			return err
+		}
+		if err := w.Exec(`UPDATE ` + w.Table("user_devices") + ` SET user_id = 4001 - user_id`); err != nil {
+			return err
+		}
+		return w.Exec(`DELETE FROM ` + w.Table("users") + ` WHERE id % 3 = 0`)
+	})
+	wait(t, v, lsn)
+	e.same(t, v)
+}

@@ -609,3 +609,40 @@ func TestLargeTransactionInParts(t *testing.T) {
 	wait(t, v, lsn)
 	e.same(t, v)
 }
+
+// Changes to tables the view does not follow still move its position
+// (keepalives between transactions), and the slot's confirmed position
+// with it: the source does not keep WAL for an idle view.
+func TestIdleViewConfirmsOtherTraffic(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := openView(t, t.TempDir())
+	e.start(t, v)
+	if _, err := e.src.Pool.Exec(ctx, `CREATE TABLE `+e.src.Table("other")+` (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	var lsn LSN
+	for i := range 20 {
+		if _, err := e.src.Pool.Exec(ctx, `INSERT INTO `+e.src.Table("other")+` VALUES ($1)`, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.src.Pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, v, lsn)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var confirmed LSN
+		if err := e.src.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1`, e.cfg.Slot).Scan(&confirmed); err != nil {
+			t.Fatal(err)
+		}
+		if confirmed >= lsn {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot confirmed %s, the view is at %s past %s", confirmed, v.Position(), lsn)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

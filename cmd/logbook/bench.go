@@ -16,7 +16,7 @@ import (
 const benchDataDir = "./data-bench"
 
 func newBenchCmd(e *env) *cobra.Command {
-	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv",
+	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv, cdc",
 		newBenchAppendCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
@@ -24,6 +24,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		newBenchRegistryCmd(e),
 		newBenchWindowsCmd(e),
 		newBenchKVCmd(e),
+		newBenchCDCCmd(e),
 	)
 	cpuProfileFlag(g)
 	return g

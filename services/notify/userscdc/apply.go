@@ -1,0 +1,337 @@
+package userscdc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/logbook/logbook/services/notify"
+)
+
+// col is one column of a decoded row: its kind as pgoutput sends it ('n'
+// null, 'u' unchanged TOASTed value not sent, 't' text) and its text.
+type col struct {
+	kind byte
+	val  string
+}
+
+// row is a decoded tuple by column name. A key-only tuple (a delete, or
+// the old key of an update that changed it) has its other columns null.
+type row map[string]col
+
+func (r row) int64(name string) (int64, error) {
+	c, ok := r[name]
+	if !ok || c.kind != 't' {
+		return 0, fmt.Errorf("userscdc: column %s: no value (kind %q)", name, c.kind)
+	}
+	n, err := strconv.ParseInt(c.val, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("userscdc: column %s: %w", name, err)
+	}
+	return n, nil
+}
+
+func (r row) text(name string) (string, error) {
+	c, ok := r[name]
+	if !ok || c.kind != 't' {
+		return "", fmt.Errorf("userscdc: column %s: no value (kind %q)", name, c.kind)
+	}
+	return c.val, nil
+}
+
+// batch is one atomic write to the view: a source transaction's effects
+// (or a part of a snapshot) and, at commit, the position it reaches.
+type batch struct {
+	v *View
+	b *pebble.Batch // indexed: reads see the batch's own writes
+	// copying: a snapshot's rows go into an emptied view, each once, so
+	// a device has no earlier place to look up and delete.
+	copying bool
+}
+
+func (v *View) newBatch() *batch { return &batch{v: v, b: v.db.NewIndexedBatch()} }
+
+func (b *batch) size() int { return b.b.Len() }
+
+// commit writes the batch; a non-zero end becomes the view's position in
+// the same write. The batch is closed.
+func (b *batch) commit(end LSN, sync bool) error {
+	defer b.b.Close()
+	if end != 0 {
+		if err := b.b.Set(positionKey, binary.BigEndian.AppendUint64(nil, uint64(end)), nil); err != nil {
+			return err
+		}
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := b.b.Commit(opts); err != nil {
+		return fmt.Errorf("userscdc: commit view batch: %w", err)
+	}
+	if end != 0 {
+		b.v.advance(end)
+	}
+	return nil
+}
+
+func (b *batch) close() { _ = b.b.Close() }
+
+func (b *batch) get(k []byte) ([]byte, bool, error) {
+	v, closer, err := b.b.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), v...)
+	return out, true, closer.Close()
+}
+
+// Source tables, as the follower knows them.
+const (
+	tableUsers    = "users"
+	tableSettings = "user_settings"
+	tableDevices  = "user_devices"
+)
+
+// upsert applies an insert (old nil) or an update (old: the old key when
+// the update changed it) of a row of table.
+func (b *batch) upsert(table string, old, nw row) error {
+	switch table {
+	case tableUsers:
+		return b.upsertUser(old, nw)
+	case tableSettings:
+		return b.upsertSetting(old, nw)
+	case tableDevices:
+		return b.upsertDevice(old, nw)
+	}
+	return nil
+}
+
+func (b *batch) delete(table string, key row) error {
+	switch table {
+	case tableUsers:
+		id, err := key.int64("id")
+		if err != nil {
+			return err
+		}
+		return b.b.Delete(idKey(prefixUser, id), nil)
+	case tableSettings:
+		k, err := settingKeyOf(key)
+		if err != nil {
+			return err
+		}
+		return b.b.Delete(k, nil)
+	case tableDevices:
+		id, err := key.int64("id")
+		if err != nil {
+			return err
+		}
+		return b.deleteDevice(id)
+	}
+	return nil
+}
+
+// truncate empties a table's part of the view.
+func (b *batch) truncate(table string) error {
+	var prefixes []byte
+	switch table {
+	case tableUsers:
+		prefixes = []byte{prefixUser}
+	case tableSettings:
+		prefixes = []byte{prefixSetting}
+	case tableDevices:
+		prefixes = []byte{prefixDevice, prefixDevIdx}
+	}
+	for _, p := range prefixes {
+		if err := b.b.DeleteRange([]byte{p}, []byte{p + 1}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errToast says an update left a column unchanged and TOASTed (not sent)
+// but the view has no earlier value for it: the view is not a copy of the
+// source, and continuing would make it worse.
+var errToast = errors.New("userscdc: an update left a TOASTed column unchanged, but the view has no row to take it from")
+
+func (b *batch) upsertUser(old, nw row) error {
+	id, err := nw.int64("id")
+	if err != nil {
+		return err
+	}
+	prevID := id
+	if old != nil {
+		if prevID, err = old.int64("id"); err != nil {
+			return err
+		}
+	}
+	var prev *userRow
+	load := func() (*userRow, error) {
+		if prev != nil {
+			return prev, nil
+		}
+		raw, ok, err := b.get(idKey(prefixUser, prevID))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w (users %d)", errToast, prevID)
+		}
+		r, err := decodeUser(raw)
+		if err != nil {
+			return nil, err
+		}
+		prev = &r
+		return prev, nil
+	}
+	field := func(name string, from func(*userRow) string) (string, error) {
+		c := nw[name]
+		switch c.kind {
+		case 'u':
+			p, err := load()
+			if err != nil {
+				return "", err
+			}
+			return from(p), nil
+		case 't':
+			return c.val, nil
+		}
+		return "", nil // NULL
+	}
+	var u userRow
+	if u.Name, err = field("name", func(r *userRow) string { return r.Name }); err != nil {
+		return err
+	}
+	if u.Language, err = field("language", func(r *userRow) string { return r.Language }); err != nil {
+		return err
+	}
+	if u.Email, err = field("email", func(r *userRow) string { return r.Email }); err != nil {
+		return err
+	}
+	u.OptOut = nw["opt_out"].kind == 't' && nw["opt_out"].val == "t"
+	if prevID != id {
+		if err := b.b.Delete(idKey(prefixUser, prevID), nil); err != nil {
+			return err
+		}
+	}
+	return b.b.Set(idKey(prefixUser, id), u.encode(), nil)
+}
+
+func settingKeyOf(r row) ([]byte, error) {
+	id, err := r.int64("user_id")
+	if err != nil {
+		return nil, err
+	}
+	typ, err := r.text("type")
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.text("channel")
+	if err != nil {
+		return nil, err
+	}
+	return settingKey(id, typ, notify.Channel(c)), nil
+}
+
+func (b *batch) upsertSetting(old, nw row) error {
+	k, err := settingKeyOf(nw)
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		ok, err := settingKeyOf(old)
+		if err != nil {
+			return err
+		}
+		if err := b.b.Delete(ok, nil); err != nil {
+			return err
+		}
+	}
+	on := byte(0)
+	if nw["enabled"].val == "t" {
+		on = 1
+	}
+	return b.b.Set(k, []byte{on}, nil)
+}
+
+func (b *batch) upsertDevice(old, nw row) error {
+	id, err := nw.int64("id")
+	if err != nil {
+		return err
+	}
+	userID, err := nw.int64("user_id")
+	if err != nil {
+		return err
+	}
+	prevID := id
+	if old != nil {
+		if prevID, err = old.int64("id"); err != nil {
+			return err
+		}
+	}
+	var token string
+	switch c := nw["token"]; c.kind {
+	case 't':
+		token = c.val
+	case 'u':
+		prevUser, ok, err := b.deviceUser(prevID)
+		if err != nil {
+			return err
+		}
+		var raw []byte
+		if ok {
+			raw, ok, err = b.get(deviceKey(prevUser, prevID))
+			if err != nil {
+				return err
+			}
+		}
+		if !ok {
+			return fmt.Errorf("%w (user_devices %d)", errToast, prevID)
+		}
+		token = string(raw)
+	}
+	if !b.copying {
+		if err := b.deleteDevice(prevID); err != nil {
+			return err
+		}
+	}
+	if prevID != id {
+		if err := b.deleteDevice(id); err != nil {
+			return err
+		}
+	}
+	if err := b.b.Set(deviceKey(userID, id), []byte(token), nil); err != nil {
+		return err
+	}
+	return b.b.Set(idKey(prefixDevIdx, id), binary.BigEndian.AppendUint64(nil, uint64(userID)), nil)
+}
+
+// deviceUser returns the user the view has device id under.
+func (b *batch) deviceUser(id int64) (int64, bool, error) {
+	raw, ok, err := b.get(idKey(prefixDevIdx, id))
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if len(raw) != 8 {
+		return 0, false, errCorrupt
+	}
+	return int64(binary.BigEndian.Uint64(raw)), true, nil
+}
+
+func (b *batch) deleteDevice(id int64) error {
+	user, ok, err := b.deviceUser(id)
+	if err != nil || !ok {
+		return err
+	}
+	if err := b.b.Delete(deviceKey(user, id), nil); err != nil {
+		return err
+	}
+	return b.b.Delete(idKey(prefixDevIdx, id), nil)
+}

@@ -1,0 +1,796 @@
+package userscdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Config says what a Follower follows.
+type Config struct {
+	// URL is the source database (the users' database), postgres://…
+	// Its role needs the REPLICATION attribute (or to be a superuser),
+	// and CREATE on the database the first time, for the publication.
+	URL string
+	// Schema holds the source tables (default "public").
+	Schema string
+	// Publication and Slot name the publication of the three tables and
+	// the logical replication slot (default "logbook_notify_users" both).
+	// One slot feeds one view: two views need two slots.
+	Publication, Slot string
+	// StatusInterval is how often the view's write-ahead log is synced
+	// and the position it reached reported to PostgreSQL, which may then
+	// recycle the WAL before it (default 1 s). A keepalive that asks for
+	// a reply is answered at once.
+	StatusInterval time.Duration
+	// Sync syncs each source transaction's batch to disk as it commits,
+	// rather than every StatusInterval. Exactly-once does not need it:
+	// PostgreSQL is only told of positions already synced.
+	Sync bool
+	// MaxBatchBytes bounds one batch of the view (default 16 MiB). A
+	// snapshot is copied in batches of about this size; so is a source
+	// transaction that is larger, and readers may then see part of it
+	// until its last batch commits with its position. Applying a
+	// transaction again over its own part gives the same rows.
+	MaxBatchBytes int
+	// Resnapshot, when the slot the view was following is gone, takes a
+	// new snapshot into the emptied view instead of failing with
+	// ErrSlotMissing.
+	Resnapshot bool
+	// Logger receives the follower's warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = "public"
+	}
+	if c.Publication == "" {
+		c.Publication = "logbook_notify_users"
+	}
+	if c.Slot == "" {
+		c.Slot = "logbook_notify_users"
+	}
+	if c.StatusInterval <= 0 {
+		c.StatusInterval = time.Second
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 16 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Errors a Follower stops with, wrapped with details.
+var (
+	// ErrWALLevel: the source's wal_level is not logical.
+	ErrWALLevel = errors.New("userscdc: wal_level is not logical")
+	// ErrSlotMissing: the view follows a slot that no longer exists
+	// (dropped, or another database): changes may have been lost.
+	ErrSlotMissing = errors.New("userscdc: replication slot does not exist")
+	// ErrSlotTaken: the slot exists but this view has never taken its
+	// snapshot; another view owns it.
+	ErrSlotTaken = errors.New("userscdc: replication slot belongs to another view")
+	// ErrPublicationMissing: the publication was dropped.
+	ErrPublicationMissing = errors.New("userscdc: publication does not exist")
+	// errStopped is what waiters get once the follower was closed.
+	errStopped = errors.New("userscdc: follower stopped")
+)
+
+var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// testHookCommit, set by tests before Start, writes into each source
+// transaction's batch before it commits.
+var testHookCommit func(b *pebble.Batch, end LSN) error
+
+// Follower applies the source's changes to a View until closed.
+type Follower struct {
+	v      *View
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu  sync.Mutex
+	err error
+
+	// The stream's state, owned by the run goroutine.
+	relations map[uint32]relation
+	tx        *batch // the open source transaction's batch; nil between transactions
+	skip      bool   // the open transaction was applied before
+	dirty     bool   // commits since the last WAL sync
+	durable   LSN    // the position last confirmed to PostgreSQL
+}
+
+type relation struct {
+	table string // "" for a relation the view does not follow
+	cols  []string
+}
+
+// Start makes the publication and the slot if the view has none, copies
+// the consistent snapshot the slot exports into the view, and then
+// follows the slot's stream in the background, from the view's position.
+// A view that has a position resumes from it.
+func Start(ctx context.Context, v *View, cfg Config) (*Follower, error) {
+	cfg = cfg.withDefaults()
+	if !nameRE.MatchString(cfg.Slot) || !nameRE.MatchString(cfg.Publication) {
+		return nil, fmt.Errorf("userscdc: slot %q and publication %q must be lower-case letters, digits and _", cfg.Slot, cfg.Publication)
+	}
+	if err := v.claim(); err != nil {
+		return nil, err
+	}
+	// dirty: the position a killed predecessor stored may still be in
+	// the page cache only; sync before confirming it.
+	f := &Follower{v: v, cfg: cfg, log: cfg.Logger, done: make(chan struct{}), dirty: true}
+	conn, err := f.setup(ctx)
+	if err != nil {
+		v.release()
+		return nil, err
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	go f.run(conn)
+	return f, nil
+}
+
+func (f *Follower) table(name string) string {
+	return pgx.Identifier{f.cfg.Schema, name}.Sanitize()
+}
+
+// setup checks the source, makes what is missing, takes the snapshot if
+// the view needs one, and returns a replication connection streaming
+// from the view's position.
+func (f *Follower) setup(ctx context.Context) (*pgconn.PgConn, error) {
+	conn, err := pgx.Connect(ctx, f.cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: connect to the source: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var level string
+	if err := conn.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err != nil {
+		return nil, fmt.Errorf("userscdc: source: %w", err)
+	}
+	if level != "logical" {
+		return nil, fmt.Errorf("%w: it is %q; set wal_level = logical (and max_replication_slots, max_wal_senders) in postgresql.conf and restart the server (scripts/postgres.sh does)", ErrWALLevel, level)
+	}
+	marker, err := f.v.snapshotting()
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: view: %w", err)
+	}
+	pos := f.v.Position()
+	fresh := pos == 0 || marker != ""
+
+	var pubs int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.cfg.Publication).Scan(&pubs); err != nil {
+		return nil, fmt.Errorf("userscdc: source: %w", err)
+	}
+	if pubs == 0 {
+		if !fresh {
+			return nil, fmt.Errorf("%w: %q, which the view at %s followed; create it again (FOR TABLE %s, %s, %s) and restart, or remove the view to take a new snapshot",
+				ErrPublicationMissing, f.cfg.Publication, pos, f.table(tableUsers), f.table(tableSettings), f.table(tableDevices))
+		}
+		_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s, %s, %s`, f.cfg.Publication,
+			f.table(tableUsers), f.table(tableSettings), f.table(tableDevices)))
+		if err != nil {
+			return nil, fmt.Errorf("userscdc: create publication %s: %w", f.cfg.Publication, err)
+		}
+	}
+
+	var slots int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, f.cfg.Slot).Scan(&slots); err != nil {
+		return nil, fmt.Errorf("userscdc: source: %w", err)
+	}
+	switch {
+	case fresh && slots > 0 && marker != f.cfg.Slot:
+		return nil, fmt.Errorf("%w: %q exists, and this view never took its snapshot; drop it (SELECT pg_drop_replication_slot('%s')) if nothing uses it, or choose another slot",
+			ErrSlotTaken, f.cfg.Slot, f.cfg.Slot)
+	case fresh && slots > 0:
+		// Ours: the snapshot copy it exported was interrupted. Start again.
+		if err := f.dropSlot(ctx, conn); err != nil {
+			return nil, err
+		}
+	case !fresh && slots == 0 && !f.cfg.Resnapshot:
+		return nil, fmt.Errorf("%w: %q, which the view at %s followed; changes made since may be lost: remove the view to take a new snapshot (or set Resnapshot)",
+			ErrSlotMissing, f.cfg.Slot, pos)
+	case !fresh && slots == 0:
+		f.log.Warn("userscdc: replication slot gone, taking a new snapshot", "slot", f.cfg.Slot, "view_position", pos.String())
+		fresh = true
+	}
+	if fresh {
+		return f.snapshot(ctx, conn)
+	}
+	return f.connect(ctx, true)
+}
+
+// dropSlot drops the slot, waiting while a walsender of a killed
+// predecessor still holds it.
+func (f *Follower) dropSlot(ctx context.Context, conn *pgx.Conn) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, f.cfg.Slot)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("userscdc: drop slot %s: %w", f.cfg.Slot, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (f *Follower) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(f.cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: source URL: %w", err)
+	}
+	pc.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: replication connection: %w", err)
+	}
+	return conn, nil
+}
+
+// snapshot empties the view, creates the slot, copies the snapshot it
+// exports and sets the view's position to the slot's consistent point;
+// then streams from there.
+func (f *Follower) snapshot(ctx context.Context, conn *pgx.Conn) (*pgconn.PgConn, error) {
+	b := f.v.newBatch()
+	_ = b.b.DeleteRange([]byte{0x01}, []byte{0xff}, nil)
+	_ = b.b.Delete(positionKey, nil)
+	_ = b.b.Set(snapshotKey, []byte(f.cfg.Slot), nil)
+	if err := b.commit(0, true); err != nil {
+		return nil, err
+	}
+	f.v.reset()
+
+	repl, err := f.replicationConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = repl.Close(context.Background())
+		}
+	}()
+	slot, err := pglogrepl.CreateReplicationSlot(ctx, repl, f.cfg.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT", Mode: pglogrepl.LogicalReplication})
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: create replication slot %s: %w", f.cfg.Slot, err)
+	}
+	consistent, err := pglogrepl.ParseLSN(slot.ConsistentPoint)
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: slot's consistent point: %w", err)
+	}
+	if err := f.copySnapshot(ctx, conn, slot.SnapshotName, consistent); err != nil {
+		return nil, err
+	}
+	if err := f.start(ctx, repl); err != nil {
+		return nil, err
+	}
+	ok = true
+	return repl, nil
+}
+
+// copySnapshot reads the three tables in the exported snapshot (the
+// source as of the slot's consistent point) into the view.
+func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, consistent LSN) error {
+	if strings.ContainsAny(snapshot, "'\\") {
+		return fmt.Errorf("userscdc: odd snapshot name %q", snapshot)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("userscdc: snapshot: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+snapshot+`'`); err != nil {
+		return fmt.Errorf("userscdc: import snapshot %s: %w", snapshot, err)
+	}
+	b := f.v.newBatch()
+	b.copying = true
+	defer func() {
+		if b != nil {
+			b.close()
+		}
+	}()
+	copyTable := func(table, query string, scan func(rows pgx.Rows) (row, error)) error {
+		rows, err := tx.Query(ctx, query)
+		if err != nil {
+			return fmt.Errorf("userscdc: snapshot of %s: %w", table, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scan(rows)
+			if err != nil {
+				return fmt.Errorf("userscdc: snapshot of %s: %w", table, err)
+			}
+			if err := b.upsert(table, nil, r); err != nil {
+				return err
+			}
+			if b.size() >= f.cfg.MaxBatchBytes {
+				err := b.commit(0, false)
+				b = f.v.newBatch()
+				b.copying = true
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("userscdc: snapshot of %s: %w", table, err)
+		}
+		return nil
+	}
+	txt := func(s string) col { return col{'t', s} }
+	nullable := func(s *string) col {
+		if s == nil {
+			return col{kind: 'n'}
+		}
+		return txt(*s)
+	}
+	boolean := func(v bool) col {
+		if v {
+			return txt("t")
+		}
+		return txt("f")
+	}
+	id := func(n int64) col { return txt(strconv.FormatInt(n, 10)) }
+	err = copyTable(tableUsers, `SELECT id, name, language, email, opt_out FROM `+f.table(tableUsers), func(rows pgx.Rows) (row, error) {
+		var n int64
+		var name, lang string
+		var email *string
+		var out bool
+		err := rows.Scan(&n, &name, &lang, &email, &out)
+		return row{"id": id(n), "name": txt(name), "language": txt(lang), "email": nullable(email), "opt_out": boolean(out)}, err
+	})
+	if err != nil {
+		return err
+	}
+	err = copyTable(tableSettings, `SELECT user_id, type, channel, enabled FROM `+f.table(tableSettings), func(rows pgx.Rows) (row, error) {
+		var n int64
+		var typ, ch string
+		var on bool
+		err := rows.Scan(&n, &typ, &ch, &on)
+		return row{"user_id": id(n), "type": txt(typ), "channel": txt(ch), "enabled": boolean(on)}, err
+	})
+	if err != nil {
+		return err
+	}
+	err = copyTable(tableDevices, `SELECT id, user_id, token FROM `+f.table(tableDevices), func(rows pgx.Rows) (row, error) {
+		var n, user int64
+		var token string
+		err := rows.Scan(&n, &user, &token)
+		return row{"id": id(n), "user_id": id(user), "token": txt(token)}, err
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.b.Delete(snapshotKey, nil); err != nil {
+		return err
+	}
+	err = b.commit(consistent, true)
+	b = nil
+	if err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// connect opens a replication connection and starts streaming from the
+// view's position. In setup (patient) it waits out a slot still held by
+// a killed predecessor's walsender.
+func (f *Follower) connect(ctx context.Context, patient bool) (*pgconn.PgConn, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		repl, err := f.replicationConn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = f.start(ctx, repl)
+		if err == nil {
+			return repl, nil
+		}
+		_ = repl.Close(context.Background())
+		var pgErr *pgconn.PgError
+		if !patient || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// start checks that the slot exists and starts streaming from the view's
+// position.
+func (f *Follower) start(ctx context.Context, repl *pgconn.PgConn) error {
+	res, err := repl.Exec(ctx, `SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+f.cfg.Slot+`'`).ReadAll()
+	if err != nil {
+		return fmt.Errorf("userscdc: look up slot %s: %w", f.cfg.Slot, err)
+	}
+	if len(res) != 1 || len(res[0].Rows) == 0 {
+		return fmt.Errorf("%w: %q, which the view at %s followed; changes made since may be lost: remove the view to take a new snapshot",
+			ErrSlotMissing, f.cfg.Slot, f.v.Position())
+	}
+	err = pglogrepl.StartReplication(ctx, repl, f.cfg.Slot, f.v.Position(), pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + f.cfg.Publication + "'"},
+	})
+	if err != nil {
+		return f.classify(fmt.Errorf("userscdc: start replication from slot %s at %s: %w", f.cfg.Slot, f.v.Position(), err))
+	}
+	return nil
+}
+
+// classify marks the server's errors the follower cannot get past.
+func (f *Follower) classify(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := pgErr.Message
+		switch {
+		case strings.Contains(msg, "publication") && strings.Contains(msg, "does not exist"):
+			return fmt.Errorf("%w: %q: %w", ErrPublicationMissing, f.cfg.Publication, err)
+		case strings.Contains(msg, "replication slot") && strings.Contains(msg, "does not exist"):
+			return fmt.Errorf("%w: %q: %w", ErrSlotMissing, f.cfg.Slot, err)
+		}
+	}
+	return err
+}
+
+// fatal reports whether reconnecting cannot help.
+func fatal(err error) bool {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, ErrSlotMissing), errors.Is(err, ErrPublicationMissing), errors.Is(err, errToast), errors.Is(err, errCorrupt):
+		return true
+	case errors.As(err, &pgErr):
+		// Operator intervention (a terminated backend, a shutdown) and
+		// connection failures are worth a reconnect; other errors the
+		// server sends are not.
+		return !strings.HasPrefix(pgErr.Code, "57") && !strings.HasPrefix(pgErr.Code, "08") && pgErr.Code != "55006"
+	case errors.As(err, new(applyError)):
+		return true
+	}
+	return false
+}
+
+// applyError is a failure to write the view.
+type applyError struct{ err error }
+
+func (e applyError) Error() string { return e.err.Error() }
+func (e applyError) Unwrap() error { return e.err }
+
+// run streams until closed or a fatal error, reconnecting on others.
+func (f *Follower) run(conn *pgconn.PgConn) {
+	defer close(f.done)
+	backoff := 100 * time.Millisecond
+	for {
+		err := f.stream(conn)
+		f.finish(conn)
+		if f.ctx.Err() != nil {
+			f.stop(errStopped, nil)
+			return
+		}
+		if fatal(err) {
+			f.stop(err, err)
+			return
+		}
+		f.log.Warn("userscdc: replication stream broke, reconnecting", "slot", f.cfg.Slot, "err", err)
+		for {
+			select {
+			case <-f.ctx.Done():
+				f.stop(errStopped, nil)
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			conn, err = f.connect(f.ctx, false)
+			if err == nil {
+				backoff = 100 * time.Millisecond
+				break
+			}
+			if f.ctx.Err() != nil {
+				f.stop(errStopped, nil)
+				return
+			}
+			if fatal(err) {
+				f.stop(err, err)
+				return
+			}
+			f.log.Warn("userscdc: reconnect failed", "slot", f.cfg.Slot, "err", err)
+		}
+	}
+}
+
+// stop records the follower's end: waiters on the view get forWaiters,
+// Close and Err return err.
+func (f *Follower) stop(forWaiters, err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+	f.v.fail(forWaiters)
+	f.v.release()
+}
+
+// finish drops the open transaction's batch, reports what is durable and
+// closes the connection.
+func (f *Follower) finish(conn *pgconn.PgConn) {
+	if f.tx != nil {
+		f.tx.close()
+		f.tx = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !conn.IsClosed() {
+		_ = f.status(ctx, conn)
+	}
+	_ = conn.Close(ctx)
+}
+
+// status syncs the view's WAL if it has unsynced commits and reports the
+// position reached as written, flushed and applied: PostgreSQL keeps the
+// slot's WAL from there.
+func (f *Follower) status(ctx context.Context, conn *pgconn.PgConn) error {
+	pos := f.v.Position()
+	if f.dirty {
+		if err := f.v.db.LogData(nil, pebble.Sync); err != nil {
+			return applyError{fmt.Errorf("userscdc: sync view: %w", err)}
+		}
+		f.dirty = false
+	}
+	f.durable = pos
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos, WALFlushPosition: pos, WALApplyPosition: pos,
+	})
+	if err != nil {
+		return fmt.Errorf("userscdc: send standby status: %w", err)
+	}
+	return nil
+}
+
+// stream reads the replication stream until ctx ends or it fails.
+func (f *Follower) stream(conn *pgconn.PgConn) error {
+	f.relations = map[uint32]relation{}
+	f.tx, f.skip = nil, false
+	next := time.Now()
+	for {
+		if !time.Now().Before(next) {
+			if err := f.status(f.ctx, conn); err != nil {
+				return err
+			}
+			next = time.Now().Add(f.cfg.StatusInterval)
+		}
+		rctx, cancel := context.WithDeadline(f.ctx, next)
+		msg, err := conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if f.ctx.Err() != nil {
+				return nil
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("userscdc: replication stream: %w", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				continue
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("userscdc: keepalive: %w", err)
+				}
+				// Between transactions, every commit before the server's
+				// WAL end has been sent and applied: the view reflects the
+				// source up to there.
+				if f.tx == nil && !f.skip {
+					f.v.advance(ka.ServerWALEnd)
+				}
+				if ka.ReplyRequested {
+					next = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("userscdc: XLogData: %w", err)
+				}
+				if err := f.handle(xld.WALData); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return f.classify(fmt.Errorf("userscdc: replication stream: %w", pgconn.ErrorResponseToPgError(msg)))
+		case *pgproto3.CopyDone:
+			return errors.New("userscdc: the server ended the replication stream")
+		default:
+			return fmt.Errorf("userscdc: unexpected message %T in the replication stream", msg)
+		}
+	}
+}
+
+// handle applies one pgoutput message.
+func (f *Follower) handle(data []byte) error {
+	m, err := pglogrepl.Parse(data)
+	if err != nil {
+		return fmt.Errorf("userscdc: decode pgoutput: %w", err)
+	}
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		r := relation{}
+		if m.Namespace == f.cfg.Schema {
+			switch m.RelationName {
+			case tableUsers, tableSettings, tableDevices:
+				r.table = m.RelationName
+			}
+		}
+		for _, c := range m.Columns {
+			r.cols = append(r.cols, c.Name)
+		}
+		f.relations[m.RelationID] = r
+	case *pglogrepl.BeginMessage:
+		// FinalLSN is where the commit record starts: below the view's
+		// position, the transaction is in the view already.
+		if m.FinalLSN < f.v.Position() {
+			f.skip = true
+			return nil
+		}
+		f.tx = f.v.newBatch()
+	case *pglogrepl.CommitMessage:
+		if f.skip {
+			f.skip = false
+			return nil
+		}
+		if f.tx == nil {
+			return errors.New("userscdc: commit without begin")
+		}
+		if testHookCommit != nil {
+			if err := testHookCommit(f.tx.b, m.TransactionEndLSN); err != nil {
+				return applyError{err}
+			}
+		}
+		err := f.tx.commit(m.TransactionEndLSN, f.cfg.Sync)
+		f.tx = nil
+		if err != nil {
+			return applyError{err}
+		}
+		f.dirty = f.dirty || !f.cfg.Sync
+	case *pglogrepl.InsertMessage:
+		return f.change(m.RelationID, func(b *batch, rel relation) error {
+			nw, err := f.decode(rel, m.Tuple)
+			if err != nil {
+				return err
+			}
+			return b.upsert(rel.table, nil, nw)
+		})
+	case *pglogrepl.UpdateMessage:
+		return f.change(m.RelationID, func(b *batch, rel relation) error {
+			nw, err := f.decode(rel, m.NewTuple)
+			if err != nil {
+				return err
+			}
+			var old row
+			if m.OldTuple != nil { // the key changed ('K'), or replica identity full ('O')
+				if old, err = f.decode(rel, m.OldTuple); err != nil {
+					return err
+				}
+			}
+			return b.upsert(rel.table, old, nw)
+		})
+	case *pglogrepl.DeleteMessage:
+		return f.change(m.RelationID, func(b *batch, rel relation) error {
+			old, err := f.decode(rel, m.OldTuple)
+			if err != nil {
+				return err
+			}
+			return b.delete(rel.table, old)
+		})
+	case *pglogrepl.TruncateMessage:
+		for _, id := range m.RelationIDs {
+			err := f.change(id, func(b *batch, rel relation) error { return b.truncate(rel.table) })
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// change applies one row change of the open transaction, if the view
+// follows its table.
+func (f *Follower) change(relID uint32, apply func(*batch, relation) error) error {
+	if f.skip {
+		return nil
+	}
+	if f.tx == nil {
+		return errors.New("userscdc: a change outside a transaction")
+	}
+	rel, ok := f.relations[relID]
+	if !ok {
+		return fmt.Errorf("userscdc: a change of relation %d before its description", relID)
+	}
+	if rel.table == "" {
+		return nil
+	}
+	if err := apply(f.tx, rel); err != nil {
+		return applyError{fmt.Errorf("userscdc: %s: %w", rel.table, err)}
+	}
+	if f.tx.size() >= f.cfg.MaxBatchBytes {
+		// A large transaction goes in parts; the position moves only
+		// with its last.
+		err := f.tx.commit(0, false)
+		f.tx = f.v.newBatch()
+		if err != nil {
+			return applyError{err}
+		}
+		f.dirty = true
+	}
+	return nil
+}
+
+func (f *Follower) decode(rel relation, t *pglogrepl.TupleData) (row, error) {
+	if t == nil {
+		return nil, errors.New("no tuple")
+	}
+	if len(t.Columns) > len(rel.cols) {
+		return nil, fmt.Errorf("a tuple of %d columns for a relation of %d", len(t.Columns), len(rel.cols))
+	}
+	r := make(row, len(t.Columns))
+	for i, c := range t.Columns {
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeText:
+			r[rel.cols[i]] = col{'t', string(c.Data)}
+		case pglogrepl.TupleDataTypeToast:
+			r[rel.cols[i]] = col{kind: 'u'}
+		case pglogrepl.TupleDataTypeNull:
+			r[rel.cols[i]] = col{kind: 'n'}
+		default:
+			return nil, fmt.Errorf("column %s: tuple data type %q", rel.cols[i], c.DataType)
+		}
+	}
+	return r, nil
+}
+
+// Done is closed when the follower has stopped.
+func (f *Follower) Done() <-chan struct{} { return f.done }
+
+// Err is why the follower stopped by itself (nil while it runs, or after
+// Close).
+func (f *Follower) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// Close stops the stream, having synced the view and reported its
+// position, and returns what had stopped the follower before, if
+// anything did. It leaves the view open.
+func (f *Follower) Close() error {
+	f.cancel()
+	<-f.done
+	return f.Err()
+}

@@ -1,0 +1,448 @@
+// Package userscdc keeps the notify service's view of its users — name,
+// language, e-mail address, device tokens, per type and channel settings,
+// global opt-out — by change data capture of the users' own PostgreSQL
+// database (the monolith's), through logical replication with pgoutput.
+//
+// A [Follower] takes a consistent snapshot of the source tables (the one
+// a new replication slot exports), then applies the slot's stream one
+// source transaction at a time to a [View], a Pebble database of its own,
+// each transaction's effect and its commit position in one atomic batch.
+// It confirms a position to PostgreSQL only once the batch that reached
+// it is on disk, so the slot keeps everything not yet applied durably: a
+// restart resumes from the stored position, skips what it had applied,
+// and loses nothing. [View.Users] is the lookup the preference check and
+// the build read ([notify.Users]); [View.WaitFor] waits until the view
+// reflects the source up to a position (read-your-writes, lag).
+//
+// [Source] creates the source tables and writes to them: the tests, and
+// the benchmark, play the monolith with it.
+package userscdc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/jackc/pglogrepl"
+
+	"github.com/logbook/logbook/services/notify"
+)
+
+// LSN is a position in the source database's write-ahead log.
+type LSN = pglogrepl.LSN
+
+// The view's keys. Meta keys start with 0x00; each source table has a
+// prefix byte, and ids are big-endian with the sign bit flipped, so that
+// keys sort as the ids do.
+//
+//	u id                  → user: name, language, e-mail, opt-out
+//	s id type 0x00 chan   → one setting: 1 on, 0 off
+//	d id devid            → a device's token
+//	i devid               → the device's user id (deletes carry only devid)
+var (
+	formatKey   = []byte("\x00format")
+	positionKey = []byte("\x00position")
+	snapshotKey = []byte("\x00snapshot") // set while a snapshot is being copied: the slot's name
+	viewFormat  = "logbook-userscdc-1"
+)
+
+const (
+	prefixUser    = 'u'
+	prefixSetting = 's'
+	prefixDevice  = 'd'
+	prefixDevIdx  = 'i'
+)
+
+func idKey(prefix byte, id int64) []byte {
+	k := make([]byte, 9, 32)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], uint64(id)^(1<<63))
+	return k
+}
+
+func keyID(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63)) }
+
+func settingKey(id int64, typ string, c notify.Channel) []byte {
+	k := append(idKey(prefixSetting, id), typ...)
+	k = append(k, 0)
+	return append(k, c...)
+}
+
+func deviceKey(userID, devID int64) []byte {
+	return binary.BigEndian.AppendUint64(idKey(prefixDevice, userID), uint64(devID)^(1<<63))
+}
+
+// userRow is a users row as the view keeps it.
+type userRow struct {
+	Name, Language string
+	Email          string // empty: NULL
+	OptOut         bool
+}
+
+func (u userRow) encode() []byte {
+	b := make([]byte, 0, 16+len(u.Name)+len(u.Language)+len(u.Email))
+	for _, s := range []string{u.Name, u.Language, u.Email} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	if u.OptOut {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+var errCorrupt = errors.New("userscdc: corrupt view record")
+
+func decodeUser(b []byte) (userRow, error) {
+	var u userRow
+	var fields [3]string
+	for i := range fields {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return u, errCorrupt
+		}
+		fields[i] = string(b[w : w+int(n)])
+		b = b[w+int(n):]
+	}
+	if len(b) != 1 {
+		return u, errCorrupt
+	}
+	u.Name, u.Language, u.Email, u.OptOut = fields[0], fields[1], fields[2], b[0] == 1
+	return u, nil
+}
+
+// ViewOptions configure a View.
+type ViewOptions struct {
+	// Logger receives Pebble's errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// View is the notify service's copy of the users' data: a Pebble database
+// of its own that a Follower writes and any number of readers read.
+type View struct {
+	db *pebble.DB
+
+	mu      sync.Mutex
+	pos     LSN           // the source position the view reflects
+	changed chan struct{} // closed and replaced when pos moves or err is set
+	err     error         // why the follower stopped, for waiters
+	closed  bool
+	busy    bool // a follower writes the view
+}
+
+// claim marks the view as written by a follower, clearing the previous
+// follower's error; it fails if another follower runs.
+func (v *View) claim() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.closed:
+		return fmt.Errorf("userscdc: follow a closed view: %w", pebble.ErrClosed)
+	case v.busy:
+		return errors.New("userscdc: the view already has a follower")
+	}
+	v.busy, v.err = true, nil
+	return nil
+}
+
+func (v *View) release() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.busy = false
+}
+
+// OpenView opens (creating if needed) the view database in dir.
+func OpenView(dir string, opts ViewOptions) (*View, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	popts := &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{opts.Logger},
+		// A snapshot writes a million users in 16 MiB batches, which
+		// the default 4 MiB memtable flushed as tables of their own,
+		// stalling writes on level 0 (docs/benchmarks.md).
+		MemTableSize:          64 << 20,
+		L0CompactionThreshold: 4,
+		L0StopWritesThreshold: 24,
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: open view %s: %w", dir, err)
+	}
+	v := &View{db: db, changed: make(chan struct{})}
+	if err := v.load(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("userscdc: open view %s: %w", dir, err)
+	}
+	return v, nil
+}
+
+func (v *View) load() error {
+	got, closer, err := v.db.Get(formatKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		iter, err := v.db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		empty := !iter.First()
+		if err := iter.Close(); err != nil {
+			return err
+		}
+		if !empty {
+			return errors.New("directory holds a Pebble database that is not a users view")
+		}
+		if err := v.db.Set(formatKey, []byte(viewFormat), pebble.Sync); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		format := string(got)
+		_ = closer.Close()
+		if format != viewFormat {
+			return fmt.Errorf("view format %q, this build reads %q", format, viewFormat)
+		}
+	}
+	pos, err := readPosition(v.db)
+	v.pos = pos
+	return err
+}
+
+func readPosition(r pebble.Reader) (LSN, error) {
+	b, closer, err := r.Get(positionKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(b) != 8 {
+		return 0, errCorrupt
+	}
+	return LSN(binary.BigEndian.Uint64(b)), nil
+}
+
+// snapshotting reports the slot whose snapshot was being copied when the
+// view was last closed or killed, if one was.
+func (v *View) snapshotting() (string, error) {
+	b, closer, err := v.db.Get(snapshotKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer closer.Close()
+	return string(b), nil
+}
+
+// Position is the source position the view reflects: every transaction
+// the source committed before it is applied, none after it. 0: the view
+// has no snapshot yet.
+func (v *View) Position() LSN {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.pos
+}
+
+// WaitFor returns once the view reflects the source up to lsn (for
+// example the source's pg_current_wal_insert_lsn() after a commit), or
+// with the follower's error if it stopped, or with ctx's.
+func (v *View) WaitFor(ctx context.Context, lsn LSN) error {
+	for {
+		v.mu.Lock()
+		pos, err, ch, closed := v.pos, v.err, v.changed, v.closed
+		v.mu.Unlock()
+		switch {
+		case pos >= lsn:
+			return nil
+		case err != nil:
+			return err
+		case closed:
+			return fmt.Errorf("userscdc: wait for %s: %w", lsn, pebble.ErrClosed)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("userscdc: wait for %s (view at %s): %w", lsn, pos, ctx.Err())
+		}
+	}
+}
+
+// advance moves the position forward (a keepalive past everything the
+// view has applied) and wakes waiters.
+func (v *View) advance(lsn LSN) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if lsn > v.pos {
+		v.pos = lsn
+		close(v.changed)
+		v.changed = make(chan struct{})
+	}
+}
+
+// reset sets the position back to none (a new snapshot begins).
+func (v *View) reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pos = 0
+}
+
+// fail records why the view stops moving; waiters get err.
+func (v *View) fail(err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.err = err
+	close(v.changed)
+	v.changed = make(chan struct{})
+}
+
+// Users implements notify.Users: the users among ids the view knows, as
+// of one consistent snapshot. Settings switched on are left out of
+// Disabled, as are the ones the user never set.
+func (v *View) Users(ctx context.Context, ids []int64) (map[int64]*notify.User, error) {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	snap := v.db.NewSnapshot()
+	defer snap.Close()
+	return readUsers(ctx, snap, sorted)
+}
+
+// All returns every user in the view (tests, and checks of a benchmark).
+func (v *View) All(ctx context.Context) (map[int64]*notify.User, error) {
+	snap := v.db.NewSnapshot()
+	defer snap.Close()
+	iter, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUser}, UpperBound: []byte{prefixUser + 1}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for ok := iter.First(); ok; ok = iter.Next() {
+		ids = append(ids, keyID(iter.Key()))
+	}
+	if err := iter.Close(); err != nil {
+		return nil, err
+	}
+	return readUsers(ctx, snap, ids)
+}
+
+// readUsers reads the users of sorted ids: one pass per table, each a
+// sequence of ascending seeks.
+func readUsers(ctx context.Context, r pebble.Reader, ids []int64) (map[int64]*notify.User, error) {
+	out := make(map[int64]*notify.User, len(ids))
+	err := scan(r, prefixUser, ids, func(id int64, k, val []byte) error {
+		if len(k) != 9 {
+			return nil
+		}
+		row, err := decodeUser(val)
+		if err != nil {
+			return err
+		}
+		out[id] = &notify.User{ID: id, Name: row.Name, Language: row.Language, Email: row.Email, OptOut: row.OptOut}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	err = scan(r, prefixSetting, ids, func(id int64, k, val []byte) error {
+		u := out[id]
+		if u == nil || len(val) != 1 || val[0] == 1 {
+			return nil // a setting of an unknown user, or switched on
+		}
+		typ, c, ok := splitSetting(k[9:])
+		if !ok {
+			return errCorrupt
+		}
+		if u.Disabled == nil {
+			u.Disabled = map[notify.Setting]bool{}
+		}
+		u.Disabled[notify.Setting{Type: typ, Channel: c}] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = scan(r, prefixDevice, ids, func(id int64, _, val []byte) error {
+		if u := out[id]; u != nil {
+			u.DeviceTokens = append(u.DeviceTokens, string(val))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func splitSetting(b []byte) (string, notify.Channel, bool) {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i]), notify.Channel(b[i+1:]), true
+		}
+	}
+	return "", "", false
+}
+
+// scan calls fn with every key (and value) under prefix+id, for each of
+// the sorted ids.
+func scan(r pebble.Reader, prefix byte, ids []int64, fn func(id int64, k, v []byte) error) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	iter, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		p := idKey(prefix, id)
+		for ok := iter.SeekGE(p); ok && len(iter.Key()) >= 9 && string(iter.Key()[:9]) == string(p); ok = iter.Next() {
+			val, err := iter.ValueAndErr()
+			if err != nil {
+				_ = iter.Close()
+				return err
+			}
+			if err := fn(id, iter.Key(), val); err != nil {
+				_ = iter.Close()
+				return err
+			}
+		}
+	}
+	return iter.Close()
+}
+
+// Close closes the database. No Users call may be running or start after.
+func (v *View) Close() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return nil
+	}
+	v.closed = true
+	close(v.changed)
+	v.changed = make(chan struct{})
+	return v.db.Close()
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(string, ...any) {}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble (users view): " + fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble (users view): " + fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}

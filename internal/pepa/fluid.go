@@ -69,18 +69,9 @@ func (s *System) Fluid(ctx context.Context, opt FluidOptions) (*FluidResult, err
 		opt.MaxTime = 1e7
 	}
 	if opt.Step <= 0 {
-		fastest := 0.0
-		for _, sp := range s.seqs {
-			for _, acts := range sp.acts {
-				for _, a := range acts {
-					if !a.rate.passive {
-						fastest = math.Max(fastest, a.rate.v)
-					}
-				}
-			}
-		}
-		if fastest == 0 {
-			return nil, fmt.Errorf("the model has no active rate")
+		fastest, err := s.fastestRate()
+		if err != nil {
+			return nil, err
 		}
 		opt.Step = 0.5 / fastest
 	}
@@ -193,4 +184,23 @@ func (s *System) Fluid(ctx context.Context, opt FluidOptions) (*FluidResult, err
 	res.Method = "rk4"
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
+}
+
+// fastestRate is the fastest active rate of any activity of the model:
+// the time scale the fluid solvers' first step is set by.
+func (s *System) fastestRate() (float64, error) {
+	fastest := 0.0
+	for _, sp := range s.seqs {
+		for _, acts := range sp.acts {
+			for _, a := range acts {
+				if !a.rate.passive {
+					fastest = math.Max(fastest, a.rate.v)
+				}
+			}
+		}
+	}
+	if fastest == 0 {
+		return 0, fmt.Errorf("the model has no active rate")
+	}
+	return fastest, nil
 }

@@ -44,18 +44,9 @@ func (s *System) FluidImplicit(ctx context.Context, opt FluidOptions) (*FluidRes
 	if opt.Top <= 0 {
 		opt.Top = 1e4
 	}
-	fastest := 0.0
-	for _, sp := range s.seqs {
-		for _, acts := range sp.acts {
-			for _, a := range acts {
-				if !a.rate.passive {
-					fastest = math.Max(fastest, a.rate.v)
-				}
-			}
-		}
-	}
-	if fastest == 0 {
-		return nil, fmt.Errorf("the model has no active rate")
+	fastest, err := s.fastestRate()
+	if err != nil {
+		return nil, err
 	}
 	h := opt.Step
 	if h <= 0 {

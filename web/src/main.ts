@@ -22,70 +22,26 @@ import {
 } from "./api";
 import { Board, h, type LegView } from "./board";
 import { followLive, type Change } from "./live";
+import { signIn as signInPage, startSignedIn, type SignIn } from "./signin";
 import { DAY, HOUR, dateTime, duration, fromLocalInput, hhmm, isoDate, toLocalInput } from "./time";
 
-const TOKEN_KEY = "logbook.token";
 const app = document.getElementById("app")!;
 
-void start();
+const SIGN_IN: SignIn<Session> = {
+  storageKey: "logbook.token",
+  docTitle: "Sign in · logbook",
+  title: "logbook schedule board",
+  intro: "Sign in with your API bearer token. Planners can edit the schedule; viewers can look at it.",
+  session: (api) => api.session(),
+  show: (api, s) => new App(api, s),
+  explain: messageOf,
+};
 
-async function start(): Promise<void> {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (!token) return signIn();
-  const api = new Api(token);
-  try {
-    const s = await api.session();
-    new App(api, s);
-  } catch (e) {
-    sessionStorage.removeItem(TOKEN_KEY);
-    signIn(e instanceof ApiError && e.status === 401 ? "That token is not accepted. Check it and try again." : messageOf(e));
-  }
-}
+void startSignedIn(SIGN_IN, app);
 
+/** Back to the sign-in form, the stored token forgotten. */
 function signIn(error?: string): void {
-  document.title = "Sign in · logbook";
-  const main = h("main", "signin");
-  const form = h("form", "signin-card") as HTMLFormElement;
-  form.setAttribute("aria-labelledby", "signin-title");
-  const title = h("h1", "", "logbook schedule board");
-  title.id = "signin-title";
-  const intro = h("p", "", "Sign in with your API bearer token. Planners can edit the schedule; viewers can look at it.");
-  const label = h("label", "", "Bearer token") as HTMLLabelElement;
-  label.htmlFor = "token";
-  const input = h("input") as HTMLInputElement;
-  input.id = "token";
-  input.type = "password";
-  input.autocomplete = "current-password";
-  input.required = true;
-  input.spellcheck = false;
-  const err = h("p", "form-error");
-  err.id = "signin-error";
-  err.setAttribute("role", "alert");
-  if (error) err.textContent = error;
-  input.setAttribute("aria-describedby", "signin-error");
-  const btn = h("button", "primary", "Sign in") as HTMLButtonElement;
-  btn.type = "submit";
-  form.append(title, intro, label, input, err, btn);
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const token = input.value.trim();
-    if (!token) return;
-    btn.disabled = true;
-    err.textContent = "";
-    const api = new Api(token);
-    try {
-      const s = await api.session();
-      sessionStorage.setItem(TOKEN_KEY, token);
-      new App(api, s);
-    } catch (e) {
-      err.textContent = e instanceof ApiError && e.status === 401 ? "That token is not accepted. Check it and try again." : messageOf(e);
-      btn.disabled = false;
-      input.focus();
-    }
-  });
-  main.append(form);
-  app.replaceChildren(main);
-  input.focus();
+  signInPage(SIGN_IN, app, error);
 }
 
 function messageOf(e: unknown): string {
@@ -168,7 +124,6 @@ class App {
     tools.append(
       button("Sign out", () => {
         this.stopLive();
-        sessionStorage.removeItem(TOKEN_KEY);
         document.body.classList.remove("can-write");
         signIn();
       }),

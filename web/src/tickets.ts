@@ -9,8 +9,8 @@ import "./tickets.css";
 import { Api, ApiError, enc } from "./api";
 import type { Booking, Listing, LiveHello, LiveSample, SearchResult, Session } from "./openapi-tickets";
 import { RateChart } from "./chart";
+import { signIn as signInPage, startSignedIn, type SignIn } from "./signin";
 
-const TOKEN_KEY = "logbook.tickets.token";
 const TYPE_TAKEN = "urn:logbook:problem:tickets:taken";
 const TYPE_NOT_HELD = "urn:logbook:problem:tickets:not-held";
 const app = document.getElementById("app")!;
@@ -39,64 +39,21 @@ function field(labelText: string, control: HTMLInputElement | HTMLSelectElement,
   return wrap;
 }
 
-void start();
+const SIGN_IN: SignIn<Session> = {
+  storageKey: "logbook.tickets.token",
+  docTitle: "Sign in · logbook tickets",
+  title: "logbook tickets",
+  intro: "Sign in with your API bearer token. Bookers can book and return tickets; viewers can search and watch the throughput.",
+  session: (api) => api.read<Session>("/api/tickets/session"),
+  show: (api, s) => new TicketsPage(api, s),
+  explain: (e) => explain(e),
+};
 
-async function start(): Promise<void> {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (!token) return signIn();
-  const api = new Api(token);
-  try {
-    new TicketsPage(api, await api.read<Session>("/api/tickets/session"));
-  } catch (e) {
-    sessionStorage.removeItem(TOKEN_KEY);
-    signIn(e instanceof ApiError && e.status === 401 ? "That token is not accepted. Check it and try again." : explain(e));
-  }
-}
+void startSignedIn(SIGN_IN, app);
 
+/** Back to the sign-in form, the stored token forgotten. */
 function signIn(error?: string): void {
-  document.title = "Sign in · logbook tickets";
-  const main = h("main", "signin");
-  const form = h("form", "signin-card") as HTMLFormElement;
-  form.setAttribute("aria-labelledby", "signin-title");
-  const title = h("h1", "", "logbook tickets");
-  title.id = "signin-title";
-  const intro = h("p", "", "Sign in with your API bearer token. Bookers can book and return tickets; viewers can search and watch the throughput.");
-  const label = h("label", "", "Bearer token") as HTMLLabelElement;
-  label.htmlFor = "token";
-  const input = h("input") as HTMLInputElement;
-  input.id = "token";
-  input.type = "password";
-  input.autocomplete = "current-password";
-  input.required = true;
-  input.spellcheck = false;
-  const err = h("p", "form-error");
-  err.id = "signin-error";
-  err.setAttribute("role", "alert");
-  if (error) err.textContent = error;
-  input.setAttribute("aria-describedby", "signin-error");
-  const btn = h("button", "primary", "Sign in") as HTMLButtonElement;
-  btn.type = "submit";
-  form.append(title, intro, label, input, err, btn);
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const token = input.value.trim();
-    if (!token) return;
-    btn.disabled = true;
-    err.textContent = "";
-    const api = new Api(token);
-    try {
-      const s = await api.read<Session>("/api/tickets/session");
-      sessionStorage.setItem(TOKEN_KEY, token);
-      new TicketsPage(api, s);
-    } catch (e) {
-      err.textContent = e instanceof ApiError && e.status === 401 ? "That token is not accepted. Check it and try again." : explain(e);
-      btn.disabled = false;
-      input.focus();
-    }
-  });
-  main.append(form);
-  app.replaceChildren(main);
-  input.focus();
+  signInPage(SIGN_IN, app, error);
 }
 
 /** What a request was about: the ticket, the sport. */
@@ -170,7 +127,6 @@ class TicketsPage {
     tools.append(
       button("Sign out", () => {
         this.stopLive();
-        sessionStorage.removeItem(TOKEN_KEY);
         signIn();
       }),
     );
@@ -317,7 +273,6 @@ class TicketsPage {
     this.say(explain(e, about), "error");
     if (e instanceof ApiError && e.status === 401) {
       this.stopLive();
-      sessionStorage.removeItem(TOKEN_KEY);
       signIn(explain(e));
     }
   }

@@ -126,6 +126,10 @@ func TestFluidImplicitLargeQueues(t *testing.T) {
 		{1, 1, 1},
 		{5, cycle, cycle / 5},
 		{10, cycle, cycle / 10},
+		// Just above capacity the queue fills at a ten-thousandth of a
+		// request per time unit: a test of the step alone, or of the net
+		// flow alone, calls the empty queue steady long before it is.
+		{4.762, cycle, cycle / 4.762},
 	} {
 		s, err := Check(m, map[string]float64{"n": 1e6, "a": tc.a})
 		if err != nil {

@@ -105,9 +105,17 @@ func (c *coalescingConn) flushLocked() error {
 	return err
 }
 
+// Close sends what is kept, but waits for a peer that stopped reading no
+// longer than closeFlushWait: a flush in progress holds mu, and the
+// server's Shutdown calls Close for idle connections while holding its
+// own lock, so an unbounded wait here would hang the whole shutdown.
 func (c *coalescingConn) Close() error {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushWait))
 	c.mu.Lock()
 	_ = c.flushLocked()
 	c.mu.Unlock()
 	return c.Conn.Close()
 }
+
+// closeFlushWait bounds how long Close waits to send what is kept.
+const closeFlushWait = 100 * time.Millisecond

@@ -148,3 +148,25 @@ func TestCoalescingConn(t *testing.T) {
 		}
 	}
 }
+
+// A peer that stopped reading cannot hold Close (and with it the server's
+// Shutdown) while a flush of kept answers is blocked on it.
+func TestCoalescingCloseDoesNotWaitForAStalledPeer(t *testing.T) {
+	server, client := net.Pipe() // writes block until the other end reads
+	defer client.Close()
+	c := &coalescingConn{Conn: server}
+	c.timer = time.AfterFunc(time.Hour, c.timedFlush)
+	c.timer.Stop()
+	if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = c.Read(make([]byte, 4096)) }() // flushes, and blocks: nobody reads
+	time.Sleep(50 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- c.Close() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a peer that never reads")
+	}
+}

@@ -44,6 +44,9 @@ the same load and nodes; --write-model saves the model.`,
 	writeModel := fs.String("write-model", "", "write the model (its rates calibrated with the last step) to this .pepa file")
 	asJSON := jsonFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if opt.Places < 0 {
+			return usageError{"--places must be positive (0: the default)"}
+		}
 		raw, err := os.ReadFile(args[0])
 		if err != nil {
 			return err

@@ -175,6 +175,9 @@ func TestPepaPredict(t *testing.T) {
 	if code, _, stderr := runCLI(t, "pepa", "predict", bad); code == 0 || !strings.Contains(stderr, "not the JSON of loadtest tickets") {
 		t.Errorf("bad run: %d %s", code, stderr)
 	}
+	if code, _, stderr := runCLI(t, "pepa", "predict", path, "--places", "-3"); code != 2 || !strings.Contains(stderr, "--places") {
+		t.Errorf("negative places: exit %d %s", code, stderr)
+	}
 	if code, _, _ := runCLI(t, "pepa", "predict"); code != 2 {
 		t.Errorf("no run: exit %d, want 2", code)
 	}

@@ -67,16 +67,34 @@ type Names struct {
 	node  map[string]string
 }
 
-var identRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+// identRE: names used as they are. No underscores, so that the actions
+// arrive_<sport>_<node> cannot be read two ways.
+var identRE = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+
+// fresh returns id if it is an identifier not used yet, else the first
+// of prefix1, prefix2, … not used.
+func fresh(id, prefix string, used map[string]bool) string {
+	if identRE.MatchString(id) && !used[id] {
+		return id
+	}
+	for i := 1; ; i++ {
+		if c := fmt.Sprintf("%s%d", prefix, i); !used[c] {
+			return c
+		}
+	}
+}
 
 func newNames(spec Spec) (*Names, []string, error) {
 	n := &Names{sport: map[string]string{}, node: map[string]string{}}
-	used := map[string]bool{}
-	for i, s := range spec.Sports {
-		id := strings.ToLower(s)
-		if !identRE.MatchString(id) || used[id] {
-			id = fmt.Sprintf("sport%d", i+1)
+	used := map[string]bool{"control": true} // the control stream's
+	for _, s := range spec.Sports {
+		if s == "control" {
+			return nil, nil, fmt.Errorf("ticketmodel: a sport may not be called control: the load test's control stream has that name")
 		}
+		if _, dup := n.sport[s]; dup {
+			return nil, nil, fmt.Errorf("ticketmodel: sport %q twice", s)
+		}
+		id := fresh(strings.ToLower(s), "sport", used)
 		used[id] = true
 		n.sport[s] = id
 	}
@@ -94,11 +112,8 @@ func newNames(spec Spec) (*Names, []string, error) {
 		}
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodeLess(nodes[i], nodes[j]) })
-	for i, nd := range nodes {
-		id := strings.ToLower(nd)
-		if !identRE.MatchString(id) || used[id] {
-			id = fmt.Sprintf("node%d", i+1)
-		}
+	for _, nd := range nodes {
+		id := fresh(strings.ToLower(nd), "node", used)
 		used[id] = true
 		n.node[nd] = id
 	}
@@ -271,11 +286,16 @@ func (m *Model) micro(b *strings.Builder) error {
 	m.header(b, "microservices")
 	fmt.Fprintf(b, "k = %d;\t// places in each sport's queue (in the model)\n\n", m.Spec.Places)
 	var parts []string
+	owner := map[string]string{}
 	for _, s := range m.Spec.Sports {
 		reps := m.Spec.Placement[s]
 		if len(reps) != 1 {
 			return fmt.Errorf("ticketmodel: micro keeps each sport on one node, %q is on %d", s, len(reps))
 		}
+		if o, ok := owner[reps[0]]; ok {
+			return fmt.Errorf("ticketmodel: micro gives each sport a node of its own, but %q and %q share %s", o, s, reps[0])
+		}
+		owner[reps[0]] = s
 		sp, nd := n.sport[s], n.node[reps[0]]
 		act := n.arrive(s, "")
 		m.Arrivals[s] = []string{act}

@@ -190,3 +190,67 @@ func TestPredictCalibratesEachStep(t *testing.T) {
 		t.Errorf("a run without placement: %v", err)
 	}
 }
+
+// Names that would collide are made unique: a fallback name a real sport
+// already has, a sport called control, names whose underscores would make
+// two arrival actions alike; micro refuses two sports on one node.
+func TestNamesNeverCollide(t *testing.T) {
+	for _, sports := range [][]string{
+		{"sport2", "a b"},
+		{"a", "a_b"},
+	} {
+		placement := map[string][]string{sports[0]: {"b_c"}, sports[1]: {"c"}}
+		m, err := New(Spec{Arch: "queue", Sports: sports, Places: 3, Placement: placement, Control: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := pepa.Parse(m.Text)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", sports, err, m.Text)
+		}
+		rates := map[string]float64{}
+		for _, s := range sports {
+			rates[m.Names.Rate(s)] = 1
+		}
+		rates[m.Names.Rate("control")] = 1
+		for _, nd := range m.Nodes {
+			rates[m.Names.Service(nd)] = 10
+		}
+		if len(rates) != len(sports)+1+len(m.Nodes) {
+			t.Fatalf("%v: rate names collide: %v", sports, rates)
+		}
+		if _, err := pepa.Check(parsed, rates); err != nil {
+			t.Fatalf("%v: %v\n%s", sports, err, m.Text)
+		}
+		if len(m.Arrivals) != len(sports)+1 {
+			t.Errorf("%v: arrivals %v", sports, m.Arrivals)
+		}
+	}
+	if _, err := New(Spec{Arch: "queue", Sports: []string{"control"}, Places: 3, Placement: map[string][]string{"control": {"db1"}}}); err == nil {
+		t.Error("a sport called control was accepted")
+	}
+	_, err := New(Spec{Arch: "micro", Sports: []string{"a", "b"}, Places: 3, Placement: map[string][]string{"a": {"db1"}, "b": {"db1"}}})
+	if err == nil || !strings.Contains(err.Error(), "share db1") {
+		t.Errorf("micro with a shared node: %v", err)
+	}
+}
+
+// A run with more sports than a Markov chain can hold is refused with a
+// clear message instead of running out of memory.
+func TestPredictBoundsTheStateSpace(t *testing.T) {
+	var sports []string
+	placement := map[string][]string{}
+	offered := map[string]float64{"control": 1}
+	for i := range 12 {
+		s := string(rune('a' + i))
+		sports = append(sports, s)
+		placement[s] = []string{s + "node"}
+		offered[s] = 1
+	}
+	run := loadtest.TicketsResult{Arch: "queue", NodeRate: 100, Workers: 16, Sports: sports, Placement: placement,
+		Steps: []loadtest.TicketsStep{{Multiplier: 1, Offered: offered, Throughput: offered}}}
+	_, err := Predict(context.Background(), run, Options{})
+	if err == nil || !strings.Contains(err.Error(), "states") {
+		t.Fatalf("12 sports under queue: %v", err)
+	}
+}

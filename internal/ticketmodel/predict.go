@@ -2,6 +2,7 @@ package ticketmodel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -41,6 +42,10 @@ type Prediction struct {
 	MaxAbsError float64 `json:"max_abs_error_percent"`
 	Model       string  `json:"-"` // the model's text, rates uncalibrated
 }
+
+// MaxStates bounds a model's state space: beyond it Predict refuses
+// rather than run out of memory (a few hundred bytes a state).
+const MaxStates = 5_000_000
 
 // Options tune Predict.
 type Options struct {
@@ -114,6 +119,9 @@ func Predict(ctx context.Context, run loadtest.TicketsResult, opt Options) (*Pre
 	if err != nil {
 		return nil, err
 	}
+	if sharedStates(spec) > MaxStates {
+		return nil, tooManyStates(spec)
+	}
 	parsed, err := pepa.Parse(mdl.Text)
 	if err != nil {
 		return nil, fmt.Errorf("ticketmodel: the generated model does not parse: %w", err)
@@ -125,10 +133,23 @@ func Predict(ctx context.Context, run loadtest.TicketsResult, opt Options) (*Pre
 		if err != nil {
 			return nil, err
 		}
-		res, err := sys.Solve(ctx, pepa.SolveOptions{})
+		chain, err := sys.Derive(MaxStates)
+		var tooMany pepa.ErrTooManyStates
+		if errors.As(err, &tooMany) {
+			return nil, tooManyStates(spec)
+		}
+		if err != nil {
+			return nil, err
+		}
+		steady, err := chain.Solve(ctx, pepa.SolveOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("step ×%g: %w", st.Multiplier, err)
 		}
+		res := struct {
+			States   int
+			Residual float64
+			pepa.Measures
+		}{chain.States(), steady.Residual, steady.Measures()}
 		sp := StepPrediction{Multiplier: st.Multiplier, Rates: rates, Sports: map[string]Point{}, States: res.States, Residual: res.Residual}
 		for sport, acts := range mdl.Arrivals {
 			pred := 0.0
@@ -136,7 +157,7 @@ func Predict(ctx context.Context, run loadtest.TicketsResult, opt Options) (*Pre
 				pred += res.Throughput[a]
 			}
 			p := Point{Offered: st.Offered[sport], Measured: st.Throughput[sport], Predicted: round(pred)}
-			if pred > 0 {
+			if p.Offered > 0 && pred > 0 { // a stream offered nothing has no error to speak of
 				p.Error = round(100 * (p.Measured - pred) / pred)
 			}
 			if sport != "control" {
@@ -172,3 +193,29 @@ func Rates(mdl *Model, run loadtest.TicketsResult, st loadtest.TicketsStep) map[
 }
 
 func round(v float64) float64 { return math.Round(v*100) / 100 }
+
+func tooManyStates(spec Spec) error {
+	return fmt.Errorf("the model of %d sports under %s with %d places has more than %d states: predict runs with a few sports (the paper's three), or give fewer --places", len(spec.Sports), spec.Arch, spec.Places, MaxStates)
+}
+
+// sharedStates is the state count of the queue architectures' model —
+// the ways to spread its places over the pool's local states (free, one
+// per sport and replica, control), C(n + L − 1, L − 1) — or 0 for the
+// others, whose derivation stops at MaxStates instead.
+func sharedStates(spec Spec) float64 {
+	if spec.Arch != "queue" && spec.Arch != "queue-rep" {
+		return 0
+	}
+	l := 1
+	for _, s := range spec.Sports {
+		l += len(spec.Placement[s])
+	}
+	if spec.Control {
+		l++
+	}
+	c := 1.0
+	for i := 1; i < l; i++ {
+		c = c * float64(spec.Places+i) / float64(i)
+	}
+	return c
+}

@@ -369,7 +369,7 @@ func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucke
 			continue
 		}
 		b.based = true
-		b.maxEnd = maxEnd
+		b.maxEnd = max(b.maxEnd, maxEnd) // a newer delta may reach further
 		fn(b)
 		b = nil
 	}

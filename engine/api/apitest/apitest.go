@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -156,7 +156,15 @@ func (a *Answers) Check(t testing.TB, method, path string, status int, contentTy
 	if a.err != nil {
 		t.Fatalf("openapi.json: %v", a.err)
 	}
-	_, pattern := a.mux.Handler(httptest.NewRequest(method, path, nil))
+	// Only the path picks the route. httptest.NewRequest would parse
+	// path as a request line and panic on a query with a blank in it,
+	// which a fuzzed request can have.
+	p, _, _ := strings.Cut(path, "?")
+	u, err := url.Parse(p)
+	if err != nil {
+		u = &url.URL{Path: p}
+	}
+	_, pattern := a.mux.Handler(&http.Request{Method: method, URL: u, Host: "example.com"})
 	_, tmpl, ok := strings.Cut(openAPIPath(pattern), " ")
 	if !ok {
 		t.Fatalf("%s %s answered %d but matches no route", method, path, status)

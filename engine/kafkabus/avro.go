@@ -39,6 +39,13 @@ var eventSchema = func() avro.Schema {
 	return s
 }()
 
+// avroDecoding bounds what decoding a record value may allocate: a
+// corrupt or foreign value can claim an array of a billion tags, which the
+// decoder would allocate before reading one. An event has at most a few
+// dozen tags and, in one append, at most 16 MiB of bytes (eventstore's
+// default limits; a store configured far beyond them needs these raised).
+var avroDecoding = avro.Config{MaxByteSliceSize: 16 << 20, MaxSliceAllocSize: 1 << 16}.Freeze()
+
 type avroEvent struct {
 	Stream   string            `avro:"stream"`
 	Seq      int64             `avro:"seq"`
@@ -75,7 +82,7 @@ func decodeAvroValue(v []byte) (eventstore.Event, error) {
 		return eventstore.Event{}, err
 	}
 	var a avroEvent
-	dec := avro.NewDecoderForSchema(eventSchema, bytes.NewReader(payload))
+	dec := avroDecoding.NewDecoder(eventSchema, bytes.NewReader(payload))
 	if err := dec.Decode(&a); err != nil {
 		return eventstore.Event{}, err
 	}

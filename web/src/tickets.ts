@@ -10,6 +10,7 @@ import { Api, ApiError, enc } from "./api";
 import type { Booking, Listing, LiveHello, LiveSample, SearchResult, Session } from "./openapi-tickets";
 import { RateChart } from "./chart";
 import { signIn as signInPage, startSignedIn, type SignIn } from "./signin";
+import { followStream, type LiveState } from "./sse";
 
 const TYPE_TAKEN = "urn:logbook:problem:tickets:taken";
 const TYPE_NOT_HELD = "urn:logbook:problem:tickets:not-held";
@@ -89,7 +90,6 @@ function explain(e: unknown, { id = "", sport = "" }: About = {}): string {
   return `${e.status} ${e.title}${detail}.`;
 }
 
-type LiveState = "connecting" | "live" | "offline";
 
 class TicketsPage {
   private readonly canBook: boolean;
@@ -298,67 +298,20 @@ class TicketsPage {
     this.nodeChart.push(t, s.nodes);
   }
 
-  /**
-   * Follows GET /api/tickets/live as server-sent events (through fetch:
-   * EventSource cannot send the token), reconnecting with a growing delay.
-   */
+  /** Follows GET /api/tickets/live (sse.ts): hello, then a sample a second. */
   private followLive(): () => void {
-    let stopped = false;
-    let ctrl: AbortController | undefined;
-    let delay = 1000;
-    const run = async () => {
-      while (!stopped) {
-        this.setLive("connecting");
-        ctrl = new AbortController();
-        try {
-          const res = await fetch("/api/tickets/live", {
-            headers: { Authorization: `Bearer ${this.api.token}`, Accept: "text/event-stream" },
-            signal: ctrl.signal,
-          });
-          if (res.status === 401) {
-            this.failed(new ApiError(401, "Unauthorized", ""));
-            return;
-          }
-          if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
-          const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-          let buf = "";
-          for (;;) {
-            const { value, done } = await reader.read();
-            if (done) break;
-            buf += value;
-            let end: number;
-            while ((end = buf.indexOf("\n\n")) >= 0) {
-              const block = buf.slice(0, end);
-              buf = buf.slice(end + 2);
-              let event = "message";
-              let data = "";
-              for (const line of block.split("\n")) {
-                if (line.startsWith("event: ")) event = line.slice(7);
-                else if (line.startsWith("data: ")) data += line.slice(6);
-              }
-              if (!data) continue;
-              if (event === "hello") {
-                delay = 1000;
-                this.setLive("live");
-                this.hello(JSON.parse(data) as LiveHello);
-              } else if (event === "sample") {
-                this.sample(JSON.parse(data) as LiveSample);
-              }
-            }
-          }
-        } catch {
-          if (stopped) return;
+    const s = followStream("/api/tickets/live", this.api.token, {
+      state: (st) => this.setLive(st),
+      unauthorized: () => this.failed(new ApiError(401, "Unauthorized", "")),
+      event: (name, data) => {
+        if (name === "hello") {
+          s.connected();
+          this.hello(data as LiveHello);
+        } else if (name === "sample") {
+          this.sample(data as LiveSample);
         }
-        if (stopped) return;
-        this.setLive("offline");
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 15000);
-      }
-    };
-    void run();
-    return () => {
-      stopped = true;
-      ctrl?.abort();
-    };
+      },
+    });
+    return s.stop;
   }
 }

@@ -217,10 +217,12 @@ func (e *env) prepare(cmd *cobra.Command) error {
 	if envErr != nil {
 		return envErr
 	}
-	log, err := newLogger(e.stderr, e.logFormat, e.logLevel)
+	lw := newLogWriter(e.stderr)
+	log, err := newLogger(lw, e.logFormat, e.logLevel)
 	if err != nil {
 		return err
 	}
+	e.cleanup = append(e.cleanup, lw.Flush)
 	e.log = log
 	if e.setDefaultLogger {
 		slog.SetDefault(log)
@@ -235,8 +237,9 @@ func (e *env) prepare(cmd *cobra.Command) error {
 	return nil
 }
 
-// newLogger is the process's logger on w.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+// newLogger is the process's logger on w, which keeps information lines
+// for a moment (logWriter).
+func newLogger(w *logWriter, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
@@ -244,9 +247,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(flushingHandler{slog.NewTextHandler(w, opts), w}), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(flushingHandler{slog.NewJSONHandler(w, opts), w}), nil
 	}
 	return nil, usagef("--log-format %q: want text or json", format)
 }

@@ -158,6 +158,9 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 			return err
 		}
 		defer c.Close()
+		if err := loadtest.WaitCaughtUp(cmd.Context(), c, 5*time.Minute); err != nil {
+			return fmt.Errorf("waiting for the server's view to catch up with its log: %w", err)
+		}
 		var stop func()
 		cfg.Progress, stop = e.showProgress(cmd, *t.asJSON)
 		res, err := loadtest.RunWrite(cmd.Context(), c, cfg)

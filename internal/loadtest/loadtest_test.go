@@ -2,8 +2,11 @@ package loadtest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -86,5 +89,51 @@ func TestWritePlanners(t *testing.T) {
 	}
 	if len(res.Timeline) == 0 || res.Timeline[0].Rate <= 0 {
 		t.Fatalf("timeline %+v", res.Timeline)
+	}
+}
+
+func TestLegBodyIsTheLegsJSON(t *testing.T) {
+	dep := time.Date(2026, 4, 1, 23, 10, 0, 0, time.UTC)
+	got := legBody("A\"B", 42, "FRA", "MUC", dep, dep.Add(100*time.Minute))
+	want, _ := json.Marshal(map[string]any{
+		"airline": "A\"B", "number": 42, "origin": "FRA", "destination": "MUC",
+		"departure": dep, "arrival": dep.Add(100 * time.Minute),
+	})
+	var g, w map[string]any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	_ = json.Unmarshal(want, &w)
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+func TestWaitCaughtUp(t *testing.T) {
+	var calls atomic.Int64
+	var stuck atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/healthz":
+			fmt.Fprint(w, `{"status":"ok","head":30}`)
+		case stuck.Load():
+			fmt.Fprint(w, `{"valid":true,"position":5}`)
+		default:
+			fmt.Fprintf(w, `{"valid":true,"position":%d}`, 10*calls.Add(1)) // 10, 20, 30
+		}
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, "tok", 1, 0)
+	defer c.Close()
+	if err := WaitCaughtUp(context.Background(), c, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("asked the view %d times, want until it reached the head (3)", calls.Load())
+	}
+	stuck.Store(true)
+	err := WaitCaughtUp(context.Background(), c, 150*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "of 30 after") {
+		t.Fatalf("a view that does not catch up: %v", err)
 	}
 }

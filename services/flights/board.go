@@ -224,7 +224,7 @@ func (v *Validation) BoardMeta() BoardMeta {
 	}
 	sort.Slice(m.Airplanes, func(i, j int) bool { return m.Airplanes[i].Registration < m.Airplanes[j].Registration })
 	m.Airlines, m.Airports = sortedKeys(airlines), sortedKeys(airports)
-	m.Stats = Stats{Legs: len(v.legs), Rotations: len(v.rotations), Airplanes: len(m.Airplanes)}
+	m.Stats = Stats{Legs: v.nlegs, Rotations: len(v.rotations), Airplanes: len(m.Airplanes)}
 	return m
 }
 

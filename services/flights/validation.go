@@ -55,7 +55,7 @@ type Validation struct {
 	mu         sync.RWMutex
 	checkpoint uint64
 
-	legs        map[string]*vleg
+	nlegs       int // legs of every rotation
 	rotations   map[string]*vrot
 	airplanes   map[string]*Airplane
 	rotPlane    map[string]string // rotation -> registration of its airplane
@@ -86,8 +86,29 @@ type vleg struct {
 
 type vrot struct {
 	id    string
-	legs  []*vleg // sorted by departure
+	legs  []*vleg          // sorted by departure
+	byID  map[string]*vleg // the same, by leg id
 	pairs map[string]*Violation
+}
+
+func newVrot(id string) *vrot {
+	return &vrot{id: id, byID: map[string]*vleg{}, pairs: map[string]*Violation{}}
+}
+
+// putLeg indexes l by its id in its rotation.
+func (v *Validation) putLeg(r *vrot, l *vleg) {
+	if _, ok := r.byID[l.ID]; !ok {
+		v.nlegs++
+	}
+	r.byID[l.ID] = l
+}
+
+// leg returns a rotation's leg by id, or nil.
+func (v *Validation) leg(rotID, id string) *vleg {
+	if r := v.rotations[rotID]; r != nil {
+		return r.byID[id]
+	}
+	return nil
 }
 
 type vkey struct {
@@ -109,7 +130,6 @@ func lessKey(a, b vkey) bool {
 // NewValidation returns an empty view.
 func NewValidation() *Validation {
 	return &Validation{
-		legs:        map[string]*vleg{},
 		rotations:   map[string]*vrot{},
 		airplanes:   map[string]*Airplane{},
 		rotPlane:    map[string]string{},
@@ -175,7 +195,7 @@ func (v *Validation) apply(ev *eventstore.Event) error {
 		switch ev.Type {
 		case "RotationCreated":
 			if v.rotations[id] == nil {
-				v.rotations[id] = &vrot{id: id, pairs: map[string]*Violation{}}
+				v.rotations[id] = newVrot(id)
 			}
 		case "RotationRemoved":
 			v.removeRotation(id)
@@ -277,21 +297,21 @@ func (v *Validation) recomputeRotation(id string) {
 func (v *Validation) addLegs(rotID string, legs []Leg) {
 	r := v.rotations[rotID]
 	if r == nil {
-		r = &vrot{id: rotID, pairs: map[string]*Violation{}}
+		r = newVrot(rotID)
 		v.rotations[rotID] = r
 	}
 	if len(legs) == 1 {
 		// A planner's single leg touches two pairs, however long the
 		// rotation: re-evaluate those, not the rotation.
 		l := &vleg{Leg: legs[0], rotation: r}
-		v.legs[legKey(rotID, l.ID)] = l
+		v.putLeg(r, l)
 		v.addDesignator(l)
 		v.insertLeg(r, l)
 		return
 	}
 	for i := range legs {
 		l := &vleg{Leg: legs[i], rotation: r}
-		v.legs[legKey(rotID, l.ID)] = l
+		v.putLeg(r, l)
 		v.addDesignator(l)
 		r.legs = append(r.legs, l)
 	}
@@ -300,17 +320,18 @@ func (v *Validation) addLegs(rotID string, legs []Leg) {
 }
 
 func (v *Validation) removeLeg(rotID, id string) {
-	l := v.legs[legKey(rotID, id)]
+	l := v.leg(rotID, id)
 	if l == nil {
 		return
 	}
 	v.deleteLeg(l.rotation, l)
-	delete(v.legs, legKey(rotID, id))
+	delete(l.rotation.byID, id)
+	v.nlegs--
 	v.removeDesignator(l)
 }
 
 func (v *Validation) moveLeg(rotID string, e LegMoved) {
-	l := v.legs[legKey(rotID, e.LegID)]
+	l := v.leg(rotID, e.LegID)
 	if l == nil {
 		return
 	}
@@ -442,10 +463,10 @@ func (v *Validation) removeRotation(id string) {
 	}
 	for _, l := range r.legs {
 		v.unlinkPrev(l)
-		delete(v.legs, legKey(id, l.ID))
 		v.removeDesignator(l)
 	}
-	r.legs = nil
+	v.nlegs -= len(r.byID)
+	r.legs, r.byID = nil, map[string]*vleg{}
 	v.recomputePairs(r)
 	delete(v.rotations, id)
 }
@@ -522,8 +543,6 @@ func airlines(a, b *vleg) []string {
 func pairID(c Check, a, b *vleg) string {
 	return string(c) + ":" + a.rotation.id + ":" + a.ID + ":" + b.ID
 }
-
-func legKey(rot, leg string) string { return rot + "\x00" + leg }
 
 // dkey is a flight designator packed into a value without pointers: the
 // index of a schedule's legs by designator then costs the collector
@@ -735,7 +754,7 @@ func (v *Validation) Stats() Stats {
 			planes++
 		}
 	}
-	return Stats{Legs: len(v.legs), Rotations: len(v.rotations), Airplanes: planes}
+	return Stats{Legs: v.nlegs, Rotations: len(v.rotations), Airplanes: planes}
 }
 
 // Rotations returns every rotation with its legs, in id order.

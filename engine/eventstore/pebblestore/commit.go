@@ -85,6 +85,9 @@ type indexEntry struct {
 	pos uint64 // value of a stream key; 0 for a tag key, whose value is empty
 }
 
+// maxSpareArena bounds the arena kept from one group for the next.
+const maxSpareArena = 1 << 20
+
 func (g *group) keyArena(n int) []byte {
 	if cap(g.arena)-len(g.arena) < n {
 		g.arena = make([]byte, 0, max(n, 16<<10))
@@ -121,6 +124,11 @@ type sequencerState struct {
 	nextPos  uint64
 	versions map[string]uint64 // cache of stream versions, including applied but not yet synced appends
 	key      []byte            // scratch
+	// A group's index keys and their arena, kept for the next group once
+	// the batch holds copies of them: a fresh 16 KiB arena per group was
+	// the store's largest allocation under many small appends.
+	arena []byte
+	index []indexEntry
 }
 
 // Append implements eventstore.Store.
@@ -193,7 +201,8 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 func (s *Store) sequence() {
 	defer close(s.groups)
 	for req := range s.reqs {
-		g := &group{}
+		g := &group{arena: s.seq.arena[:0], index: s.seq.index[:0]}
+		s.seq.arena, s.seq.index = nil, nil
 		s.admit(g, req)
 	drain:
 		for len(g.reqs) < maxGroupReqs && (g.batch == nil || g.batch.Len() < maxGroupBytes) {
@@ -209,6 +218,14 @@ func (s *Store) sequence() {
 		}
 		if g.batch != nil && g.err == nil {
 			g.flushIndex()
+			if cap(g.arena) <= maxSpareArena {
+				s.seq.arena = g.arena[:0]
+			}
+			if cap(g.index) <= maxSpareArena/16 {
+				clear(g.index) // the keys point into the arena
+				s.seq.index = g.index[:0]
+			}
+			g.arena, g.index = nil, nil
 			var err error
 			if s.opts.NoSync {
 				err = s.db.Apply(g.batch, pebble.NoSync)

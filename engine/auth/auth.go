@@ -1,5 +1,6 @@
-// Package auth is token authentication with four roles: planners change
-// the flight schedule, bookers book and return tickets, viewers only
+// Package auth is token authentication with five roles: planners change
+// the flight schedule, bookers book and return tickets, senders send
+// notifications, viewers only
 // read, and schema admins change the schema registry (register, delete,
 // configure; reading schemas needs only a viewer). Tokens come from a
 // file (one "token role" per line) or an environment variable
@@ -31,6 +32,8 @@ const (
 	// Booker may book and return tickets (and read, like every role),
 	// but not change the flight schedule.
 	Booker Role = "booker"
+	// Sender may send notifications (and read, like every role).
+	Sender Role = "sender"
 )
 
 // CanWrite reports whether the role may change the schedule.
@@ -54,8 +57,8 @@ func (t *Tokens) Add(token string, role Role) error {
 	if strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return fmt.Errorf("auth: token %q… contains a blank or a control character", prefix(token))
 	}
-	if role != Planner && role != Viewer && role != SchemaAdmin && role != Booker {
-		return fmt.Errorf("auth: unknown role %q (planner, booker, viewer or schema-admin)", role)
+	if role != Planner && role != Viewer && role != SchemaAdmin && role != Booker && role != Sender {
+		return fmt.Errorf("auth: unknown role %q (planner, booker, sender, viewer or schema-admin)", role)
 	}
 	if t.byDigest == nil {
 		t.byDigest = map[[32]byte]Role{}

@@ -120,6 +120,9 @@ func (b *batch) delete(table string, key row) error {
 		if err != nil {
 			return err
 		}
+		if err := b.leaveClub(id); err != nil {
+			return err
+		}
 		return b.b.Delete(idKey(prefixUser, id), nil)
 	case tableSettings:
 		k, err := settingKeyOf(key)
@@ -142,7 +145,7 @@ func (b *batch) truncate(table string) error {
 	var prefixes []byte
 	switch table {
 	case tableUsers:
-		prefixes = []byte{prefixUser}
+		prefixes = []byte{prefixUser, prefixClubOf, prefixMember}
 	case tableSettings:
 		prefixes = []byte{prefixSetting}
 	case tableDevices:
@@ -216,12 +219,63 @@ func (b *batch) upsertUser(old, nw row) error {
 		return err
 	}
 	u.OptOut = nw["opt_out"].kind == 't' && nw["opt_out"].val == "t"
+	// The club: a bigint is never TOASTed, but an unchanged-TOAST marker
+	// keeps the club the view has.
+	club, hasClub := int64(0), false
+	switch c := nw["club_id"]; c.kind {
+	case 't':
+		if club, err = nw.int64("club_id"); err != nil {
+			return err
+		}
+		hasClub = true
+	case 'u':
+		if club, hasClub, err = b.clubOf(prevID); err != nil {
+			return err
+		}
+	}
+	if !b.copying {
+		if err := b.leaveClub(prevID); err != nil {
+			return err
+		}
+	}
+	if hasClub {
+		if err := b.b.Set(idKey(prefixClubOf, id), binary.BigEndian.AppendUint64(nil, uint64(club)), nil); err != nil {
+			return err
+		}
+		if err := b.b.Set(memberKey(club, id), nil, nil); err != nil {
+			return err
+		}
+	}
 	if prevID != id {
 		if err := b.b.Delete(idKey(prefixUser, prevID), nil); err != nil {
 			return err
 		}
 	}
 	return b.b.Set(idKey(prefixUser, id), u.encode(), nil)
+}
+
+// clubOf reads the club the view has for a user.
+func (b *batch) clubOf(id int64) (int64, bool, error) {
+	raw, ok, err := b.get(idKey(prefixClubOf, id))
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if len(raw) != 8 {
+		return 0, false, errCorrupt
+	}
+	return int64(binary.BigEndian.Uint64(raw)), true, nil
+}
+
+// leaveClub removes a user's membership, if the view has one.
+func (b *batch) leaveClub(id int64) error {
+	club, ok, err := b.clubOf(id)
+	if err != nil || !ok {
+		return err
+	}
+	if err := b.b.Delete(memberKey(club, id), nil); err != nil {
+		return err
+	}
+	return b.b.Delete(idKey(prefixClubOf, id), nil)
 }
 
 func settingKeyOf(r row) ([]byte, error) {

@@ -355,13 +355,18 @@ func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot st
 		return txt("f")
 	}
 	id := func(n int64) col { return txt(strconv.FormatInt(n, 10)) }
-	err = copyTable(tableUsers, `SELECT id, name, language, email, opt_out FROM `+f.table(tableUsers), func(rows pgx.Rows) (row, error) {
+	err = copyTable(tableUsers, `SELECT id, name, language, email, opt_out, club_id FROM `+f.table(tableUsers), func(rows pgx.Rows) (row, error) {
 		var n int64
 		var name, lang string
 		var email *string
 		var out bool
-		err := rows.Scan(&n, &name, &lang, &email, &out)
-		return row{"id": id(n), "name": txt(name), "language": txt(lang), "email": nullable(email), "opt_out": boolean(out)}, err
+		var club *int64
+		err := rows.Scan(&n, &name, &lang, &email, &out, &club)
+		r := row{"id": id(n), "name": txt(name), "language": txt(lang), "email": nullable(email), "opt_out": boolean(out), "club_id": col{kind: 'n'}}
+		if club != nil {
+			r["club_id"] = id(*club)
+		}
+		return r, err
 	})
 	if err != nil {
 		return err

@@ -44,11 +44,13 @@ type LSN = pglogrepl.LSN
 //	s id type 0x00 chan   → one setting: 1 on, 0 off
 //	d id devid            → a device's token
 //	i devid               → the device's user id (deletes carry only devid)
+//	k id                  → the user's club id (absent: no club)
+//	c club id             → empty: the club's members, for to_club sends
 var (
 	formatKey   = []byte("\x00format")
 	positionKey = []byte("\x00position")
 	snapshotKey = []byte("\x00snapshot") // set while a snapshot is being copied: the slot's name
-	viewFormat  = "logbook-userscdc-1"
+	viewFormat  = "logbook-userscdc-2"   // 2: club membership
 )
 
 const (
@@ -56,7 +58,13 @@ const (
 	prefixSetting = 's'
 	prefixDevice  = 'd'
 	prefixDevIdx  = 'i'
+	prefixClubOf  = 'k'
+	prefixMember  = 'c'
 )
+
+func memberKey(club, userID int64) []byte {
+	return binary.BigEndian.AppendUint64(idKey(prefixMember, club), uint64(userID)^(1<<63))
+}
 
 func idKey(prefix byte, id int64) []byte {
 	k := make([]byte, 9, 32)
@@ -333,6 +341,72 @@ func (v *View) All(ctx context.Context) (map[int64]*notify.User, error) {
 		return nil, err
 	}
 	return readUsers(ctx, snap, ids)
+}
+
+// Members returns the ids of the club's members, ascending; more than
+// max (> 0) members is an error.
+func (v *View) Members(ctx context.Context, club int64, max int) ([]int64, error) {
+	p := idKey(prefixMember, club)
+	iter, err := v.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: idKey(prefixMember, club+1)})
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for ok := iter.First(); ok; ok = iter.Next() {
+		k := iter.Key()
+		if len(k) != 17 {
+			continue
+		}
+		if max > 0 && len(ids) == max {
+			_ = iter.Close()
+			return nil, fmt.Errorf("%w: club %d has more than %d members", ErrTooManyMembers, club, max)
+		}
+		if len(ids)%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				_ = iter.Close()
+				return nil, err
+			}
+		}
+		ids = append(ids, int64(binary.BigEndian.Uint64(k[9:])^(1<<63)))
+	}
+	return ids, iter.Close()
+}
+
+// ErrTooManyMembers is a club larger than Members was allowed to return.
+var ErrTooManyMembers = errors.New("userscdc: too many members")
+
+// Club is one club of the view and how many members it has.
+type Club struct {
+	ID      int64 `json:"id"`
+	Members int64 `json:"members"`
+}
+
+// Clubs returns every club with members, by id.
+func (v *View) Clubs(ctx context.Context) ([]Club, error) {
+	iter, err := v.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixMember}, UpperBound: []byte{prefixMember + 1}})
+	if err != nil {
+		return nil, err
+	}
+	var out []Club
+	n := 0
+	for ok := iter.First(); ok; ok = iter.Next() {
+		k := iter.Key()
+		if len(k) != 17 {
+			continue
+		}
+		if n++; n%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				_ = iter.Close()
+				return nil, err
+			}
+		}
+		id := keyID(k)
+		if len(out) == 0 || out[len(out)-1].ID != id {
+			out = append(out, Club{ID: id})
+		}
+		out[len(out)-1].Members++
+	}
+	return out, iter.Close()
 }
 
 // readUsers reads the users of sorted ids: one pass per table, each a

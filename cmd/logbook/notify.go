@@ -1,15 +1,276 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/kafkabus"
+	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/window"
+	"github.com/logbook/logbook/engine/window/pgsink"
+	"github.com/logbook/logbook/services/notify"
+	"github.com/logbook/logbook/services/notify/deliver"
+	"github.com/logbook/logbook/services/notify/httpapi"
+	"github.com/logbook/logbook/services/notify/service"
 	"github.com/logbook/logbook/services/notify/sink"
+	"github.com/logbook/logbook/services/notify/userscdc"
 )
 
 func newNotifyCmd(e *env) *cobra.Command {
-	return group("notify", "the mass-notification service: its loopback delivery endpoint",
+	return group("notify", "the mass-notification service: serve it, and its loopback delivery endpoint",
+		newNotifyServeCmd(e),
 		newNotifySinkCmd(e),
 	)
+}
+
+// notifyServeFlags are `logbook notify serve`'s flags.
+type notifyServeFlags struct {
+	store                storeFlags
+	state                string
+	bus                  string
+	usersDB, usersSchema string
+	slot                 string
+	pushURL, emailURL    string
+	rate                 float64
+	attempts             int
+	addr, debugAddr      string
+	tokens               string
+	metricsSink          string
+	metricsGrace         time.Duration
+	parallel, senders    int
+	chunk, maxRecipients int
+}
+
+func newNotifyServeCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve --users-db postgres://… --push-url URL --email-url URL",
+		Short: "serve the notify service: send requests on the log, the pipeline (preferences by CDC, build, deliver, dead letters), metrics windows",
+		Args:  noArgs,
+	}
+	fs := cmd.Flags()
+	var f notifyServeFlags
+	f.store.register(fs, "./data-notify")
+	fs.StringVar(&f.state, "state", "./data-notify-state", "directory of the users view (CDC) and the metrics windows")
+	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic: publish the log to this topic and follow it from there (default: follow the store)")
+	fromEnv(fs, "bus")
+	fs.StringVar(&f.usersDB, "users-db", "", "postgres://… URL of the users' database, followed by logical replication (required; its role needs REPLICATION)")
+	fromEnv(fs, "users-db")
+	fs.StringVar(&f.usersSchema, "users-schema", "public", "schema of the users' tables (users, user_settings, user_devices)")
+	fs.StringVar(&f.slot, "slot", "logbook_notify_users", "name of the replication slot and of the publication")
+	fs.StringVar(&f.pushURL, "push-url", "", "URL push batches are posted to (e.g. a logbook notify sink's http://127.0.0.1:8090/deliver)")
+	fs.StringVar(&f.emailURL, "email-url", "", "URL e-mail batches are posted to")
+	fs.Float64Var(&f.rate, "rate", 0, "most delivery calls per second per channel (0: no limit)")
+	fs.IntVar(&f.attempts, "attempts", 6, "calls per batch before it fails for good and becomes a dead letter")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8082", "address to listen on")
+	fromEnv(fs, "addr")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
+	fromEnv(fs, "debug-addr")
+	fs.StringVar(&f.tokens, "tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and sender (default: LOGBOOK_TOKENS, token:role,…)")
+	fs.StringVar(&f.metricsSink, "metrics-sink", "", "postgres://… URL: write closed metrics windows to tables notifications_minute, _hour and _day there")
+	fromEnv(fs, "metrics-sink")
+	fs.DurationVar(&f.metricsGrace, "metrics-grace", time.Hour, "how long after its end a metrics window still takes outcomes (later ones count as late)")
+	fs.IntVar(&f.parallel, "parallel", 4, "chunks of recipients the pipeline works on at once")
+	fs.IntVar(&f.senders, "senders", 8, "delivery calls each chunk keeps in flight")
+	fs.IntVar(&f.chunk, "chunk", 10_000, "recipients per chunk event (and pipeline step)")
+	fs.IntVar(&f.maxRecipients, "max-recipients", 1_000_000, "most recipients of one request")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		switch {
+		case f.usersDB == "" || !isPostgresURL(f.usersDB):
+			return usageError{"--users-db postgres://… is required: the users' database the preference check follows"}
+		case f.pushURL == "" || f.emailURL == "":
+			return usageError{"--push-url and --email-url are required (a logbook notify sink serves both)"}
+		case f.metricsSink != "" && !isPostgresURL(f.metricsSink):
+			return usagef("--metrics-sink %q: want a postgres:// URL", redactURL(f.metricsSink))
+		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace < 0:
+			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients positive; --chunk 1-50000"}
+		case f.state == "":
+			return usageError{"--state must name a directory"}
+		}
+		var bus *busConfig
+		if f.bus != "" {
+			cfg, topic, err := kafkabus.ParseURL(f.bus)
+			if err != nil {
+				return usageError{"--bus " + err.Error()}
+			}
+			bus = &busConfig{cfg: cfg, topic: topic}
+		}
+		tokens, err := auth.Load(f.tokens)
+		if err != nil {
+			return fmt.Errorf("tokens: %w", err)
+		}
+		if tokens.Len() == 0 {
+			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer, sender)"}
+		}
+		if f.debugAddr != "" {
+			defer startDebug(f.debugAddr, tokens, e.log)()
+		}
+		return serveNotify(cmd.Context(), e, &f, bus, tokens)
+	}
+	return cmd
+}
+
+func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfig, tokens *auth.Tokens) error {
+	// As serve's: requests and deliveries allocate briefly and the live
+	// heap is small.
+	tuneGC(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reg := metrics.NewRegistry()
+	s, err := f.store.open(e.log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	store, err := metrics.InstrumentStore(s, reg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.state, 0o755); err != nil {
+		return err
+	}
+	view, err := userscdc.OpenView(filepath.Join(f.state, "users"), userscdc.ViewOptions{Logger: e.log})
+	if err != nil {
+		return err
+	}
+	defer view.Close()
+	e.log.Info("following the users' database", "users_db", redactURL(f.usersDB), "position", view.Position())
+	follower, err := userscdc.Start(ctx, view, userscdc.Config{URL: f.usersDB, Schema: f.usersSchema, Publication: f.slot, Slot: f.slot, Logger: e.log})
+	if err != nil {
+		return fmt.Errorf("users' database: %w", err)
+	}
+	defer follower.Close()
+	d, err := deliver.New(deliver.Options{
+		Endpoints: map[notify.Channel]string{notify.Push: f.pushURL, notify.Email: f.emailURL},
+		Rate:      map[notify.Channel]float64{notify.Push: f.rate, notify.Email: f.rate},
+		Attempts:  f.attempts,
+		// Calls to every endpoint share one transport: keep enough idle
+		// connections for every sender of every chunk.
+		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute}},
+	})
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	var follow eventstore.Store // nil: the store itself
+	if bus != nil {
+		if err := kafkabus.EnsureTopic(ctx, bus.cfg, bus.topic, 12, -1); err != nil {
+			return err
+		}
+		stop := publishNotify(ctx, e, store, s, bus, reg)
+		defer stop()
+		follow = kafkabus.NewReplicaStore(bus.cfg, bus.topic, store)
+	}
+	svc, err := service.New(ctx, service.Config{
+		Store: store, Follow: follow, Users: view, Deliverer: d, StateDir: f.state,
+		ChunkSize: f.chunk, MaxRecipients: f.maxRecipients, Parallel: f.parallel, Senders: f.senders,
+		MetricsGrace: f.metricsGrace, Registerer: reg, Logger: e.log,
+	})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	if f.metricsSink != "" {
+		stop, err := startMetricsSinks(ctx, e, f.metricsSink, svc.Aggregation())
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	// A follower that stops (the slot dropped, the source gone for good)
+	// stops the server: sends would be checked against a stale view.
+	go func() {
+		select {
+		case <-follower.Done():
+			if err := follower.Err(); err != nil {
+				e.log.Error("the users' database follower stopped", "err", err)
+				cancel()
+			}
+		case <-ctx.Done():
+		}
+	}()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
+	mux.HandleFunc("GET /healthz", healthz(store, e.log))
+	httpapi.New(mux, svc, tokens)
+	mux.Handle("/api/windows/", tokens.Require(window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
+	err = serveUntil(ctx, e.log, f.addr, defaultMaxConns, mux, "logbook notify serving",
+		[]any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL})
+	if ferr := follower.Err(); ferr != nil && err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// publishNotify publishes the log to the bus until stopped, as a write
+// node of logbook serve does.
+func publishNotify(ctx context.Context, e *env, store eventstore.Store, s *openedStore, b *busConfig, reg prometheus.Registerer) (stop func()) {
+	name := "kafka publisher " + b.topic
+	cfg := kafkabus.SuperviseConfig{
+		PublisherConfig: kafkabus.PublisherConfig{Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: e.log},
+		Registerer:      reg,
+	}
+	if s.pg != nil {
+		cfg.Progress = s.pg.Progress(name)
+		cfg.Exclusive = func(ctx context.Context, run func(context.Context) error) error {
+			return s.pg.Exclusive(ctx, name, run)
+		}
+	}
+	pubCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := kafkabus.Supervise(pubCtx, store, cfg); err != nil && pubCtx.Err() == nil {
+			e.log.Error("Kafka publisher ended", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// startMetricsSinks writes the closed metrics windows to PostgreSQL, one
+// table per unit, the window start a key column.
+func startMetricsSinks(ctx context.Context, e *env, url string, agg *window.Aggregation) (stop func(), err error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-sink: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var sinks []*pgsink.Sink
+	for _, u := range []struct {
+		table string
+		unit  time.Duration
+	}{{"notifications_minute", time.Minute}, {"notifications_hour", time.Hour}, {"notifications_day", 24 * time.Hour}} {
+		s, err := pgsink.New(ctx, pool, agg, pgsink.Config{Table: u.table, Unit: u.unit})
+		if err != nil {
+			cancel()
+			pool.Close()
+			return nil, fmt.Errorf("--metrics-sink: %w", err)
+		}
+		sinks = append(sinks, s)
+	}
+	go func() {
+		defer close(done)
+		errc := make(chan error, len(sinks))
+		for _, s := range sinks {
+			go func() { errc <- s.Run(ctx) }()
+		}
+		for range sinks {
+			if err := <-errc; err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+				e.log.Error("metrics sink stopped", "err", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done; pool.Close() }, nil
 }
 
 func newNotifySinkCmd(e *env) *cobra.Command {

@@ -70,3 +70,23 @@ func TestNotifySinkBadFlag(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// notify serve refuses missing or bad flags before opening anything.
+func TestNotifyServeBadUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"notify", "serve", "--push-url", "http://x", "--email-url", "http://y"}, "--users-db"},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y"}, "--push-url and --email-url"},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--chunk", "0"}, "--chunk 1-50000"},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--metrics-sink", "mysql://x"}, "--metrics-sink"},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--bus", "http://x"}, "--bus"},
+	} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), &env{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}, c.args)
+		if code == 0 || !bytes.Contains(stderr.Bytes(), []byte(c.want)) {
+			t.Errorf("%v: exit %d, stderr %q, want it to name %s", c.args, code, stderr.String(), c.want)
+		}
+	}
+}

@@ -1,0 +1,290 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/internal/crashtest"
+	"github.com/logbook/logbook/internal/testenv"
+	"github.com/logbook/logbook/services/notify"
+	"github.com/logbook/logbook/services/notify/service"
+	"github.com/logbook/logbook/services/notify/sink"
+	"github.com/logbook/logbook/services/notify/userscdc"
+)
+
+// TestNotifyServeChild is the workload of TestNotifyServeSIGKILL:
+// `logbook notify serve` with the arguments in NOTIFY_ARGS, in a process
+// the test kills.
+func TestNotifyServeChild(t *testing.T) {
+	out := crashtest.Child(t)
+	args := strings.Split(os.Getenv("NOTIFY_ARGS"), "\x1f")
+	code := run(context.Background(), &env{stdout: io.Discard, stderr: os.Stderr, getenv: os.Getenv}, args)
+	out.Fail("notify serve exited %d", code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// notifyClient calls a notify server.
+type notifyClient struct {
+	t    *testing.T
+	base string
+}
+
+func (c notifyClient) call(method, path, token, key string, body []byte, v any) int {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if v != nil && res.StatusCode < 300 {
+		if err := json.Unmarshal(raw, v); err != nil {
+			c.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+	return res.StatusCode
+}
+
+func (c notifyClient) waitUp(p *crashtest.Process) {
+	c.t.Helper()
+	for start := time.Now(); time.Since(start) < 60*time.Second; time.Sleep(20 * time.Millisecond) {
+		if c.call("GET", "/api/notification-types", "viewer-token", "", nil, nil) == 200 {
+			return
+		}
+	}
+	c.t.Fatal("notify serve did not come up")
+}
+
+// `logbook notify serve` SIGKILLed in the middle of a request of 30,000
+// recipients, then started again on the same directories: the request
+// finishes, every recipient the preferences allow is delivered on each
+// allowed channel (the sink holds each expected idempotency key, and no
+// other), the request's counts are exact, a retry of the send after the
+// restart is answered as the first, and every metrics window equals a
+// recount of the outcomes on the log.
+func TestNotifyServeSIGKILL(t *testing.T) {
+	url := testenv.URL(t)
+	schema := testenv.Schema(t)
+	ctx := context.Background()
+	src, err := userscdc.OpenSource(ctx, url, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close) // after the slot is dropped
+	const n = 30_000
+	if err := src.Generate(ctx, userscdc.Population{Users: n, Clubs: 4, Type: "like_update", Refuse: 0.1, OptOut: 0.05, NoEmail: 0.1, NoPush: 0.2, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	slot := schema + "_slot"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			_, err := src.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+			if err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = src.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+slot)
+	})
+	// Who should get what: the preference check on the source's users.
+	all, err := src.Users(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := sink.New(sink.Options{Latency: 3 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := httptest.NewServer(sk)
+	defer ss.Close()
+
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	args := []string{"notify", "serve", "--data", filepath.Join(dir, "data"), "--state", filepath.Join(dir, "state"),
+		"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", ss.URL + sink.Path, "--email-url", ss.URL + sink.Path,
+		"--addr", addr, "--chunk", "1000", "--parallel", "2", "--senders", "2"}
+	spec := crashtest.Spec{Test: "TestNotifyServeChild", Env: []string{"NOTIFY_ARGS=" + strings.Join(args, "\x1f"),
+		"LOGBOOK_TOKENS=sender-token:sender,viewer-token:viewer"}}
+	c := notifyClient{t: t, base: "http://" + addr}
+
+	t0 := time.Now()
+	p := crashtest.Start(t, spec)
+	c.waitUp(p)
+	t.Logf("up after %v", time.Since(t0))
+	to := make([]int64, 0, n+100)
+	for id := int64(1); id <= n+100; id++ { // 100 unknown users
+		to = append(to, id)
+	}
+	body, _ := json.Marshal(map[string]any{"type": "like_update", "club_id": 3, "sender": "coach", "timestamp": time.Now().UTC().Format(time.RFC3339), "to_users": to})
+	var acc service.Accepted
+	if code := c.call("POST", "/api/notifications", "sender-token", "crash-1", body, &acc); code != 202 {
+		t.Fatalf("send: %d", code)
+	}
+	want := map[string]bool{}
+	var refused int64
+	for _, id := range to {
+		d := service.DefaultPolicy.Check(all[id], "like_update")
+		if d.Refused != "" {
+			refused++
+		}
+		for _, ch := range d.Channels {
+			want[notify.IdempotencyKey(acc.ID, id, ch)] = true
+		}
+	}
+	// Kill once about a third of the messages are in.
+	for start := time.Now(); sk.Stats().Messages < int64(len(want))/3; time.Sleep(time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the pipeline is stuck: sink %+v", sk.Stats())
+		}
+	}
+	p.Kill()
+	atKill := sk.Stats()
+	if atKill.UniqueKeys >= int64(len(want)) {
+		t.Fatalf("everything was delivered before the kill (%+v): slow the sink down", atKill)
+	}
+
+	t.Logf("killed after %v: sink %+v", time.Since(t0), atKill)
+	p = crashtest.Start(t, spec)
+	c.waitUp(p)
+	t.Logf("up again after %v", time.Since(t0))
+	var again service.Accepted
+	if code := c.call("POST", "/api/notifications", "sender-token", "crash-1", body, &again); code != 202 || again != acc {
+		t.Fatalf("send again after the restart: %d %+v, first %+v", code, again, acc)
+	}
+	var st service.Status
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if code := c.call("GET", "/api/notifications/"+acc.ID, "viewer-token", "", nil, &st); code != 200 {
+			t.Fatalf("status: %d", code)
+		}
+		if st.State == "done" {
+			break
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("not done: %+v", st)
+		}
+	}
+	t.Logf("done after %v", time.Since(t0))
+	s := sk.Stats()
+	if s.UniqueKeys != int64(len(want)) {
+		t.Errorf("sink holds %d keys, want the %d the preferences allow", s.UniqueKeys, len(want))
+	}
+	for k := range want {
+		if sk.Count(k) < 1 {
+			t.Errorf("key %s never delivered", k)
+			break
+		}
+	}
+	// Only the chunks in flight at the kill (2 of 1,000 recipients, 2
+	// channels each) can have been delivered twice.
+	if s.Duplicates > 2*2*1000 {
+		t.Errorf("%d duplicate deliveries, more than the chunks in flight at the kill", s.Duplicates)
+	}
+	if st.Counts.Requested != int64(len(to)) || st.Counts.Refused != refused || st.Counts.Built != int64(len(want)) ||
+		st.Counts.Delivered != int64(len(want)) || st.Counts.Failed != 0 || st.Counts.RefusedBy["unknown_user"] != 100 {
+		t.Errorf("counts %+v: want %d requested, %d refused, %d built and delivered", st.Counts, len(to), refused, len(want))
+	}
+	var res struct {
+		Rows []struct {
+			Start  time.Time                        `json:"start"`
+			Dims   map[string]string                `json:"dims"`
+			Values map[string]struct{ Sum float64 } `json:"values"`
+		} `json:"rows"`
+	}
+	// The metrics follow the log on their own: wait until they hold
+	// every recipient.
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if code := c.call("GET", "/api/windows/notifications?group_by=type,club,sender", "viewer-token", "", nil, &res); code != 200 {
+			t.Fatalf("windows: %d", code)
+		}
+		total := 0.0
+		for _, r := range res.Rows {
+			total += r.Values["requested"].Sum
+		}
+		if total == float64(len(to)) {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the windows hold %v requested, want %d", total, len(to))
+		}
+	}
+	t.Logf("windows after %v", time.Since(t0))
+	p.Kill()
+
+	// The recount, from the log the child left.
+	store, err := pebblestore.Open(filepath.Join(dir, "data"), pebblestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	evs, err := store.ReadTag(ctx, service.Tag, 1, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recount := map[string]float64{}
+	outcomes := 0
+	for _, ev := range evs {
+		if ev.Type != service.TypeOutcome {
+			continue
+		}
+		outcomes++
+		var o service.Outcome
+		if err := json.Unmarshal(ev.Data, &o); err != nil {
+			t.Fatal(err)
+		}
+		k := o.Timestamp.Truncate(time.Minute).UTC().Format(time.RFC3339) + fmt.Sprintf("|%s|%d|%s|", o.Type, o.ClubID, o.Sender)
+		for i, v := range []int64{o.Requested, o.Refused, o.Built, o.Delivered, o.Failed, o.DeadLettered, o.Retries} {
+			recount[k+service.MetricValues[i]] += float64(v)
+		}
+	}
+	if outcomes != st.Chunks {
+		t.Errorf("%d outcomes on the log for %d chunks: a chunk counted twice or never", outcomes, st.Chunks)
+	}
+	got := map[string]float64{}
+	for _, r := range res.Rows {
+		k := r.Start.UTC().Format(time.RFC3339) + "|" + r.Dims["type"] + "|" + r.Dims["club"] + "|" + r.Dims["sender"] + "|"
+		for _, v := range service.MetricValues {
+			got[k+v] = r.Values[v].Sum
+		}
+	}
+	if len(got) != len(recount) || len(got) == 0 {
+		t.Fatalf("windows %v, recount %v", got, recount)
+	}
+	for k, v := range recount {
+		if got[k] != v {
+			t.Errorf("window %s: %v, recount %v", k, got[k], v)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
@@ -226,13 +225,5 @@ func (h *harness) checkMetrics() {
 		if !slices.Equal(got[k], w) {
 			h.t.Errorf("window %s: %v, recount from the log %v (windows %v)", k, got[k], w, got)
 		}
-	}
-}
-
-func decodeJSON(t *testing.T, r *http.Response, v any) {
-	t.Helper()
-	defer r.Body.Close()
-	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
-		t.Fatal(err)
 	}
 }

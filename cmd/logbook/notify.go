@@ -170,8 +170,15 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 		defer stop()
 		follow = kafkabus.NewReplicaStore(bus.cfg, bus.topic, store)
 	}
+	var exclusive func(context.Context, func(context.Context) error) error
+	if s.pg != nil {
+		exclusive = func(ctx context.Context, run func(context.Context) error) error {
+			return s.pg.Exclusive(ctx, "notify pipeline", run)
+		}
+	}
 	svc, err := service.New(ctx, service.Config{
-		Store: store, Follow: follow, Users: view, Deliverer: d, StateDir: f.state,
+		Exclusive: exclusive,
+		Store:     store, Follow: follow, Users: view, Deliverer: d, StateDir: f.state,
 		ChunkSize: f.chunk, MaxRecipients: f.maxRecipients, Parallel: f.parallel, Senders: f.senders,
 		MetricsGrace: f.metricsGrace, Registerer: reg, Logger: e.log,
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/sink"
 )
@@ -250,4 +251,47 @@ func TestRestartMidRun(t *testing.T) {
 		}
 	}
 	h.checkMetrics()
+}
+
+// With Exclusive set, nothing is delivered until the lock is held; a
+// request accepted meanwhile is delivered once it is. An outcome of a
+// chunk appended twice (a second process on the store) counts once.
+func TestPipelineWaitsForItsLock(t *testing.T) {
+	h := newHarness(t, population(100), nil)
+	granted := make(chan struct{})
+	h.cfg.Exclusive = func(ctx context.Context, run func(context.Context) error) error {
+		select {
+		case <-granted:
+		case <-ctx.Done():
+			return nil
+		}
+		return run(ctx)
+	}
+	svc := h.start()
+	ctx := context.Background()
+	a, err := svc.Send(ctx, "k", SendInput{Type: "like_update", Sender: "s", ToUsers: ids(1, 100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st, err := svc.Get(ctx, a.ID, a.Position); err != nil || st.State != "accepted" || h.sinks[notify.Push].Stats().Calls != 0 {
+		t.Fatalf("before the lock: %+v, %v, sink %+v", st, err, h.sinks[notify.Push].Stats())
+	}
+	close(granted)
+	st := h.waitDone(a.ID)
+	if st.Counts.Delivered != 200 {
+		t.Fatalf("counts %+v", st.Counts)
+	}
+	evs, err := h.store.ReadStream(ctx, outcomeStream(a.ID), 1, 1)
+	if err != nil || len(evs) != 1 {
+		t.Fatal(evs, err)
+	}
+	res, err := h.store.Append(ctx, outcomeStream(a.ID), eventstore.Any, []eventstore.NewEvent{{Type: evs[0].Type, Tags: evs[0].Tags, Data: evs[0].Data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Get(ctx, a.ID, res.LastPosition)
+	if err != nil || !reflect.DeepEqual(again.Counts, st.Counts) || svc.Err() != nil {
+		t.Fatalf("after a repeated outcome: %+v (was %+v), %v, %v", again.Counts, st.Counts, err, svc.Err())
+	}
 }

@@ -66,8 +66,13 @@ type Config struct {
 	// takes outcomes (default 1 h): an outcome later than that is
 	// counted as late, not in the window.
 	MetricsGrace time.Duration
-	Registerer   prometheus.Registerer
-	Logger       *slog.Logger
+	// Exclusive, if set, runs the pipeline only while it returns the
+	// lock of the processes sharing the store (pgstore.Store.Exclusive),
+	// so that of several servers on one store one delivers at a time;
+	// the others accept requests and answer queries.
+	Exclusive  func(ctx context.Context, run func(context.Context) error) error
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
 }
 
 // Errors of the service, wrapped with details.
@@ -161,7 +166,20 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			}
 		})
 	}
-	s.wg.Go(func() { s.schedule(ctx) })
+	s.wg.Go(func() {
+		if cfg.Exclusive == nil {
+			s.schedule(ctx)
+			return
+		}
+		err := cfg.Exclusive(ctx, func(ctx context.Context) error {
+			s.log.Info("notify pipeline running: this process holds the pipeline's lock")
+			s.schedule(ctx)
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			s.fail(err)
+		}
+	})
 	return s, nil
 }
 

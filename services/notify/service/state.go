@@ -85,17 +85,25 @@ func (st *state) apply(ev eventstore.Event) error {
 		if rs == nil {
 			return fmt.Errorf("outcome of unknown request %s", o.Request)
 		}
-		rs.counts.add(o.Counts)
 		if o.Replay == "" {
-			if o.Chunk < 0 || o.Chunk >= len(rs.done) || rs.done[o.Chunk] {
-				return fmt.Errorf("request %s: outcome of chunk %d again or out of range", o.Request, o.Chunk)
+			if o.Chunk < 0 || o.Chunk >= len(rs.done) {
+				return fmt.Errorf("request %s: outcome of chunk %d, which it does not have", o.Request, o.Chunk)
 			}
+			if rs.done[o.Chunk] {
+				// A second process on the store did the chunk too: its
+				// outcome counts once (the metrics, which count every
+				// outcome, would count it twice; run one pipeline per
+				// store).
+				return nil
+			}
+			rs.counts.add(o.Counts)
 			rs.done[o.Chunk] = true
 			if rs.doneCount++; rs.doneCount == rs.Chunks {
 				delete(st.pending, rs.ID)
 			}
 			return nil
 		}
+		rs.counts.add(o.Counts)
 		for _, id := range o.Replayed {
 			if dl := st.dls[id]; dl != nil && dl.replayedBy == "" {
 				dl.replayedBy = o.Replay

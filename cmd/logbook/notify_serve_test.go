@@ -46,6 +46,37 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// usersDB makes a users' database in a fresh schema with the population
+// p, and names a slot (and publication) for it, dropped at the end.
+func usersDB(t *testing.T, p userscdc.Population) (url, schema, slot string, src *userscdc.Source) {
+	t.Helper()
+	url = testenv.URL(t)
+	schema = testenv.Schema(t)
+	ctx := context.Background()
+	src, err := userscdc.OpenSource(ctx, url, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close) // after the slot is dropped
+	if err := src.Generate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	slot = schema + "_slot"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			_, err := src.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+			if err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = src.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+slot)
+	})
+	return url, schema, slot, src
+}
+
 // notifyClient calls a notify server.
 type notifyClient struct {
 	t    *testing.T
@@ -76,7 +107,7 @@ func (c notifyClient) call(method, path, token, key string, body []byte, v any) 
 	return res.StatusCode
 }
 
-func (c notifyClient) waitUp(p *crashtest.Process) {
+func (c notifyClient) waitUp(*crashtest.Process) {
 	c.t.Helper()
 	for start := time.Now(); time.Since(start) < 60*time.Second; time.Sleep(20 * time.Millisecond) {
 		if c.call("GET", "/api/notification-types", "viewer-token", "", nil, nil) == 200 {
@@ -94,31 +125,9 @@ func (c notifyClient) waitUp(p *crashtest.Process) {
 // restart is answered as the first, and every metrics window equals a
 // recount of the outcomes on the log.
 func TestNotifyServeSIGKILL(t *testing.T) {
-	url := testenv.URL(t)
-	schema := testenv.Schema(t)
 	ctx := context.Background()
-	src, err := userscdc.OpenSource(ctx, url, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(src.Close) // after the slot is dropped
 	const n = 30_000
-	if err := src.Generate(ctx, userscdc.Population{Users: n, Clubs: 4, Type: "like_update", Refuse: 0.1, OptOut: 0.05, NoEmail: 0.1, NoPush: 0.2, Seed: 9}); err != nil {
-		t.Fatal(err)
-	}
-	slot := schema + "_slot"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for ctx.Err() == nil {
-			_, err := src.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
-			if err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		_, _ = src.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+slot)
-	})
+	url, schema, slot, src := usersDB(t, userscdc.Population{Users: n, Clubs: 4, Type: "like_update", Refuse: 0.1, OptOut: 0.05, NoEmail: 0.1, NoPush: 0.2, Seed: 9})
 	// Who should get what: the preference check on the source's users.
 	all, err := src.Users(ctx)
 	if err != nil {
@@ -285,6 +294,76 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 	for k, v := range recount {
 		if got[k] != v {
 			t.Errorf("window %s: %v, recount %v", k, got[k], v)
+		}
+	}
+}
+
+// `logbook notify serve --metrics-sink` writes the closed minute windows
+// to PostgreSQL: two requests five minutes apart close the first one's
+// window (grace 1 s), whose row then holds its counts; a club send goes
+// to the club's members in the users' database.
+func TestNotifyServeMetricsSink(t *testing.T) {
+	url, schema, slot, src := usersDB(t, userscdc.Population{Users: 40, Clubs: 4, Seed: 1})
+	sk, err := sink.New(sink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := httptest.NewServer(sk)
+	defer ss.Close()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	t.Setenv("LOGBOOK_TOKENS", "sender-token:sender,viewer-token:viewer") // auth.Load reads it
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}, []string{"notify", "serve", "--data", filepath.Join(dir, "data"), "--state", filepath.Join(dir, "state"),
+			"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", ss.URL + sink.Path, "--email-url", ss.URL + sink.Path,
+			"--addr", addr, "--metrics-sink", url + sep + "search_path=" + schema, "--metrics-grace", "1s"})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("notify serve exited %d", code)
+		}
+	}()
+	c := notifyClient{t: t, base: "http://" + addr}
+	c.waitUp(nil)
+	t0 := time.Date(2026, 5, 1, 10, 0, 30, 0, time.UTC)
+	var first, second service.Accepted
+	for i, req := range []struct {
+		ts  time.Time
+		acc *service.Accepted
+	}{{t0, &first}, {t0.Add(5 * time.Minute), &second}} {
+		body, _ := json.Marshal(map[string]any{"type": "like_update", "club_id": 2, "sender": "coach", "timestamp": req.ts, "to_club": true})
+		if code := c.call("POST", "/api/notifications", "sender-token", fmt.Sprint("k", i), body, req.acc); code != 202 {
+			t.Fatalf("send %d: %d", i, code)
+		}
+	}
+	if first.Recipients != 10 { // ids 1 + id%4 == 2: 1, 5, …, 37
+		t.Fatalf("club 2 has %d members in the send, want 10", first.Recipients)
+	}
+	var st service.Status
+	for start := time.Now(); st.State != "done"; time.Sleep(10 * time.Millisecond) {
+		if code := c.call("GET", "/api/notifications/"+first.ID, "viewer-token", "", nil, &st); code != 200 || time.Since(start) > 20*time.Second {
+			t.Fatalf("status %d %+v", code, st)
+		}
+	}
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		var requested, delivered float64
+		err := src.Pool.QueryRow(context.Background(), `SELECT requested_sum, delivered_sum FROM `+schema+`.notifications_minute
+			WHERE window_start = $1 AND type = 'like_update' AND club = '2' AND sender = 'coach'`, t0.Truncate(time.Minute)).Scan(&requested, &delivered)
+		if err == nil {
+			if requested != 10 || delivered != float64(st.Counts.Delivered) {
+				t.Fatalf("sunk window: requested %v, delivered %v; the request's counts %+v", requested, delivered, st.Counts)
+			}
+			return
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("no sunk window: %v", err)
 		}
 	}
 }

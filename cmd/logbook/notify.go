@@ -92,8 +92,8 @@ func newNotifyServeCmd(e *env) *cobra.Command {
 			return usageError{"--push-url and --email-url are required (a logbook notify sink serves both)"}
 		case f.metricsSink != "" && !isPostgresURL(f.metricsSink):
 			return usagef("--metrics-sink %q: want a postgres:// URL", redactURL(f.metricsSink))
-		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace < 0:
-			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients positive; --chunk 1-50000"}
+		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0:
+			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace positive; --chunk 1-50000"}
 		case f.state == "":
 			return usageError{"--state must name a directory"}
 		}

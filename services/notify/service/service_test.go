@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/services/notify"
 )
 
@@ -137,4 +138,35 @@ func TestSendRefusesBadRequests(t *testing.T) {
 	if s := h.sinks[notify.Email].Stats(); s.UniqueKeys != 3 {
 		t.Errorf("email sink %+v: want the 3 members only", s)
 	}
+}
+
+// allOnly is a store that follows only the whole log, as a Kafka
+// replica store does.
+type allOnly struct{ eventstore.Store }
+
+func (s allOnly) Subscribe(ctx context.Context, f eventstore.Filter, from uint64) (eventstore.Subscription, error) {
+	if f.Kind != eventstore.FilterAll {
+		return nil, errors.New("allOnly: only the whole log")
+	}
+	return s.Store.Subscribe(ctx, f, from)
+}
+
+// With Follow set (the log followed elsewhere, e.g. on Kafka), the state
+// and the metrics follow the whole log and skip what is not theirs.
+func TestFollowTheWholeLog(t *testing.T) {
+	h := newHarness(t, population(1500), nil)
+	h.cfg.Follow = allOnly{h.store}
+	svc := h.start()
+	ctx := context.Background()
+	if _, err := h.store.Append(ctx, "other-service", eventstore.Any, []eventstore.NewEvent{{Type: "Other", Data: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Send(ctx, "k", SendInput{Type: "like_update", Sender: "s", ToUsers: ids(1, 1500)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := h.waitDone(a.ID); st.Counts.Delivered != 3000 {
+		t.Fatalf("counts %+v", st.Counts)
+	}
+	h.checkMetrics()
 }

@@ -69,7 +69,9 @@ func (s *Service) schedule(ctx context.Context) {
 			mu.Lock()
 			inflight[w.key()] = true
 			mu.Unlock()
+			s.flight.Inc()
 			wg.Go(func() {
+				defer s.flight.Dec()
 				defer func() {
 					mu.Lock()
 					delete(inflight, w.key())
@@ -148,6 +150,17 @@ func (s *Service) run(ctx context.Context, w work) error {
 	res, err := s.cfg.Store.Append(ctx, stream, eventstore.Any, events)
 	if err != nil {
 		return fmt.Errorf("append the outcome: %w", err)
+	}
+	if !res.Duplicate {
+		for _, ev := range events {
+			var o Outcome
+			if ev.Type != TypeOutcome || json.Unmarshal(ev.Data, &o) != nil {
+				continue
+			}
+			for i, v := range []int64{o.Requested, o.Refused, o.Built, o.Delivered, o.Failed, o.DeadLettered, o.Retries} {
+				s.counted.WithLabelValues(MetricValues[i]).Add(float64(v))
+			}
+		}
 	}
 	return s.state.WaitFor(ctx, res.LastPosition)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/projection"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/services/notify"
@@ -98,6 +99,8 @@ type Service struct {
 	aggR  *projection.Runner
 
 	changed chan struct{} // a buffered signal: the state moved
+	counted *prometheus.CounterVec
+	flight  prometheus.Gauge
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	errMu   sync.Mutex
@@ -142,6 +145,20 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, agg: agg, changed: make(chan struct{}, 1)}
+	s.counted, err = metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "logbook_notify_outcomes_total",
+		Help: "The counts of the outcomes this process appended (pipeline steps done): requested, refused, built, delivered, failed, dead_lettered, retries.",
+	}, []string{"count"}))
+	if err == nil {
+		s.flight, err = metrics.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logbook_notify_steps_in_flight",
+			Help: "Pipeline steps (chunks of requests, replays) being worked on.",
+		}))
+	}
+	if err != nil {
+		_ = agg.Close()
+		return nil, err
+	}
 	s.view = projection.NewMemory(newState(), func(st *state, ev eventstore.Event) error {
 		if err := st.apply(ev); err != nil {
 			return err

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/services/notify"
 )
@@ -169,4 +172,22 @@ func TestFollowTheWholeLog(t *testing.T) {
 		t.Fatalf("counts %+v", st.Counts)
 	}
 	h.checkMetrics()
+}
+
+// The Prometheus counters follow the outcomes this process appended.
+func TestPrometheusCounters(t *testing.T) {
+	h := newHarness(t, population(100), nil)
+	reg := prometheus.NewRegistry()
+	h.cfg.Registerer = reg
+	svc := h.start()
+	a, err := svc.Send(context.Background(), "k", SendInput{Type: "like_update", Sender: "s", ToUsers: ids(1, 120)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitDone(a.ID)
+	for count, want := range map[string]float64{"requested": 120, "refused": 20, "built": 200, "delivered": 200} {
+		if got := testutil.ToFloat64(svc.counted.WithLabelValues(count)); got != want {
+			t.Errorf("logbook_notify_outcomes_total{count=%q} = %v, want %v", count, got, want)
+		}
+	}
 }

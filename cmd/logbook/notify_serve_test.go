@@ -123,7 +123,8 @@ func (c notifyClient) waitUp(*crashtest.Process) {
 // allowed channel (the sink holds each expected idempotency key, and no
 // other), the request's counts are exact, a retry of the send after the
 // restart is answered as the first, and every metrics window equals a
-// recount of the outcomes on the log.
+// recount of the outcomes on the log. Users added to the users' database
+// while the server was down (one opted out) are seen after the restart.
 func TestNotifyServeSIGKILL(t *testing.T) {
 	ctx := context.Background()
 	const n = 30_000
@@ -186,6 +187,15 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 	}
 
 	t.Logf("killed after %v: sink %+v", time.Since(t0), atKill)
+	// Changes made while logbook is down reach it after the restart.
+	if _, err := src.Write(ctx, func(w *userscdc.Writer) error {
+		if err := w.PutUser(&notify.User{ID: n + 500, Name: "new", Email: "new@example.org"}, 1); err != nil {
+			return err
+		}
+		return w.PutUser(&notify.User{ID: n + 501, Name: "out", Email: "out@example.org", OptOut: true}, 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	p = crashtest.Start(t, spec)
 	c.waitUp(p)
 	t.Logf("up again after %v", time.Since(t0))
@@ -225,6 +235,20 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 		st.Counts.Delivered != int64(len(want)) || st.Counts.Failed != 0 || st.Counts.RefusedBy["unknown_user"] != 100 {
 		t.Errorf("counts %+v: want %d requested, %d refused, %d built and delivered", st.Counts, len(to), refused, len(want))
 	}
+	var late service.Accepted
+	lateBody, _ := json.Marshal(map[string]any{"type": "like_update", "sender": "coach", "to_users": []int64{n + 500, n + 501}})
+	if code := c.call("POST", "/api/notifications", "sender-token", "while-down", lateBody, &late); code != 202 {
+		t.Fatalf("send to the users added while down: %d", code)
+	}
+	var lateSt service.Status
+	for start := time.Now(); lateSt.State != "done"; time.Sleep(10 * time.Millisecond) {
+		if code := c.call("GET", "/api/notifications/"+late.ID, "viewer-token", "", nil, &lateSt); code != 200 || time.Since(start) > 20*time.Second {
+			t.Fatalf("status %d %+v", code, lateSt)
+		}
+	}
+	if lateSt.Counts.Delivered != 1 || lateSt.Counts.RefusedBy["opt_out"] != 1 || sk.Count(notify.IdempotencyKey(late.ID, n+500, notify.Email)) != 1 {
+		t.Errorf("users added while logbook was down: counts %+v", lateSt.Counts)
+	}
 	var res struct {
 		Rows []struct {
 			Start  time.Time                        `json:"start"`
@@ -242,7 +266,7 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 		for _, r := range res.Rows {
 			total += r.Values["requested"].Sum
 		}
-		if total == float64(len(to)) {
+		if total == float64(len(to)+2) {
 			break
 		}
 		if time.Since(start) > 10*time.Second {
@@ -278,8 +302,8 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 			recount[k+service.MetricValues[i]] += float64(v)
 		}
 	}
-	if outcomes != st.Chunks {
-		t.Errorf("%d outcomes on the log for %d chunks: a chunk counted twice or never", outcomes, st.Chunks)
+	if outcomes != st.Chunks+1 {
+		t.Errorf("%d outcomes on the log for %d chunks and the late request's one: a chunk counted twice or never", outcomes, st.Chunks)
 	}
 	got := map[string]float64{}
 	for _, r := range res.Rows {

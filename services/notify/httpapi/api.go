@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/logbook/logbook/engine/api"
 	"github.com/logbook/logbook/engine/auth"
@@ -33,10 +34,20 @@ const MaxBody = 24 << 20
 // maxSmallBody bounds a replay's body.
 const maxSmallBody = 256 << 10
 
+// MaxSending bounds the sends decoded at once: each may hold a body of
+// MaxBody and its million ids several times over (about 50 MB). A send
+// that waits longer than sendWait for its turn is answered 503 with
+// Retry-After.
+const MaxSending = 8
+
+const sendWait = 5 * time.Second
+
 // API serves the notify HTTP API over a Service.
 type API struct {
-	svc    *service.Service
-	tokens *auth.Tokens
+	svc     *service.Service
+	tokens  *auth.Tokens
+	sending chan struct{}
+	wait    time.Duration // sendWait
 }
 
 // Routes is the notify API's route table.
@@ -68,7 +79,7 @@ func withQuery(r api.Route[*API], params ...string) api.Route[*API] {
 // New returns the notify HTTP API for svc, mounted on mux (which also
 // answers 404 under /api/notifications/ and /api/dead-letters/).
 func New(mux *http.ServeMux, svc *service.Service, tokens *auth.Tokens) {
-	a := &API{svc: svc, tokens: tokens}
+	a := &API{svc: svc, tokens: tokens, sending: make(chan struct{}, MaxSending), wait: sendWait}
 	api.Mount(mux, Routes, a, api.Node{WriteModel: true, Views: true}, tokens, domainErrors)
 	for _, p := range []string{"/api/notifications/", "/api/dead-letters/"} {
 		mux.Handle(p, api.Handler(func(w http.ResponseWriter, r *http.Request) error {
@@ -104,6 +115,17 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || len(key) > service.MaxKey {
 		return api.BadRequest("Idempotency-Key header: want 1 to %d characters (the same key sends a request once)", service.MaxKey)
+	}
+	t := time.NewTimer(a.wait)
+	defer t.Stop()
+	select {
+	case a.sending <- struct{}{}:
+		defer func() { <-a.sending }()
+	case <-t.C:
+		w.Header().Set("Retry-After", "1")
+		return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Detail: fmt.Sprintf("%d sends are being accepted: try again", MaxSending)}
+	case <-r.Context().Done():
+		return r.Context().Err()
 	}
 	var in service.SendInput
 	if err := api.DecodeJSON(r, MaxBody, &in); err != nil {

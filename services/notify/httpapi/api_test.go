@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/engine/api"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
 	"github.com/logbook/logbook/services/notify"
@@ -225,5 +227,28 @@ func TestAPISend(t *testing.T) {
 	}
 	if status, raw := s.do("GET", "/api/openapi.json", "", "", nil); status != 200 || !json.Valid(raw) {
 		t.Errorf("openapi.json: %d", status)
+	}
+}
+
+// Sends beyond MaxSending wait for a turn, then are answered 503 with
+// Retry-After.
+func TestAPISendsAreBounded(t *testing.T) {
+	a := &API{sending: make(chan struct{}, 1), wait: 10 * time.Millisecond}
+	a.sending <- struct{}{} // every turn taken
+	req := httptest.NewRequest("POST", "/api/notifications", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "k")
+	rec := httptest.NewRecorder()
+	err := a.send(rec, req)
+	if e, ok := errors.AsType[*api.Error](err); !ok || e.Status != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("a send with no turn free: %v", err)
+	}
+	<-a.sending
+	req = httptest.NewRequest("POST", "/api/notifications", strings.NewReader(`{"type":`))
+	req.Header.Set("Idempotency-Key", "k")
+	if err := a.send(httptest.NewRecorder(), req); err == nil {
+		t.Fatal("a bad body was accepted")
+	}
+	if len(a.sending) != 0 {
+		t.Fatal("a finished send kept its turn")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/engine/window/pgsink"
+	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
 	"github.com/logbook/logbook/services/notify/httpapi"
@@ -31,6 +32,7 @@ func newNotifyCmd(e *env) *cobra.Command {
 	return group("notify", "the mass-notification service: serve it, and its loopback delivery endpoint",
 		newNotifyServeCmd(e),
 		newNotifySinkCmd(e),
+		newNotifyUsersCmd(e),
 	)
 }
 
@@ -210,6 +212,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
 	httpapi.New(mux, svc, tokens)
 	mux.Handle("/api/windows/", tokens.Require(window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
+	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = serveUntil(ctx, e.log, f.addr, defaultMaxConns, mux, "logbook notify serving",
 		[]any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL})
 	if ferr := follower.Err(); ferr != nil && err == nil {

@@ -1,10 +1,11 @@
 // Package webui serves the web UI: the TypeScript application in web/,
 // built by Vite into dist/ and embedded in the logbook binary, so that
-// `logbook serve` and `logbook tickets serve` need no files beside them.
-// The build has one page per service — index.html, the planners' schedule
-// board, and tickets.html, the tickets page — over shared assets; each
-// server serves its own page at "/" (Handler, TicketsHandler) and never
-// the other's. In a fresh clone dist/ holds only a keep-file, and "/"
+// `logbook serve`, `logbook tickets serve` and `logbook notify serve` need
+// no files beside them. The build has one page per service — index.html,
+// the planners' schedule board, tickets.html, the tickets page, and
+// notify.html, the notify service's send and metrics page — over shared
+// assets; each server serves its own page at "/" (Handler, TicketsHandler,
+// NotifyHandler) and never another's. In a fresh clone dist/ holds only a keep-file, and "/"
 // serves placeholder.html, which says how to build the UI
 // (scripts/ui.sh): the Go build never depends on npm having run.
 package webui
@@ -36,6 +37,13 @@ func Handler() http.Handler {
 // board: tickets.html at "/" and at every path that is not a file.
 func TicketsHandler() http.Handler {
 	return handler(dist, "tickets.html")
+}
+
+// NotifyHandler serves the notify service's UI (send, dead letters,
+// metrics) as Handler serves the board: notify.html at "/" and at every
+// path that is not a file.
+func NotifyHandler() http.Handler {
+	return handler(dist, "notify.html")
 }
 
 // handler serves page for "/", for any path that is not a file, and for

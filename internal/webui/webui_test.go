@@ -12,6 +12,7 @@ func testFS() fstest.MapFS {
 	return fstest.MapFS{
 		"dist/index.html":            {Data: []byte("<!doctype html><title>board</title>")},
 		"dist/tickets.html":          {Data: []byte("<!doctype html><title>tickets</title>")},
+		"dist/notify.html":           {Data: []byte("<!doctype html><title>notify</title>")},
 		"dist/assets/main-abc123.js": {Data: []byte("console.log(1)")},
 		"dist/favicon.svg":           {Data: []byte("<svg/>")},
 	}
@@ -75,6 +76,21 @@ func TestTicketsHandler(t *testing.T) {
 	}
 }
 
+// The notify server serves the notify page at "/", at deep links and for
+// the other services' pages, and the same assets.
+func TestNotifyHandler(t *testing.T) {
+	h := handler(testFS(), "notify.html")
+	for _, path := range []string{"/", "/index.html", "/tickets.html", "/notify.html", "/metrics/link"} {
+		rec := get(t, h, "GET", path)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<title>notify</title>") || rec.Header().Get("Cache-Control") != "no-cache" {
+			t.Fatalf("GET %s: %d %q (Cache-Control %q), want notify.html", path, rec.Code, rec.Body.String(), rec.Header().Get("Cache-Control"))
+		}
+	}
+	if rec := get(t, h, "GET", "/assets/main-abc123.js"); rec.Code != 200 || rec.Body.String() != "console.log(1)" {
+		t.Fatalf("asset: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
 // Before the UI is built, "/" says how to build it.
 func TestPlaceholder(t *testing.T) {
 	rec := get(t, handler(fstest.MapFS{"dist/.gitkeep": {}}, "tickets.html"), "GET", "/")
@@ -86,7 +102,7 @@ func TestPlaceholder(t *testing.T) {
 // The embedded tree always answers "/" with a page: the built UI, or the
 // placeholder in a fresh clone.
 func TestEmbeddedIndex(t *testing.T) {
-	for _, h := range []http.Handler{Handler(), TicketsHandler()} {
+	for _, h := range []http.Handler{Handler(), TicketsHandler(), NotifyHandler()} {
 		rec := get(t, h, "GET", "/")
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<html") {
 			t.Fatalf("embedded index: %d %.200q", rec.Code, rec.Body.String())

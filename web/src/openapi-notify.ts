@@ -1,0 +1,90 @@
+// Generated from services/notify/httpapi/openapi.json by internal/openapits: do not edit.
+// `go test ./internal/webui -update` writes it anew.
+
+export interface Accepted {
+  duplicates: number;
+  id: string;
+  /** the request's last log position */
+  position: number;
+  /** distinct recipients */
+  recipients: number;
+}
+
+export interface Counts {
+  /** messages built: one per recipient and channel */
+  built: number;
+  /** messages in dead letters */
+  dead_lettered: number;
+  delivered: number;
+  failed: number;
+  /** recipients refused at a send (messages at a replay), by reason in refused_by */
+  refused: number;
+  /** unknown_user, opt_out, settings, no_address, duplicate */
+  refused_by?: Record<string, number>;
+  /** recipients (listed twice included, counted as refused duplicates) */
+  requested: number;
+  /** delivery calls repeated */
+  retries: number;
+}
+
+export interface DeadLetter {
+  at: string;
+  attempts: number;
+  channel: Record<string, unknown>;
+  /** -1: failed in a replay */
+  chunk: number;
+  id: string;
+  position: number;
+  reason: string;
+  replay?: string;
+  replayed_by?: string;
+  request: string;
+  state: Record<string, unknown>;
+  user_ids: number[];
+}
+
+export interface Problem {
+  detail?: string;
+  status: number;
+  title: string;
+  type: string;
+}
+
+export interface ReplayAccepted {
+  dead_letters: string[];
+  id: string;
+  position: number;
+}
+
+export interface SendRequest {
+  club_id?: number;
+  sender: string;
+  /** the event's time, which the metrics windows use (default: now) */
+  timestamp?: string;
+  /** instead of to_users: every member of club_id in the users' data */
+  to_club?: boolean;
+  /** user ids; one listed twice is notified once and counted as a refused duplicate */
+  to_users?: number[];
+  /** a type of GET /api/notification-types */
+  type: string;
+}
+
+export interface Status {
+  accepted_at: string;
+  chunks: number;
+  chunks_done: number;
+  club_id: number;
+  counts: Counts;
+  hash?: string;
+  id: string;
+  idempotency_key?: string;
+  listed?: number;
+  open_dead_letters: number;
+  position: number;
+  recipients: number;
+  sender: string;
+  state: Record<string, unknown>;
+  timestamp: string;
+  to_club?: boolean;
+  type: string;
+}

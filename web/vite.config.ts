@@ -15,6 +15,7 @@ function cleanPreviousBuild(): Plugin {
       rmSync(`${outDir}/assets`, { recursive: true, force: true });
       rmSync(`${outDir}/index.html`, { force: true });
       rmSync(`${outDir}/tickets.html`, { force: true });
+      rmSync(`${outDir}/notify.html`, { force: true });
     },
   };
 }
@@ -30,19 +31,30 @@ export default defineConfig({
     // scripts and styles from the page's own origin only.
     assetsInlineLimit: 0,
     // One page per service over shared assets: the flights board
-    // (index.html, served by `logbook serve`) and the tickets page
-    // (tickets.html, served by `logbook tickets serve`); internal/webui
+    // (index.html, served by `logbook serve`), the tickets page
+    // (tickets.html, served by `logbook tickets serve`) and the notify
+    // page (notify.html, served by `logbook notify serve`); internal/webui
     // serves each server its own.
     rolldownOptions: {
       input: {
         board: fileURLToPath(new URL("index.html", import.meta.url)),
         tickets: fileURLToPath(new URL("tickets.html", import.meta.url)),
+        notify: fileURLToPath(new URL("notify.html", import.meta.url)),
       },
     },
   },
   server: {
     // `npx vite` for development, against a `logbook serve` on :8080 (the
-    // board, at /) and a `logbook tickets serve` on :8081 (/tickets.html).
-    proxy: { "/api/tickets": "http://127.0.0.1:8081", "/api": "http://127.0.0.1:8080" },
+    // board, at /), a `logbook tickets serve` on :8081 (/tickets.html) and
+    // a `logbook notify serve` on :8082 (/notify.html).
+    proxy: {
+      "/api/tickets": "http://127.0.0.1:8081",
+      "/api/notifications": "http://127.0.0.1:8082",
+      "/api/notification-types": "http://127.0.0.1:8082",
+      "/api/dead-letters": "http://127.0.0.1:8082",
+      "/api/clubs": "http://127.0.0.1:8082",
+      "/api/windows": "http://127.0.0.1:8082",
+      "/api": "http://127.0.0.1:8080",
+    },
   },
 });

@@ -52,12 +52,13 @@ export class Api {
 
   constructor(readonly token: string) {}
 
-  private async request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  private async request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, key?: string): Promise<T> {
     const headers: Record<string, string> = { Authorization: `Bearer ${this.token}` };
     if (method !== "GET") {
       // Every change carries a key of its own, so that a retry — by a
-      // proxy whose upstream failed mid-request — is applied once.
-      headers["Idempotency-Key"] = newKey();
+      // proxy whose upstream failed mid-request — is applied once. A
+      // caller that retries itself (the send page) gives its own key.
+      headers["Idempotency-Key"] = key ?? newKey();
     }
     let payload: BodyInit | undefined;
     if (body instanceof FormData) {
@@ -110,8 +111,9 @@ export class Api {
     return this.request<T>("GET", path);
   }
 
-  send<T = CommandResult>(method: string, path: string, body?: unknown): Promise<T> {
-    return this.request<T>(method, path, body);
+  /** A change; key, if given, is its Idempotency-Key (else a new one). */
+  send<T = CommandResult>(method: string, path: string, body?: unknown, key?: string): Promise<T> {
+    return this.request<T>(method, path, body, undefined, key);
   }
 
   session(): Promise<Session> {

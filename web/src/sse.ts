@@ -11,6 +11,10 @@ export interface StreamHandlers {
   state(s: LiveState): void;
   /** The server refused the token (401): the stream stops. */
   unauthorized?(): void;
+  /** The server answered the stream's request with an error other than 401: the stream retries. */
+  failed?(status: number, detail: string): void;
+  /** The stream's answer began (a stream without a hello event calls connected() here). */
+  opened?(): void;
 }
 
 /**
@@ -39,7 +43,19 @@ export function followStream(path: string, token: string, h: StreamHandlers): { 
           h.unauthorized();
           return;
         }
-        if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+        if (!res.ok || !res.body) {
+          if (!res.ok && h.failed) {
+            let detail = "";
+            try {
+              detail = ((await res.json()) as { detail?: string }).detail ?? "";
+            } catch {
+              // not problem+json
+            }
+            h.failed(res.status, detail);
+          }
+          throw new Error(`HTTP ${res.status}`);
+        }
+        h.opened?.();
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = "";
         for (;;) {

@@ -2,7 +2,11 @@
 # The web UI's browser tests: Debian's Chromium, driven headless by
 # playwright-core, against a real `logbook serve` loaded with a generated
 # schedule (with injected violations), and a real `logbook tickets serve`
-# (the tickets page; its test runs `logbook loadtest tickets` against it).
+# (the tickets page; its test runs `logbook loadtest tickets` against it),
+# and — when the notify page's tests run — a real `logbook notify serve`
+# following a users' database of generated users in a private PostgreSQL
+# (scripts/postgres.sh, its own directory and port: LOGBOOK_UI_PG_DIR,
+# LOGBOOK_UI_PG_PORT) with a real `logbook notify sink` to deliver to.
 # Installs what it needs. Screenshots of the main screens are kept in
 # web/e2e/artifacts/ (not in git). Arguments name test files to run
 # (e.g. e2e/tickets.test.mjs); none runs every one.
@@ -17,14 +21,40 @@ fi
 ./scripts/ui.sh
 need_go
 
+tests=("$@")
+[ ${#tests[@]} -gt 0 ] || tests=(e2e/)
+# The notify stack (PostgreSQL, the sink, the service) only for its tests.
+want_notify=0
+for t in "${tests[@]}"; do
+	case "$t" in e2e/ | e2e | *notify*) want_notify=1 ;; esac
+done
+
 work=$(mktemp -d)
 server=""
 tickets_server=""
+notify_server=""
+notify_sink=""
+pg_dir="${LOGBOOK_UI_PG_DIR:-/tmp/logbook-pg-ui}"
+pg_port="${LOGBOOK_UI_PG_PORT:-54331}"
+pg_started=""
+pg_admin=""
+users_db_name=""
+slot=""
+psql=""
 cleanup() {
-	for pid in $server $tickets_server; do
+	for pid in $server $tickets_server $notify_server $notify_sink; do
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
+	# The replication slot would keep the server's WAL forever: drop it,
+	# and the users' database.
+	if [ -n "$users_db_name" ]; then
+		"$psql" "$pg_admin" -qAtc "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null 2>&1 || true
+		"$psql" "$pg_admin" -qc "DROP DATABASE IF EXISTS $users_db_name WITH (FORCE)" >/dev/null 2>&1 || true
+	fi
+	if [ -n "$pg_started" ]; then
+		LOGBOOK_PG_DIR="$pg_dir" LOGBOOK_PG_PORT="$pg_port" ./scripts/postgres.sh stop || true
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -70,8 +100,33 @@ tickets_server=$!
 tickets_url=$(server_url "$tickets_server" "$work/tickets.log" "logbook tickets serving")
 log "logbook tickets serving at $tickets_url"
 
-tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(e2e/)
+if [ "$want_notify" = 1 ]; then
+	# A private PostgreSQL (stopped at the end if this script started it),
+	# a fresh database of 600 generated users in 6 clubs for it.
+	[ -f "$pg_dir/data/postmaster.pid" ] || pg_started=1
+	log "starting PostgreSQL ($pg_dir, port $pg_port) for the notify service's users"
+	pg_admin=$(LOGBOOK_PG_DIR="$pg_dir" LOGBOOK_PG_PORT="$pg_port" ./scripts/postgres.sh start)
+	psql="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/psql"
+	suffix=$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	users_db_name="ui_notify_users_$suffix"
+	slot="ui_notify_$suffix"
+	"$psql" "$pg_admin" -qc "CREATE DATABASE $users_db_name" >/dev/null
+	users_db="postgres://logbook@127.0.0.1:${pg_port}/${users_db_name}?sslmode=disable"
+	"$work/logbook" notify users generate --users-db "$users_db" --users 600 --clubs 6 --seed 3 2>"$work/users.log"
+
+	"$work/logbook" notify sink --addr 127.0.0.1:0 2>"$work/sink.log" &
+	notify_sink=$!
+	sink_url=$(server_url "$notify_sink" "$work/sink.log" "logbook notify sink serving")
+
+	sender="sender-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	printf '%s sender\n%s viewer\n' "$sender" "$viewer" >"$work/notify-tokens"
+	"$work/logbook" notify serve --data "$work/notify-data" --state "$work/notify-state" --addr 127.0.0.1:0 --tokens "$work/notify-tokens" \
+		--users-db "$users_db" --slot "$slot" --push-url "$sink_url/deliver" --email-url "$sink_url/deliver" 2>"$work/notify.log" &
+	notify_server=$!
+	notify_url=$(server_url "$notify_server" "$work/notify.log" "logbook notify serving")
+	log "logbook notify serving at $notify_url (sink at $sink_url)"
+fi
+
 mkdir -p web/e2e/artifacts
 [ $# -gt 0 ] || rm -f web/e2e/artifacts/*.png
 status=0
@@ -80,6 +135,8 @@ status=0
 	LOGBOOK_URL="$url" PLANNER_TOKEN="$planner" VIEWER_TOKEN="$viewer" \
 		GENERATED="$work/generated.json" SCHEDULE_DIR="$work/gen" ARTIFACTS="$PWD/e2e/artifacts" \
 		TICKETS_URL="$tickets_url" BOOKER_TOKEN="$booker" LOGBOOK_BIN="$work/logbook" \
+		NOTIFY_URL="${notify_url:-}" SENDER_TOKEN="${sender:-}" SINK_URL="${sink_url:-}" \
+		USERS_DB="${users_db:-}" PSQL="$psql" \
 		node --test --test-concurrency=1 --test-timeout=120000 "${tests[@]}"
 ) || status=$?
 if [ "$status" -ne 0 ]; then
@@ -87,6 +144,10 @@ if [ "$status" -ne 0 ]; then
 	tail -40 "$work/serve.log" >&2
 	echo "--- logbook tickets serve log (last 40 lines)" >&2
 	tail -40 "$work/tickets.log" >&2
+	if [ -n "$notify_server" ]; then
+		echo "--- logbook notify serve log (last 40 lines)" >&2
+		tail -40 "$work/notify.log" >&2
+	fi
 fi
 log "screenshots: web/e2e/artifacts/"
 exit "$status"

@@ -172,6 +172,7 @@ class NotifyPage {
   private sending = false;
   private running: string | null = null; // the request of sendKey, until done
   private watchSeq = 0;
+  private recentSeq = 0;
 
   // Dead letters.
   private readonly dlBody = h("tbody");
@@ -385,6 +386,7 @@ class NotifyPage {
     const state = stateOf(st);
     this.progress.hidden = false;
     this.progress.dataset.request = st.id;
+    this.progress.dataset.sender = st.sender;
     this.progress.dataset.state = state;
     const head = h("p", "summary");
     head.append(h("strong", "", `Request ${st.id}`), document.createTextNode(` — ${st.type} to club ${st.club_id} by ${st.sender}: `));
@@ -420,8 +422,12 @@ class NotifyPage {
   }
 
   private async refreshRecent(): Promise<void> {
+    const seq = ++this.recentSeq;
     try {
-      const res = await this.api.get<{ notifications: Status[] }>("/api/notifications", { limit: 10 });
+      // The list takes no min_position: it is read as it is (a request
+      // followed to done is in it).
+      const res = await this.api.read<{ notifications: Status[] }>("/api/notifications?limit=10");
+      if (seq !== this.recentSeq) return; // a later read answered first
       this.recentBody.replaceChildren(
         ...res.notifications.map((st) => {
           const tr = h("tr") as HTMLTableRowElement;
@@ -468,7 +474,7 @@ class NotifyPage {
 
   private async refreshDeadLetters(): Promise<void> {
     try {
-      const res = await this.api.get<{ dead_letters: DeadLetter[] }>("/api/dead-letters", { limit: 200 });
+      const res = await this.api.read<{ dead_letters: DeadLetter[] }>("/api/dead-letters?limit=200");
       const dls = res.dead_letters;
       const open = dls.filter((d) => String(d.state) === "open").length;
       this.dlSummary.textContent = dls.length === 0 ? "No dead letters." : `${dls.length} dead letter${dls.length === 1 ? "" : "s"}, ${open} open${dls.length === 200 ? " (the first 200)" : ""}.`;
@@ -537,7 +543,7 @@ class NotifyPage {
       box.type = "checkbox";
       this.groupBoxes.set(d, box);
       const label = h("label", "check") as HTMLLabelElement;
-      label.append(box, document.createTextNode(` ${d[0].toUpperCase()}${d.slice(1)}`));
+      label.append(box, document.createTextNode(` by ${d}`));
       groups.append(label);
       box.addEventListener("change", () => this.restartMetrics());
     }

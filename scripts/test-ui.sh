@@ -46,10 +46,11 @@ cleanup() {
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
-	# The replication slot would keep the server's WAL forever: drop it,
+	# A replication slot would keep the server's WAL forever: drop them,
 	# and the users' database.
 	if [ -n "$users_db_name" ]; then
-		"$psql" "$pg_admin" -qAtc "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null 2>&1 || true
+		# (every slot of the database: the tests start servers of their own on it)
+		"$psql" "$pg_admin" -qAtc "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$users_db_name' AND NOT active" >/dev/null 2>&1 || true
 		"$psql" "$pg_admin" -qc "DROP DATABASE IF EXISTS $users_db_name WITH (FORCE)" >/dev/null 2>&1 || true
 	fi
 	if [ -n "$pg_started" ]; then

@@ -6,7 +6,10 @@
 // @ts-check
 import { after, afterEach, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ARTIFACTS, VIEWER, eventually, launch, newPage } from "./lib.mjs";
 
@@ -20,6 +23,7 @@ const SENDER = need("SENDER_TOKEN");
 const SINK = need("SINK_URL");
 const USERS_DB = need("USERS_DB");
 const PSQL = need("PSQL");
+const LOGBOOK = need("LOGBOOK_BIN");
 
 let browser;
 before(async () => {
@@ -324,4 +328,112 @@ test("refusals are explained: an unknown token (401), a viewer sending (403), a 
   await eventually(async () => (await page.getByLabel("Club", { exact: true }).locator('option[value="6"]').count()) === 0, "club 6 to leave the list");
   assert.equal((await requestsOf(sender)).length, 0, "nothing was sent");
   assert.deepEqual(errors, []);
+});
+
+/** A free loopback port (nothing listens on it once this returns). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => resolve(typeof addr === "object" && addr ? addr.port : 0));
+    });
+  });
+}
+
+/** Starts `logbook ARGS…` and waits for its start message msg; returns its URL and a stop function. */
+async function startLogbook(args, msg, env = {}) {
+  const proc = spawn(LOGBOOK, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
+  let log = "";
+  const exited = new Promise((r) => proc.on("exit", r));
+  const url = await new Promise((resolve, reject) => {
+    proc.stderr.on("data", (d) => {
+      log += d;
+      const m = new RegExp(`msg="${msg}" url=(\\S+)`).exec(log);
+      if (m) resolve(m[1]);
+    });
+    proc.on("exit", (code) => reject(new Error(`logbook ${args.slice(0, 2).join(" ")} exited ${code}:\n${log}`)));
+  });
+  return {
+    url,
+    async stop() {
+      proc.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+test("deliveries that fail for good are listed as dead letters; replayed once the endpoint is back, they are delivered once", async () => {
+  // A service of its own whose e-mail endpoint is down (nothing listens
+  // on its port) and which gives up after one call; push goes to a sink.
+  const dir = mkdtempSync(join(tmpdir(), "logbook-notify-dl-"));
+  const slot = `ui_dl_${Math.random().toString(36).slice(2, 10)}`;
+  const emailPort = await freePort();
+  const pushSink = await startLogbook(["notify", "sink", "--addr", "127.0.0.1:0"], "logbook notify sink serving");
+  /** @type {{url: string, stop: () => Promise<void>} | undefined} */
+  let emailSink;
+  /** @type {{url: string, stop: () => Promise<void>} | undefined} */
+  let svc;
+  try {
+    svc = await startLogbook(
+      ["notify", "serve", "--data", join(dir, "data"), "--state", join(dir, "state"), "--addr", "127.0.0.1:0", "--users-db", USERS_DB, "--slot", slot,
+        "--push-url", `${pushSink.url}/deliver`, "--email-url", `http://127.0.0.1:${emailPort}/deliver`, "--attempts", "1"],
+      "logbook notify serving",
+      { LOGBOOK_TOKENS: `${SENDER}:sender,${VIEWER}:viewer` },
+    );
+    const { page, errors } = await open();
+    await page.goto(svc.url + "/");
+    await page.getByLabel("Bearer token").fill(SENDER);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Send to a club" }).waitFor();
+    await page.getByText("No dead letters.").waitFor();
+    const sender = unique("ui-dl");
+    // Mandatory: every member with an e-mail address gets one.
+    await fillSend(page, "booking_cancelled", 1, sender);
+    await page.getByRole("button", { name: "Send" }).click();
+    const shown = await progressDone(page, sender);
+    assert.ok(shown.counts.dead_lettered > 0, `e-mails dead-lettered: ${JSON.stringify(shown.counts)}`);
+    await page.getByText(/dead letters? open: see Dead letters below/).waitFor();
+
+    const api = async (path) => {
+      const res = await fetch(svc?.url + path, { headers: { Authorization: `Bearer ${VIEWER}` } });
+      assert.equal(res.status, 200, `GET ${path}`);
+      return await res.json();
+    };
+    const dls = (await api(`/api/dead-letters?request=${shown.id}`)).dead_letters;
+    assert.ok(dls.length > 0, "dead letters of the request");
+    assert.ok(dls.every((d) => d.channel === "email" && d.state === "open"), JSON.stringify(dls.map((d) => [d.channel, d.state])));
+    const messages = dls.reduce((n, d) => n + d.user_ids.length, 0);
+    assert.equal(messages, shown.counts.dead_lettered, "the letters hold the dead-lettered messages");
+    // The page lists them, open, each with a Replay button.
+    for (const d of dls) await page.locator(`tr[data-dead-letter="${d.id}"][data-state="open"]`).getByRole("button", { name: "Replay" }).waitFor();
+    await page.screenshot({ path: join(ARTIFACTS, "notify-dead-letters.png") });
+
+    // The e-mail endpoint is back: replay each from the page.
+    emailSink = await startLogbook(["notify", "sink", "--addr", `127.0.0.1:${emailPort}`], "logbook notify sink serving");
+    for (const d of dls) {
+      await page.locator(`tr[data-dead-letter="${d.id}"]`).getByRole("button", { name: "Replay" }).click();
+      await page.locator(`tr[data-dead-letter="${d.id}"][data-state="replayed"]`).waitFor({ timeout: 30000 });
+    }
+    await page.locator(".message.info", { hasText: "to deliver again" }).waitFor();
+    const st = await eventually(async () => {
+      const s = await api(`/api/notifications/${shown.id}`);
+      return s.open_dead_letters === 0 ? s : false;
+    }, "the request to have no open dead letters");
+    assert.equal(st.open_dead_letters, 0);
+    const stats = await eventually(async () => {
+      const s = await (await fetch(emailSink?.url + "/stats")).json();
+      return s.unique_keys >= messages ? s : false;
+    }, "the e-mail sink to take the replayed messages");
+    assert.equal(stats.unique_keys, messages, "each replayed message delivered");
+    assert.equal(stats.duplicates, 0, "nobody e-mailed twice");
+    assert.deepEqual(errors, []);
+  } finally {
+    await svc?.stop();
+    await emailSink?.stop();
+    await pushSink.stop();
+    execFileSync(PSQL, [USERS_DB, "-qAtc", `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '${slot}'`]);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

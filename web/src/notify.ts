@@ -81,6 +81,13 @@ function button(text: string, onClick: () => void, cls = ""): HTMLButtonElement 
   return b;
 }
 
+/** A table in a box that scrolls sideways when the panel is narrower. */
+function scroller(table: HTMLElement): HTMLElement {
+  const wrap = h("div", "table-wrap");
+  wrap.append(table);
+  return wrap;
+}
+
 function field(labelText: string, control: HTMLInputElement | HTMLSelectElement, id: string): HTMLElement {
   const wrap = h("div", "field");
   const label = h("label", "", labelText) as HTMLLabelElement;
@@ -296,7 +303,7 @@ class NotifyPage {
     head.append(hr);
     table.append(head, this.recentBody);
     const recentTitle = h("h3", "", "Recent requests");
-    panel.append(title, form, this.sendError, this.progress, recentTitle, table);
+    panel.append(title, form, this.sendError, this.progress, recentTitle, scroller(table));
     return panel;
   }
 
@@ -464,15 +471,16 @@ class NotifyPage {
     const table = h("table", "tickets dead-letters");
     const head = h("thead");
     const hr = h("tr");
-    for (const c of ["Dead letter", "Request", "Channel", "Users", "Reason", "State", ""]) hr.append(h("th", "", c));
+    for (const c of ["", "State", "Channel", "Users", "Dead letter", "Request", "Reason"]) hr.append(h("th", "", c));
     head.append(hr);
     table.append(head, this.dlBody);
     this.dlSummary.setAttribute("role", "status");
-    panel.append(title, intro, tools, this.dlSummary, table);
+    panel.append(title, intro, tools, this.dlSummary, scroller(table));
     return panel;
   }
 
-  private async refreshDeadLetters(): Promise<void> {
+  /** Reads the dead letters anew; returns them (undefined on an error, shown). */
+  private async refreshDeadLetters(): Promise<DeadLetter[] | undefined> {
     try {
       const res = await this.api.read<{ dead_letters: DeadLetter[] }>("/api/dead-letters?limit=200");
       const dls = res.dead_letters;
@@ -486,26 +494,39 @@ class NotifyPage {
           const act = h("td", "actions");
           if (String(d.state) === "open") act.append(button("Replay", () => void this.replay(d, act.firstChild as HTMLButtonElement)));
           else act.append(h("span", "hint", d.replayed_by ? `by ${d.replayed_by}` : ""));
-          tr.append(h("td", "id", d.id), h("td", "id", d.request), h("td", "", String(d.channel)), h("td", "", String(d.user_ids.length)), h("td", "reason", d.reason), h("td", "", String(d.state)), act);
+          const reason = h("td", "reason", d.reason);
+          reason.title = d.reason;
+          tr.append(act, h("td", "", String(d.state)), h("td", "", String(d.channel)), h("td", "", String(d.user_ids.length)), h("td", "id", d.id), h("td", "id", d.request), reason);
           return tr;
         }),
       );
+      return dls;
     } catch (e) {
       this.failed(e, this.dlSummary);
+      return undefined;
     }
   }
 
   private async replay(d: DeadLetter, btn: HTMLButtonElement): Promise<void> {
     btn.disabled = true;
+    let res: ReplayAccepted;
     try {
-      const res = await this.api.send<ReplayAccepted>("POST", "/api/dead-letters/replay", { ids: [d.id] });
-      this.say(`Replay ${res.id} accepted: ${res.dead_letters.length} dead letter${res.dead_letters.length === 1 ? "" : "s"} delivered again.`, "info");
+      res = await this.api.send<ReplayAccepted>("POST", "/api/dead-letters/replay", { ids: [d.id] });
     } catch (e) {
       btn.disabled = false;
       this.failed(e, this.dlSummary);
       return;
     }
-    await this.refreshDeadLetters();
+    const n = res.dead_letters.length;
+    this.say(`Replay ${res.id} accepted: ${n} dead letter${n === 1 ? "" : "s"} to deliver again.`, "info");
+    // The pipeline replays them: follow the list until none of them is
+    // open (what fails again becomes a dead letter of its own).
+    for (let i = 0; i < 60; i++) {
+      const dls = await this.refreshDeadLetters();
+      if (!dls || !dls.some((x) => res.dead_letters.includes(x.id) && String(x.state) === "open")) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    if (d.request) void this.refreshRecent();
   }
 
   // ---- Metrics ----------------------------------------------------------
@@ -561,7 +582,7 @@ class NotifyPage {
     table.append(this.metricsHead, this.metricsBody, this.metricsFoot);
     const chartCtl = h("div", "row");
     chartCtl.append(field("Chart", this.chartMetric, "m-chart"));
-    panel.append(title, form, this.metricsError, table, chartCtl, this.chart.el);
+    panel.append(title, form, this.metricsError, scroller(table), chartCtl, this.chart.el);
     return panel;
   }
 

@@ -622,6 +622,13 @@ class NotifyPage {
       unauthorized: () => this.signOut(explain(new ApiError(401, "Unauthorized", ""))),
       failed: (status, detail) => {
         this.metricsError.textContent = explain(new ApiError(status, "", detail));
+        // The query itself is refused (a bad parameter, an answer beyond
+        // the bounds): asking again would be refused again. Busy (429,
+        // 503) is worth retrying.
+        if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
+          s.stop();
+          this.setLive("offline");
+        }
       },
       event: (_name, data) => {
         const d = data as WindowRow & { error?: string };

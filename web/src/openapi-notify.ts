@@ -31,11 +31,12 @@ export interface DeadLetter {
   at: string;
   attempts: number;
   channel: Record<string, unknown>;
-  /** -1: failed in a replay */
+  /** the chunk of the request its recipients were in */
   chunk: number;
   id: string;
   position: number;
   reason: string;
+  /** the replay it failed in, if it did */
   replay?: string;
   replayed_by?: string;
   request: string;

@@ -53,6 +53,7 @@ func newBenchAppendCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.Payload, "payload", 100, "bytes of data per event")
 	fs.IntVar(&cfg.Streams, "streams", 1000, "streams to spread the events over")
 	fs.BoolVar(&cfg.StoreIDs, "store-ids", false, "let the store generate event ids instead of the writers")
+	fs.BoolVar(&cfg.RandomIDs, "random-ids", false, "writers send random event ids (a client's own version 4 UUIDs) instead of time-ordered ones from eventstore.NewID")
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
 	baseline := fs.Bool("baseline", false, "then write the same rows into a plain table by binary COPY (PostgreSQL only) and print both figures and their ratio")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -22,6 +22,7 @@ type AppendConfig struct {
 	Payload   int  // bytes of data per event
 	Streams   int  // distinct streams written
 	StoreIDs  bool // let the store generate event ids (default: the writer sends them, as an idempotent client would)
+	RandomIDs bool // writers send random ids (a client's own version 4 UUIDs), not eventstore.NewID's time-ordered ones
 	ExpectAny bool // append with ExpectedVersion Any instead of the exact version
 	// Progress, if set, counts the events appended.
 	Progress *progress.Counter
@@ -134,7 +135,7 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 				for i := range events[:size] {
 					events[i] = eventstore.NewEvent{Type: "bench.Event", Data: payload}
 					if !cfg.StoreIDs {
-						events[i].ID = randomID(rng)
+						events[i].ID = cfg.newID(rng)
 					}
 				}
 				expect := eventstore.Any
@@ -189,6 +190,15 @@ func streamsOf(w, writers, streams int) []int {
 		out = []int{w % streams}
 	}
 	return out
+}
+
+// newID is a writer's event id: eventstore.NewID's, time-ordered, as a
+// logbook client makes them, or with RandomIDs a random one.
+func (cfg AppendConfig) newID(rng *rand.Rand) eventstore.ID {
+	if cfg.RandomIDs {
+		return randomID(rng)
+	}
+	return eventstore.NewID()
 }
 
 func randomID(rng *rand.Rand) eventstore.ID {

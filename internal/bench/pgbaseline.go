@@ -65,7 +65,7 @@ func RunBaseline(ctx context.Context, pool *pgxpool.Pool, cfg AppendConfig) (flo
 				now := time.Now()
 				for i := range rows[:size] {
 					seq++
-					id := randomID(rng)
+					id := cfg.newID(rng)
 					rows[i] = []any{first + int64(i) + 1, stream, int64(seq), id, "bench.Event", int32(0), []string{}, nil, payload, now}
 				}
 				if _, err := pool.CopyFrom(ctx, table, columns, pgx.CopyFromRows(rows[:size])); err != nil {

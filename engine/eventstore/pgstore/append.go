@@ -319,6 +319,17 @@ func build(batch []*appendReq, found map[[16]byte]stored, versions map[string]ui
 	return r
 }
 
+// genericPlans makes the rest of an append's transaction run its
+// prepared statements on their generic plans. PostgreSQL otherwise plans
+// three of them afresh at every execution (the custom plan of
+// `stream = ANY($1)` with a one-element array looks cheaper than the
+// generic one, so the plan cache never settles): pg_stat_statements
+// showed more time planning them than running them. Their generic plans
+// are index lookups whatever the tables' size (written so, see lookupIDs
+// and queueRecord); the setting ends with the transaction, so reads keep
+// PostgreSQL's choice.
+const genericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
+
 // insertEvents writes a batch's events in one statement, for the
 // one-round-trip path (writeTx copies them in a round trip of its own).
 const insertEvents = `INSERT INTO events (stream, seq, id, type, version, tags, meta, data)
@@ -364,6 +375,7 @@ func (s *Store) writeGuessed(ctx context.Context, batch []*appendReq, versions m
 	if explicit {
 		b.Queue(`BEGIN`)
 	}
+	b.Queue(genericPlans)
 	if len(unknown) > 0 {
 		b.Queue(`INSERT INTO streams SELECT u, 0 FROM unnest($1::text[]) u ON CONFLICT DO NOTHING`, unknown)
 	}
@@ -553,6 +565,7 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 	found := make(map[[16]byte]stored)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
+	b.Queue(genericPlans)
 	if len(unknown) > 0 {
 		b.Queue(`INSERT INTO streams SELECT u, 0 FROM unnest($1::text[]) u ON CONFLICT DO NOTHING`, unknown)
 	}

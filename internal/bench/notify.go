@@ -76,8 +76,8 @@ type NotifyRow struct {
 	Deliveries    int64     `json:"deliveries"`       // per request
 	Failed        bool      `json:"failed"`
 	Reason        string    `json:"reason,omitempty"`
-	SamplesMS     []float64 `json:"samples_ms"`
-	Seed          string    `json:"seed"` // what the seed measured
+	SamplesMS     []float64 `json:"samples_ms"` // in the order they were sent
+	Seed          string    `json:"seed"`       // what the seed measured
 }
 
 // NotifyChecks are the exactness checks of a run.
@@ -354,7 +354,7 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 		if len(samples[n]) > 0 {
 			s := stats.Sort(samples[n])
 			var sum time.Duration
-			for _, d := range s {
+			for _, d := range samples[n] {
 				sum += d
 				row.SamplesMS = append(row.SamplesMS, stats.MS(d))
 			}

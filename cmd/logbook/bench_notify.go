@@ -30,6 +30,7 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.Data, "data", "", "pipeline: the service's data directory, empty or absent (default: a fresh temporary one)")
 	fs.StringVar(&cfg.Store, "store", "", "pipeline: the service's PostgreSQL store, postgres://…")
 	fs.StringVar(&cfg.Bus, "bus", "", "pipeline: the service's Kafka bus, kafka://…")
+	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")
 	fromEnv(fs, "store")
 	fromEnv(fs, "bus")
 	asJSON := jsonFlag(fs)
@@ -51,8 +52,8 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 		if cfg.SinkErrorRate < 0 || cfg.SinkErrorRate >= 1 {
 			return usagef("--sink-error-rate %g: want a share from 0 up to (not including) 1", cfg.SinkErrorRate)
 		}
-		if cfg.Mode == bench.ModeMonolith && (cfg.Data != "" || cfg.Store != "" || cfg.Bus != "") {
-			return usageError{"--data, --store and --bus are the pipeline's: the monolith keeps no log"}
+		if cfg.Mode == bench.ModeMonolith && (cfg.Data != "" || cfg.Store != "" || cfg.Bus != "" || cfg.DebugAddr != "") {
+			return usageError{"--data, --store, --bus and --debug-addr are the pipeline's: the monolith runs in this process and keeps no log"}
 		}
 		if cfg.Data != "" && cfg.Store != "" {
 			return usageError{"--data and --store: give one"}

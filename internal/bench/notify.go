@@ -59,6 +59,8 @@ type NotifyConfig struct {
 	Data  string // its data directory: empty or absent ("" a fresh temporary one)
 	Store string // or a PostgreSQL store
 	Bus   string // and a Kafka bus
+	// DebugAddr, if set, is where the service serves Go's profiles.
+	DebugAddr string
 }
 
 // NotifyRow is one size's figures: from the request sent until the sink
@@ -200,9 +202,23 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 		return res, fmt.Errorf("bench notify: users' database: %w", err)
 	}
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{cfg.Schema}.Sanitize()+` CASCADE`); err != nil {
-		return res, fmt.Errorf("bench notify: drop an earlier run's schema: %w", err)
+	clear := func(ctx context.Context) error {
+		if err := dropSlot(ctx, admin, pipelineSlot(cfg)); err != nil {
+			return err
+		}
+		_, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{cfg.Schema}.Sanitize()+` CASCADE`)
+		return err
 	}
+	if err := clear(ctx); err != nil {
+		return res, fmt.Errorf("bench notify: clear an earlier run: %w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dropSlot(ctx, admin, pipelineSlot(cfg)); err != nil {
+			cfg.Log.Warn("bench notify: drop the service's replication slot", "slot", pipelineSlot(cfg), "err", err)
+		}
+	}()
 	start := time.Now()
 	src, err := userscdc.OpenSource(ctx, cfg.UsersDB, cfg.Schema)
 	if err != nil {
@@ -385,6 +401,26 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 	}
 	res.Pass = len(res.Failures) == 0
 	return res, nil
+}
+
+// dropSlot drops a replication slot and the publication of the same
+// name, if they are there; a slot still in use (its walsender ending) is
+// tried again for a while.
+func dropSlot(ctx context.Context, conn *pgx.Conn, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, name)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, err := conn.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
+	return err
 }
 
 func (c NotifyChecks) failures() []string {

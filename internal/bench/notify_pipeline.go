@@ -29,11 +29,14 @@ type pipelineTarget struct {
 	stderr *bytes.Buffer
 }
 
-// pipelineArgs are the service's command line.
-func pipelineArgs(cfg NotifyConfig, data, addr, tokens, sinkURL string) []string {
+// pipelineArgs are the service's command line: its store (and state)
+// in fresh directories, the users' tables in the benchmark's schema
+// followed through a slot and publication named after it, both
+// channels delivered to the sink.
+func pipelineArgs(cfg NotifyConfig, data, state, addr, tokens, sinkURL string) []string {
 	args := []string{"notify", "serve", "--addr", addr, "--tokens", tokens,
-		"--users-db", cfg.UsersDB, "--users-schema", cfg.Schema,
-		"--push-url", sinkURL, "--email-url", sinkURL, "--log-level", "warn"}
+		"--users-db", cfg.UsersDB, "--users-schema", cfg.Schema, "--slot", pipelineSlot(cfg),
+		"--state", state, "--push-url", sinkURL, "--email-url", sinkURL, "--log-level", "warn"}
 	if cfg.Store != "" {
 		args = append(args, "--store", cfg.Store)
 	} else {
@@ -42,8 +45,14 @@ func pipelineArgs(cfg NotifyConfig, data, addr, tokens, sinkURL string) []string
 	if cfg.Bus != "" {
 		args = append(args, "--bus", cfg.Bus)
 	}
+	if cfg.DebugAddr != "" {
+		args = append(args, "--debug-addr", cfg.DebugAddr)
+	}
 	return args
 }
+
+// pipelineSlot names the service's replication slot and publication.
+func pipelineSlot(cfg NotifyConfig) string { return cfg.Schema + "_slot" }
 
 func startPipeline(ctx context.Context, cfg NotifyConfig, sinkURL string) (target, error) {
 	if cfg.Exe == "" {
@@ -76,7 +85,7 @@ func startPipeline(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 	ln.Close()
 
 	t := &pipelineTarget{tmp: tmp, url: "http://" + addr, token: token, client: &http.Client{}, exited: make(chan error, 1), stderr: &bytes.Buffer{}}
-	t.cmd = exec.Command(cfg.Exe, pipelineArgs(cfg, data, addr, tokens, sinkURL)...)
+	t.cmd = exec.Command(cfg.Exe, pipelineArgs(cfg, data, filepath.Join(tmp, "state"), addr, tokens, sinkURL)...)
 	t.cmd.Stdout = io.Discard
 	t.cmd.Stderr = &limitedBuffer{b: t.stderr, max: 64 << 10}
 	if err := t.cmd.Start(); err != nil {

@@ -30,6 +30,7 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.Data, "data", "", "pipeline: the service's data directory, empty or absent (default: a fresh temporary one)")
 	fs.StringVar(&cfg.Store, "store", "", "pipeline: the service's PostgreSQL store, postgres://…")
 	fs.StringVar(&cfg.Bus, "bus", "", "pipeline: the service's Kafka bus, kafka://…")
+	exe := fs.String("exe", "", "pipeline: the logbook binary the service runs from (default: this one)")
 	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")
 	fromEnv(fs, "store")
 	fromEnv(fs, "bus")
@@ -59,11 +60,16 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 			return usageError{"--data and --store: give one"}
 		}
 		if cfg.Mode == bench.ModePipeline {
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("bench notify: the logbook executable: %w", err)
+			cfg.Exe = *exe
+			if cfg.Exe == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench notify: the logbook executable: %w", err)
+				}
+				cfg.Exe = self
 			}
-			cfg.Exe = exe
+		} else if *exe != "" {
+			return usageError{"--exe is the pipeline's: the monolith runs in this process"}
 		}
 		cfg.Log = e.log
 		res, err := bench.RunNotify(cmd.Context(), cfg)

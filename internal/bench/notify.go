@@ -93,9 +93,12 @@ type NotifyChecks struct {
 	// MetricsMismatches compares the service's metric windows with the
 	// sink and the recount; null where the mode has no metrics.
 	MetricsMismatches *int64 `json:"metrics_mismatches"`
-	Retries           int64  `json:"retries"`           // delivery calls retried, as the service counted them
-	SinkFailedCalls   int64  `json:"sink_failed_calls"` // calls the sink failed on purpose
-	FailedDeliveries  int64  `json:"failed_deliveries"` // messages the service gave up on
+	// CountMismatches are requests whose delivered count, as the
+	// service reports it, differs from the recount (pipeline).
+	CountMismatches  int64 `json:"count_mismatches"`
+	Retries          int64 `json:"retries"`           // delivery calls retried, as the service counted them
+	SinkFailedCalls  int64 `json:"sink_failed_calls"` // calls the sink failed on purpose
+	FailedDeliveries int64 `json:"failed_deliveries"` // messages the service gave up on
 }
 
 // NotifyResult is what RunNotify measured.
@@ -148,21 +151,26 @@ func seedFigure(mode string, size int) string {
 type target interface {
 	// send posts one request and returns once it is accepted; retries
 	// and failed deliveries are what the answer says, where it says it.
-	send(ctx context.Context, id string, ids []int64) (sendAnswer, error)
-	// finish reads what the service counted for request id once it is
-	// delivered (pipeline), and adds it to a.
-	finish(ctx context.Context, id string, a *sendAnswer) error
-	metricsMismatches(ctx context.Context, want notifyTotals) (*int64, error)
+	send(ctx context.Context, id string, ids []int64, at time.Time) (sendAnswer, error)
+	// finish waits until the service has done the request a names and
+	// adds what it counted to a (pipeline).
+	finish(ctx context.Context, a *sendAnswer) error
+	metricsMismatches(ctx context.Context, sent []sentRequest) (*int64, error)
 	close()
 }
 
 type sendAnswer struct {
-	retries, failed int64
+	id                         string // the service's id of the request
+	position                   uint64 // the log position its acceptance is at
+	retries, failed, delivered int64
+	counted                    bool // delivered is the service's count
 }
 
-// notifyTotals are what the metric windows should add up to.
-type notifyTotals struct {
-	requested, delivered int64
+// sentRequest is what a request that was delivered should have added
+// to the metric windows.
+type sentRequest struct {
+	at                            time.Time // its timestamp, which the windows group by
+	requested, delivered, retries int64
 }
 
 // RunNotify runs the seed's latency and scalability tests (§5, Figs.
@@ -281,7 +289,7 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 
 	var want int64 // unique keys the sink should have taken so far
 	var checks NotifyChecks
-	var totals notifyTotals
+	var sent []sentRequest
 	seq := 0
 	// one sends a request to users 1…n and waits for its deliveries; it
 	// returns the time from sending to the last new delivery.
@@ -294,24 +302,26 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		defer cancel()
-		sent := time.Now()
-		a, err := tg.send(rctx, id, ids)
+		at := time.Now()
+		a, err := tg.send(rctx, id, ids, at)
 		if err != nil {
 			return 0, err
 		}
-		totals.requested += int64(n)
 		want += expected[n]
 		st, err := sk.WaitUnique(rctx, want)
 		if err != nil {
-			return 0, fmt.Errorf("%d of %d deliveries acknowledged after %v: %w", st.UniqueKeys-(want-expected[n]), expected[n], time.Since(sent).Round(time.Millisecond), err)
+			return 0, fmt.Errorf("%d of %d deliveries acknowledged after %v: %w", st.UniqueKeys-(want-expected[n]), expected[n], time.Since(at).Round(time.Millisecond), err)
 		}
-		if err := tg.finish(rctx, id, &a); err != nil {
+		if err := tg.finish(rctx, &a); err != nil {
 			return 0, err
 		}
 		checks.Retries += a.retries
 		checks.FailedDeliveries += a.failed
-		totals.delivered += expected[n]
-		return st.LastNewKeyAt.Sub(sent), nil
+		if a.counted && a.delivered != expected[n] {
+			checks.CountMismatches++
+		}
+		sent = append(sent, sentRequest{at: at, requested: int64(n), delivered: expected[n], retries: a.retries})
+		return st.LastNewKeyAt.Sub(at), nil
 	}
 
 	if slices.Contains(sizes, 1) {
@@ -389,7 +399,7 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 	checks.UniqueKeys = st.UniqueKeys
 	checks.DuplicateDeliveries = st.Duplicates
 	checks.SinkFailedCalls = st.FailedCalls
-	if checks.MetricsMismatches, err = tg.metricsMismatches(ctx, totals); err != nil {
+	if checks.MetricsMismatches, err = tg.metricsMismatches(ctx, sent); err != nil {
 		return res, err
 	}
 	res.Checks = checks
@@ -433,6 +443,9 @@ func (c NotifyChecks) failures() []string {
 	}
 	if c.MetricsMismatches != nil && *c.MetricsMismatches != 0 {
 		out = append(out, fmt.Sprintf("%d metric windows differ from the recount", *c.MetricsMismatches))
+	}
+	if c.CountMismatches != 0 {
+		out = append(out, fmt.Sprintf("%d requests' delivered counts differ from the recount", c.CountMismatches))
 	}
 	if c.Retries < c.SinkFailedCalls {
 		out = append(out, fmt.Sprintf("%d retries counted for %d calls the sink failed", c.Retries, c.SinkFailedCalls))
@@ -499,8 +512,8 @@ func startMonolith(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 	return &monolithTarget{pool: pool, srv: srv, url: "http://" + ln.Addr().String() + monolith.Path, client: &http.Client{}}, nil
 }
 
-func (t *monolithTarget) send(ctx context.Context, id string, ids []int64) (sendAnswer, error) {
-	body, err := json.Marshal(monolith.SendBody{Type: NotifyType, ClubID: 1, Sender: "bench", Timestamp: time.Now(), ToUsers: ids})
+func (t *monolithTarget) send(ctx context.Context, id string, ids []int64, at time.Time) (sendAnswer, error) {
+	body, err := json.Marshal(monolith.SendBody{Type: NotifyType, ClubID: 1, Sender: "bench", Timestamp: at, ToUsers: ids})
 	if err != nil {
 		return sendAnswer{}, err
 	}
@@ -523,12 +536,12 @@ func (t *monolithTarget) send(ctx context.Context, id string, ids []int64) (send
 	if err := json.Unmarshal(data, &a); err != nil {
 		return sendAnswer{}, fmt.Errorf("monolith's answer: %w", err)
 	}
-	return sendAnswer{retries: a.Retries, failed: a.Failed}, nil
+	return sendAnswer{id: a.ID, retries: a.Retries, failed: a.Failed, delivered: a.Delivered, counted: true}, nil
 }
 
-func (t *monolithTarget) finish(context.Context, string, *sendAnswer) error { return nil }
+func (t *monolithTarget) finish(context.Context, *sendAnswer) error { return nil }
 
-func (t *monolithTarget) metricsMismatches(context.Context, notifyTotals) (*int64, error) {
+func (t *monolithTarget) metricsMismatches(context.Context, []sentRequest) (*int64, error) {
 	return nil, nil // the monolith keeps no metrics
 }
 
@@ -581,8 +594,8 @@ func (r NotifyResult) Print(w io.Writer) error {
 	if c.MetricsMismatches != nil {
 		metrics = strconv.FormatInt(*c.MetricsMismatches, 10)
 	}
-	fmt.Fprintf(w, "\n\nchecks: expected deliveries %d, unique keys %d, duplicates %d, metrics mismatches %s, retries %d (sink failed %d calls), failed for good %d\n",
-		c.ExpectedDeliveries, c.UniqueKeys, c.DuplicateDeliveries, metrics, c.Retries, c.SinkFailedCalls, c.FailedDeliveries)
+	fmt.Fprintf(w, "\n\nchecks: expected deliveries %d, unique keys %d, duplicates %d, metrics mismatches %s, requests miscounted %d, retries %d (sink failed %d calls), failed for good %d\n",
+		c.ExpectedDeliveries, c.UniqueKeys, c.DuplicateDeliveries, metrics, c.CountMismatches, c.Retries, c.SinkFailedCalls, c.FailedDeliveries)
 	if r.Pass {
 		fmt.Fprintln(w, "exact: pass")
 	} else {

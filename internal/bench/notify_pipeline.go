@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +29,7 @@ type pipelineTarget struct {
 	client *http.Client
 	exited chan error
 	stderr *bytes.Buffer
+	log    *slog.Logger
 }
 
 // pipelineArgs are the service's command line: its store (and state)
@@ -84,7 +87,7 @@ func startPipeline(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 	addr := ln.Addr().String()
 	ln.Close()
 
-	t := &pipelineTarget{tmp: tmp, url: "http://" + addr, token: token, client: &http.Client{}, exited: make(chan error, 1), stderr: &bytes.Buffer{}}
+	t := &pipelineTarget{tmp: tmp, url: "http://" + addr, token: token, client: &http.Client{}, exited: make(chan error, 1), stderr: &bytes.Buffer{}, log: cfg.Log}
 	t.cmd = exec.Command(cfg.Exe, pipelineArgs(cfg, data, filepath.Join(tmp, "state"), addr, tokens, sinkURL)...)
 	t.cmd.Stdout = io.Discard
 	t.cmd.Stderr = &limitedBuffer{b: t.stderr, max: 64 << 10}
@@ -142,37 +145,127 @@ func (t *pipelineTarget) do(ctx context.Context, method, path string, body []byt
 	return nil
 }
 
-func (t *pipelineTarget) send(ctx context.Context, id string, ids []int64) (sendAnswer, error) {
-	body, err := json.Marshal(map[string]any{"type": NotifyType, "club_id": 1, "sender": "bench", "timestamp": time.Now(), "to_users": ids})
+func (t *pipelineTarget) send(ctx context.Context, id string, ids []int64, at time.Time) (sendAnswer, error) {
+	body, err := json.Marshal(map[string]any{"type": NotifyType, "club_id": 1, "sender": notifySender, "timestamp": at, "to_users": ids})
 	if err != nil {
 		return sendAnswer{}, err
 	}
 	var a struct {
-		ID string `json:"id"`
+		ID       string `json:"id"`
+		Position uint64 `json:"position"`
 	}
 	if err := t.do(ctx, http.MethodPost, "/api/notifications", body, map[string]string{"Idempotency-Key": id}, &a); err != nil {
 		return sendAnswer{}, err
 	}
-	return sendAnswer{}, nil
+	return sendAnswer{id: a.ID, position: a.Position}, nil
 }
 
-// finish reads the request's counts from the service.
-func (t *pipelineTarget) finish(ctx context.Context, id string, a *sendAnswer) error {
-	var st struct {
-		Retries      int64 `json:"retries"`
-		Failed       int64 `json:"failed"`
-		DeadLettered int64 `json:"dead_lettered"`
+// finish waits until the service says the request is done and reads its
+// counts.
+func (t *pipelineTarget) finish(ctx context.Context, a *sendAnswer) error {
+	for {
+		var st struct {
+			State  string `json:"state"`
+			Counts struct {
+				Delivered    int64 `json:"delivered"`
+				DeadLettered int64 `json:"dead_lettered"`
+				Retries      int64 `json:"retries"`
+			} `json:"counts"`
+		}
+		path := fmt.Sprintf("/api/notifications/%s?min_position=%d", url.PathEscape(a.id), a.position)
+		if err := t.do(ctx, http.MethodGet, path, nil, nil, &st); err != nil {
+			return err
+		}
+		if st.State == "done" {
+			a.retries, a.failed, a.delivered, a.counted = st.Counts.Retries, st.Counts.DeadLettered, st.Counts.Delivered, true
+			return nil
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("request %s not done: %w", a.id, ctx.Err())
+		}
 	}
-	if err := t.do(ctx, http.MethodGet, "/api/notifications/"+id, nil, nil, &st); err != nil {
-		return err
-	}
-	a.retries += st.Retries
-	a.failed += st.DeadLettered
-	return nil
 }
 
-func (t *pipelineTarget) metricsMismatches(context.Context, notifyTotals) (*int64, error) {
-	return nil, nil
+// notifySender is the sender of the benchmark's requests.
+const notifySender = "bench"
+
+// metricValues are the metric windows' values the check compares.
+var metricValues = []string{"requested", "delivered", "retries", "dead_lettered"}
+
+// metricsMismatches compares the service's metric windows — per minute,
+// hour and day, the benchmark's sender — with what the requests sent
+// should have added to each: requested, delivered (the recount),
+// retries (the service's own count per request) and dead-lettered (0).
+// A window that differs, one missing or one not expected, counts once
+// per value. The windows follow the log, so it waits up to 30 s for them
+// to agree before it counts.
+func (t *pipelineTarget) metricsMismatches(ctx context.Context, sent []sentRequest) (*int64, error) {
+	if len(sent) == 0 {
+		var zero int64
+		return &zero, nil
+	}
+	from, to := sent[0].at.Add(-48*time.Hour), time.Now().Add(48*time.Hour)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int64
+		for _, u := range []struct {
+			name string
+			d    time.Duration
+		}{{"minute", time.Minute}, {"hour", time.Hour}, {"day", 24 * time.Hour}} {
+			// Windows by their start in Unix nanoseconds: a time.Time key
+			// would tell UTC from local time.
+			want := map[int64][]float64{}
+			for _, r := range sent {
+				start := r.at.Truncate(u.d).UnixNano()
+				w := want[start]
+				if w == nil {
+					w = make([]float64, len(metricValues))
+					want[start] = w
+				}
+				w[0] += float64(r.requested)
+				w[1] += float64(r.delivered)
+				w[2] += float64(r.retries)
+			}
+			var res struct {
+				Rows []struct {
+					Start  time.Time `json:"start"`
+					Values map[string]struct {
+						Sum float64 `json:"sum"`
+					} `json:"values"`
+				} `json:"rows"`
+			}
+			q := url.Values{"unit": {u.name}, "sender": {notifySender}, "from": {from.UTC().Format(time.RFC3339)}, "to": {to.UTC().Format(time.RFC3339)}}
+			if err := t.do(ctx, http.MethodGet, "/api/windows/notifications?"+q.Encode(), nil, nil, &res); err != nil {
+				return nil, fmt.Errorf("bench notify: metric windows: %w", err)
+			}
+			seen := map[int64]bool{}
+			for _, row := range res.Rows {
+				w, ok := want[row.Start.UnixNano()]
+				seen[row.Start.UnixNano()] = true
+				for i, v := range metricValues {
+					if !ok || row.Values[v].Sum != w[i] {
+						n++
+						t.log.Debug("bench notify: a metric window differs", "unit", u.name, "start", row.Start, "value", v, "window", row.Values[v].Sum, "want", w)
+					}
+				}
+			}
+			for start := range want {
+				if !seen[start] {
+					n += int64(len(metricValues))
+				}
+			}
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return &n, nil
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 func (t *pipelineTarget) close() {

@@ -30,6 +30,8 @@ type pipelineTarget struct {
 	exited chan error
 	stderr *bytes.Buffer
 	log    *slog.Logger
+	exe    string
+	args   []string
 }
 
 // pipelineArgs are the service's command line: its store (and state)
@@ -87,35 +89,52 @@ func startPipeline(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 	addr := ln.Addr().String()
 	ln.Close()
 
-	t := &pipelineTarget{tmp: tmp, url: "http://" + addr, token: token, client: &http.Client{}, exited: make(chan error, 1), stderr: &bytes.Buffer{}, log: cfg.Log}
-	t.cmd = exec.Command(cfg.Exe, pipelineArgs(cfg, data, filepath.Join(tmp, "state"), addr, tokens, sinkURL)...)
+	t := &pipelineTarget{tmp: tmp, url: "http://" + addr, token: token, client: &http.Client{}, log: cfg.Log,
+		exe: cfg.Exe, args: pipelineArgs(cfg, data, filepath.Join(tmp, "state"), addr, tokens, sinkURL)}
+	if err := t.start(ctx); err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return t, nil
+}
+
+// start runs the service and returns once its /healthz answers.
+func (t *pipelineTarget) start(ctx context.Context) error {
+	t.exited, t.stderr = make(chan error, 1), &bytes.Buffer{}
+	t.cmd = exec.Command(t.exe, t.args...)
 	t.cmd.Stdout = io.Discard
 	t.cmd.Stderr = &limitedBuffer{b: t.stderr, max: 64 << 10}
 	if err := t.cmd.Start(); err != nil {
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("bench notify: start the service: %w", err)
+		return fmt.Errorf("bench notify: start the service: %w", err)
 	}
 	go func() { t.exited <- t.cmd.Wait() }()
-	// Ready when /healthz answers.
 	for {
 		select {
 		case err := <-t.exited:
 			t.exited <- err
-			t.close()
-			return nil, fmt.Errorf("bench notify: the service exited (%v): %s", err, strings.TrimSpace(t.stderr.String()))
+			return fmt.Errorf("bench notify: the service exited (%v): %s", err, strings.TrimSpace(t.stderr.String()))
 		case <-ctx.Done():
-			t.close()
-			return nil, ctx.Err()
+			t.stop()
+			return ctx.Err()
 		case <-time.After(2 * time.Millisecond):
 		}
 		resp, err := t.client.Get(t.url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return t, nil
+				return nil
 			}
 		}
 	}
+}
+
+// restart stops the service and starts it again on the same store and
+// state: a cold process with its data in place.
+func (t *pipelineTarget) restart(ctx context.Context) error {
+	if err := t.stop(); err != nil {
+		return err
+	}
+	return t.start(ctx)
 }
 
 func (t *pipelineTarget) do(ctx context.Context, method, path string, body []byte, hdr map[string]string, out any) error {
@@ -268,17 +287,31 @@ func (t *pipelineTarget) metricsMismatches(ctx context.Context, sent []sentReque
 	}
 }
 
-func (t *pipelineTarget) close() {
+// stop ends the service with SIGTERM (SIGKILL after 30 s) and returns
+// how it ended; a service that had exited already is not an error here.
+func (t *pipelineTarget) stop() error {
 	select {
 	case <-t.exited:
+		return nil
 	default:
-		_ = t.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-t.exited:
-		case <-time.After(10 * time.Second):
-			_ = t.cmd.Process.Kill()
-			<-t.exited
+	}
+	_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-t.exited:
+		if err != nil {
+			return fmt.Errorf("bench notify: the service stopped with %v: %s", err, strings.TrimSpace(t.stderr.String()))
 		}
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = t.cmd.Process.Kill()
+		<-t.exited
+		return errors.New("bench notify: the service did not stop within 30 s of SIGTERM")
+	}
+}
+
+func (t *pipelineTarget) close() {
+	if err := t.stop(); err != nil {
+		t.log.Warn(err.Error())
 	}
 	os.RemoveAll(t.tmp)
 }

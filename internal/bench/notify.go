@@ -225,10 +225,10 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 		return res, fmt.Errorf("bench notify: clear an earlier run: %w", err)
 	}
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := dropSlot(ctx, admin, pipelineSlot(cfg)); err != nil {
-			cfg.Log.Warn("bench notify: drop the service's replication slot", "slot", pipelineSlot(cfg), "err", err)
+		if err := clear(ctx); err != nil {
+			cfg.Log.Warn("bench notify: drop the run's schema and the service's replication slot", "schema", cfg.Schema, "slot", pipelineSlot(cfg), "err", err)
 		}
 	}()
 	start := time.Now()

@@ -32,28 +32,27 @@ type pipelineTarget struct {
 	log    *slog.Logger
 	exe    string
 	args   []string
+	env    []string // added to the bench's environment
 }
 
-// pipelineArgs are the service's command line: its store (and state)
-// in fresh directories, the users' tables in the benchmark's schema
-// followed through a slot and publication named after it, both
-// channels delivered to the sink.
-func pipelineArgs(cfg NotifyConfig, data, state, addr, tokens, sinkURL string) []string {
-	args := []string{"notify", "serve", "--addr", addr, "--tokens", tokens,
-		"--users-db", cfg.UsersDB, "--users-schema", cfg.Schema, "--slot", pipelineSlot(cfg),
+// pipelineArgs are the service's command line and the environment
+// variables added to the bench's: its store (and state) in fresh
+// directories, the users' tables in the benchmark's schema followed
+// through a slot and publication named after it, both channels
+// delivered to the sink. The URLs, which may carry passwords, go in the
+// environment, out of ps.
+func pipelineArgs(cfg NotifyConfig, data, state, addr, tokens, sinkURL string) (args, env []string) {
+	args = []string{"notify", "serve", "--addr", addr, "--tokens", tokens,
+		"--users-schema", cfg.Schema, "--slot", pipelineSlot(cfg),
 		"--state", state, "--push-url", sinkURL, "--email-url", sinkURL, "--log-level", "warn"}
-	if cfg.Store != "" {
-		args = append(args, "--store", cfg.Store)
-	} else {
+	env = []string{"LOGBOOK_USERS_DB=" + cfg.UsersDB, "LOGBOOK_STORE=" + cfg.Store, "LOGBOOK_BUS=" + cfg.Bus}
+	if cfg.Store == "" {
 		args = append(args, "--data", data)
-	}
-	if cfg.Bus != "" {
-		args = append(args, "--bus", cfg.Bus)
 	}
 	if cfg.DebugAddr != "" {
 		args = append(args, "--debug-addr", cfg.DebugAddr)
 	}
-	return args
+	return args, env
 }
 
 // pipelineSlot names the service's replication slot and publication.
@@ -89,8 +88,8 @@ func startPipeline(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 	addr := ln.Addr().String()
 	ln.Close()
 
-	t := &pipelineTarget{tmp: tmp, url: "http://" + addr, token: token, client: &http.Client{}, log: cfg.Log,
-		exe: cfg.Exe, args: pipelineArgs(cfg, data, filepath.Join(tmp, "state"), addr, tokens, sinkURL)}
+	t := &pipelineTarget{tmp: tmp, url: "http://" + addr, token: token, client: &http.Client{}, log: cfg.Log, exe: cfg.Exe}
+	t.args, t.env = pipelineArgs(cfg, data, filepath.Join(tmp, "state"), addr, tokens, sinkURL)
 	if err := t.start(ctx); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -102,6 +101,7 @@ func startPipeline(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 func (t *pipelineTarget) start(ctx context.Context) error {
 	t.exited, t.stderr = make(chan error, 1), &bytes.Buffer{}
 	t.cmd = exec.Command(t.exe, t.args...)
+	t.cmd.Env = append(os.Environ(), t.env...)
 	t.cmd.Stdout = io.Discard
 	t.cmd.Stderr = &limitedBuffer{b: t.stderr, max: 64 << 10}
 	if err := t.cmd.Start(); err != nil {

@@ -32,8 +32,11 @@ type pipelineTarget struct {
 	log    *slog.Logger
 	exe    string
 	args   []string
-	env    []string // added to the bench's environment
+	env    []string  // added to the bench's environment
+	ready  time.Time // when /healthz first answered after the last start
 }
+
+func (t *pipelineTarget) readyAt() time.Time { return t.ready }
 
 // pipelineArgs are the service's command line and the environment
 // variables added to the bench's: its store (and state) in fresh
@@ -122,6 +125,7 @@ func (t *pipelineTarget) start(ctx context.Context) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				t.ready = time.Now()
 				return nil
 			}
 		}

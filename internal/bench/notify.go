@@ -140,7 +140,7 @@ func seedFigure(mode string, size int) string {
 		case 100_000:
 			return "vg-monolith failed: \"SQL statements being too long\" (Fig. 5.2)"
 		case 1_000_000:
-			return "vg-monolith not run beyond its failure at 100,000"
+			return "— (the seed stopped at vg-monolith's failure at 100,000)"
 		}
 		return "—"
 	}

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -36,9 +37,19 @@ func leftBehind(t *testing.T, url, schema string) int {
 // its calls; every check holds, and nothing is left behind.
 func TestNotifyPipeline(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
-	bin := filepath.Join(t.TempDir(), "logbook")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/logbook/logbook/cmd/logbook").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// LOGBOOK_TEST_LOGBOOK names a logbook binary to run instead of
+	// building this module's.
+	bin := os.Getenv("LOGBOOK_TEST_LOGBOOK")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "logbook")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/logbook/logbook/cmd/logbook").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	if out, err := exec.Command(bin, "notify", "serve", "--help").CombinedOutput(); err != nil {
+		// The service is being built on the notify-svc branch; until it
+		// is on this one there is nothing to run.
+		t.Skipf("%s has no notify serve yet: %v: %s", bin, err, out)
 	}
 	r, err := bench.RunNotify(context.Background(), bench.NotifyConfig{UsersDB: url, Schema: schema, Mode: bench.ModePipeline, Exe: bin,
 		Sizes: []int{1, 100, 1000}, Runs: 1, LatencyRuns: 3, SinkErrorRate: 0.2})

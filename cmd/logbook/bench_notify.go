@@ -28,7 +28,7 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	fs.Float64Var(&cfg.SinkErrorRate, "sink-error-rate", 0, "share of delivery calls (0…1) the sink answers 503")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "the longest one request may take to be delivered (default 5m)")
 	fs.StringVar(&cfg.Data, "data", "", "pipeline: the service's data directory, empty or absent (default: a fresh temporary one)")
-	fs.StringVar(&cfg.Store, "store", "", "pipeline: the service's PostgreSQL store, postgres://…")
+	fs.StringVar(&cfg.Store, "store", "", "pipeline: the service's PostgreSQL store, postgres://…?search_path=SCHEMA, a schema not used before (the cold start needs an empty store)")
 	fs.StringVar(&cfg.Bus, "bus", "", "pipeline: the service's Kafka bus, kafka://…")
 	exe := fs.String("exe", "", "pipeline: the logbook binary the service runs from (default: this one)")
 	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")

@@ -23,6 +23,7 @@ import (
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
 	"github.com/logbook/logbook/services/notify/monolith"
+	"github.com/logbook/logbook/services/notify/service"
 	"github.com/logbook/logbook/services/notify/sink"
 	"github.com/logbook/logbook/services/notify/userscdc"
 )
@@ -506,12 +507,6 @@ func recount(ctx context.Context, src *userscdc.Source, n int) (int64, error) {
 	return push + email, nil
 }
 
-// NotifyTemplates are the templates both modes build from.
-var NotifyTemplates = notify.Templates{NotifyType: {
-	"en": {Title: "{name}, someone liked your post", Body: "See what's new in club {club}."},
-	"nl": {Title: "{name}, iemand vond je bericht leuk", Body: "Bekijk wat er nieuw is in club {club}."},
-}}
-
 // monolithTarget serves the monolith's Handler on loopback and posts to
 // it: one HTTP request does the whole work.
 type monolithTarget struct {
@@ -531,7 +526,9 @@ func startMonolith(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 		pool.Close()
 		return nil, err
 	}
-	m := &monolith.Monolith{Pool: pool, Schema: cfg.Schema, Templates: NotifyTemplates, Deliverer: d}
+	// The service's own templates and policy: the same work as the
+	// pipeline's.
+	m := &monolith.Monolith{Pool: pool, Schema: cfg.Schema, Templates: service.DefaultTemplates, Policy: service.DefaultPolicy, Deliverer: d}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		pool.Close()

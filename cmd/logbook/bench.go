@@ -16,7 +16,7 @@ import (
 const benchDataDir = "./data-bench"
 
 func newBenchCmd(e *env) *cobra.Command {
-	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv, cdc",
+	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv, cdc, notify",
 		newBenchAppendCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
@@ -25,6 +25,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		newBenchWindowsCmd(e),
 		newBenchKVCmd(e),
 		newBenchCDCCmd(e),
+		newBenchNotifyCmd(e),
 	)
 	cpuProfileFlag(g)
 	return g

@@ -57,6 +57,10 @@ func TestNotifySink(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
+	if st.FirstTakenAt.IsZero() || !st.LastNewKeyAt.Equal(st.FirstTakenAt) {
+		t.Fatalf("stats %+v: the one batch is both the first taken and the last new key", st)
+	}
+	st.FirstTakenAt, st.LastNewKeyAt = time.Time{}, time.Time{}
 	if st != (sink.Stats{Calls: 1, Messages: 2, UniqueKeys: 1, Duplicates: 1}) {
 		t.Fatalf("stats %+v", st)
 	}

@@ -7,6 +7,7 @@
 package sink
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,11 @@ type Stats struct {
 	Messages    int64 `json:"messages"`     // messages taken, duplicates included
 	UniqueKeys  int64 `json:"unique_keys"`  // distinct idempotency keys taken
 	Duplicates  int64 `json:"duplicates"`   // messages whose key had been taken before
+	// FirstTakenAt and LastNewKeyAt are when the sink acknowledged the
+	// first batch it took, and the last batch that brought a key it had
+	// not taken before: a benchmark's end of delivery (zero: none yet).
+	FirstTakenAt time.Time `json:"first_taken_at"`
+	LastNewKeyAt time.Time `json:"last_new_key_at"`
 }
 
 // Sink is the endpoint; it is an http.Handler serving Path and /stats.
@@ -50,6 +56,7 @@ type Sink struct {
 	rng   *rand.Rand
 	keys  map[string]int
 	stats Stats
+	grew  chan struct{} // closed, and replaced, when UniqueKeys grows
 }
 
 // New makes a Sink.
@@ -66,7 +73,7 @@ func New(opt Options) (*Sink, error) {
 	if opt.MaxBody <= 0 {
 		opt.MaxBody = 64 << 20
 	}
-	s := &Sink{opt: opt, mux: http.NewServeMux(), rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15)), keys: map[string]int{}}
+	s := &Sink{opt: opt, mux: http.NewServeMux(), rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15)), keys: map[string]int{}, grew: make(chan struct{})}
 	s.mux.HandleFunc("POST "+Path, s.deliver)
 	s.mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -82,6 +89,24 @@ func (s *Sink) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats
+}
+
+// WaitUnique waits until the sink has taken at least n distinct keys, and
+// returns its stats then; the error is the context's.
+func (s *Sink) WaitUnique(ctx context.Context, n int64) (Stats, error) {
+	for {
+		s.mu.Lock()
+		st, grew := s.stats, s.grew
+		s.mu.Unlock()
+		if st.UniqueKeys >= n {
+			return st, nil
+		}
+		select {
+		case <-grew:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
 }
 
 // Count returns how many times the message with idempotency key k was
@@ -148,6 +173,15 @@ func (s *Sink) deliver(w http.ResponseWriter, r *http.Request) {
 	}
 	s.stats.Messages += int64(len(b.Messages))
 	s.stats.UniqueKeys = int64(len(s.keys))
+	now := time.Now()
+	if s.stats.FirstTakenAt.IsZero() {
+		s.stats.FirstTakenAt = now
+	}
+	if fresh > 0 {
+		s.stats.LastNewKeyAt = now
+		close(s.grew)
+		s.grew = make(chan struct{})
+	}
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -2,7 +2,9 @@ package sink
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -58,7 +60,12 @@ func TestCountsKeysAndDuplicates(t *testing.T) {
 		t.Fatalf("status %d", st)
 	}
 	want := Stats{Calls: 9, Messages: 802, UniqueKeys: 801, Duplicates: 1}
-	if got := s.Stats(); got != want {
+	got := s.Stats()
+	if got.FirstTakenAt.IsZero() || got.LastNewKeyAt.Before(got.FirstTakenAt) {
+		t.Fatalf("first taken at %v, last new key at %v", got.FirstTakenAt, got.LastNewKeyAt)
+	}
+	want.FirstTakenAt, want.LastNewKeyAt = got.FirstTakenAt, got.LastNewKeyAt
+	if got != want {
 		t.Fatalf("stats %+v, want %+v", got, want)
 	}
 	if s.Count("r/5/push") != 2 || s.Count("r/6/push") != 1 || s.Count("absent") != 0 {
@@ -70,8 +77,12 @@ func TestCountsKeysAndDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var got Stats
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got != want {
+	got = Stats{}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || !got.FirstTakenAt.Equal(want.FirstTakenAt) || !got.LastNewKeyAt.Equal(want.LastNewKeyAt) {
+		t.Fatalf("GET /stats: %+v, %v", got, err)
+	}
+	got.FirstTakenAt, got.LastNewKeyAt = want.FirstTakenAt, want.LastNewKeyAt
+	if got != want {
 		t.Fatalf("GET /stats: %+v, %v", got, err)
 	}
 }
@@ -97,6 +108,41 @@ func TestInjectedFailuresTakeNothing(t *testing.T) {
 	st := s.Stats()
 	if failed < 60 || failed > 140 || st.FailedCalls != int64(failed) || st.UniqueKeys != int64(ok) || st.Calls != 200 {
 		t.Fatalf("ok %d failed %d stats %+v", ok, failed, st)
+	}
+}
+
+func TestWaitUniqueAndLastNewKey(t *testing.T) {
+	s, _ := New(Options{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	done := make(chan Stats)
+	go func() {
+		st, err := s.WaitUnique(context.Background(), 3)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- st
+	}()
+	post(t, srv.URL, batch("a", "b"))
+	select {
+	case st := <-done:
+		t.Fatalf("returned at %d keys, before 3", st.UniqueKeys)
+	case <-time.After(20 * time.Millisecond):
+	}
+	post(t, srv.URL, batch("c"))
+	st := <-done
+	if st.UniqueKeys != 3 || st.LastNewKeyAt.IsZero() {
+		t.Fatalf("stats %+v", st)
+	}
+	// A batch of keys taken before is a duplicate, not an end of delivery.
+	post(t, srv.URL, batch("a"))
+	if again := s.Stats(); !again.LastNewKeyAt.Equal(st.LastNewKeyAt) || again.Duplicates != 1 {
+		t.Fatalf("a duplicate moved the last new key: %+v, before %+v", again, st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := s.WaitUnique(ctx, 4); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait for a key never sent: %v", err)
 	}
 }
 

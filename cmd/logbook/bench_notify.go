@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/internal/bench"
+)
+
+func newBenchNotifyCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "notify",
+		Short: "the seed's latency and scalability tests of the notify service: one request to 1 … 1,000,000 users, sent until the sink acknowledges the last delivery, pipeline or monolith",
+		Args:  noArgs,
+	}
+	fs := cmd.Flags()
+	var cfg bench.NotifyConfig
+	fs.StringVar(&cfg.UsersDB, "users-db", "", "the users' database, postgres://… (scripts/postgres.sh start prints one; wal_level=logical for the pipeline's CDC)")
+	fromEnv(fs, "users-db")
+	fs.StringVar(&cfg.Schema, "schema", "logbook_notify_bench", "schema made for the users' tables (dropped first if it is there)")
+	fs.IntSliceVar(&cfg.Sizes, "sizes", []int{1, 100, 1000, 10_000, 100_000, 1_000_000}, "recipients per request; as many users are generated as the largest")
+	fs.IntVar(&cfg.Runs, "runs", 3, "requests per size")
+	fs.IntVar(&cfg.LatencyRuns, "latency-runs", 20, "warm requests of size 1, after the cold one (the seed's latency test ran 20); 0: --runs")
+	fs.StringVar(&cfg.Mode, "mode", bench.ModePipeline, "pipeline (logbook notify serve, a child process) or monolith (one synchronous request, one IN query)")
+	fs.Float64Var(&cfg.SinkErrorRate, "sink-error-rate", 0, "share of delivery calls (0…1) the sink answers 503")
+	fs.DurationVar(&cfg.Timeout, "timeout", 0, "the longest one request may take to be delivered (default 5m)")
+	fs.StringVar(&cfg.Data, "data", "", "pipeline: the service's data directory, empty or absent (default: a fresh temporary one)")
+	fs.StringVar(&cfg.Store, "store", "", "pipeline: the service's PostgreSQL store, postgres://…?search_path=SCHEMA, a schema not used before (the cold start needs an empty store)")
+	fs.StringVar(&cfg.Bus, "bus", "", "pipeline: the service's Kafka bus, kafka://…")
+	exe := fs.String("exe", "", "pipeline: the logbook binary the service runs from (default: this one)")
+	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")
+	fromEnv(fs, "store")
+	fromEnv(fs, "bus")
+	asJSON := jsonFlag(fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if cfg.UsersDB == "" {
+			return usageError{"--users-db is needed (or LOGBOOK_USERS_DB)"}
+		}
+		if cfg.Mode != bench.ModePipeline && cfg.Mode != bench.ModeMonolith {
+			return usagef("--mode %q: want pipeline or monolith", cfg.Mode)
+		}
+		if len(cfg.Sizes) == 0 || cfg.Runs <= 0 || cfg.LatencyRuns < 0 || cfg.Timeout < 0 {
+			return usageError{"--sizes and --runs must be given and positive, --latency-runs and --timeout not negative"}
+		}
+		for _, n := range cfg.Sizes {
+			if n <= 0 {
+				return usagef("--sizes: %d recipients: want a positive number", n)
+			}
+		}
+		if cfg.SinkErrorRate < 0 || cfg.SinkErrorRate >= 1 {
+			return usagef("--sink-error-rate %g: want a share from 0 up to (not including) 1", cfg.SinkErrorRate)
+		}
+		if cfg.Mode == bench.ModeMonolith && (cfg.Data != "" || cfg.Store != "" || cfg.Bus != "" || cfg.DebugAddr != "") {
+			return usageError{"--data, --store, --bus and --debug-addr are the pipeline's: the monolith runs in this process and keeps no log"}
+		}
+		if cfg.Data != "" && cfg.Store != "" {
+			return usageError{"--data and --store: give one"}
+		}
+		if cfg.Mode == bench.ModePipeline {
+			cfg.Exe = *exe
+			if cfg.Exe == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench notify: the logbook executable: %w", err)
+				}
+				cfg.Exe = self
+			}
+		} else if *exe != "" {
+			return usageError{"--exe is the pipeline's: the monolith runs in this process"}
+		}
+		cfg.Log = e.log
+		res, err := bench.RunNotify(cmd.Context(), cfg)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			err = report(e.stdout, true, res, nil)
+		} else {
+			err = res.Print(e.stdout)
+		}
+		if err != nil {
+			return err
+		}
+		if !res.Pass {
+			return fmt.Errorf("bench notify: not exact: %s", strings.Join(res.Failures, "; "))
+		}
+		return nil
+	}
+	return cmd
+}

@@ -109,22 +109,27 @@ type Aggregation struct {
 	open     map[string]*bucket // open buckets by key
 	last     []*bucket          // per level, the bucket used last
 	sessions map[string][]*session
-	// cursors remembers, per key and level, the bucket and state an event
-	// of that key touched last (tumbling windows): an event's roll-up
-	// levels are then one map lookup instead of one per level. Cleared
-	// when a bucket of the top level closes, so it holds no more keys
-	// than the open buckets do.
-	cursors map[string]*cursor
+	// in numbers the keys of the open buckets (and of closed ones, until
+	// a bucket of the top level closes and it is renumbered).
+	in      *interner
 	closing closeHeap
 	dirty   []*bucket
 	rec     Record
 	key     []byte
-	dims    []byte
 	val     []byte
 	late    uint64 // late events of the batch being applied
 	index   indexBuilder
 	slab    []state   // states handed out by newState, allocated in chunks
 	floats  []float64 // their stats, likewise
+	// Buckets that closed in the batch being applied; once written, their
+	// states and arrays are reused for new windows (tumbling and hopping
+	// windows), so that the ingest allocates little once warm.
+	retired    []*bucket
+	freeStates []*state
+	freeIDs    [][]*state
+	parts      [][]byte // scratch of load
+	names      []string
+	renumbered int // times (for tests)
 
 	// reading is held by queries while they read the database, so that
 	// Close waits for them instead of closing it under them.
@@ -140,11 +145,17 @@ type Aggregation struct {
 // bucket holds the windows of one level that start at the same time, one
 // per key (encoded dimensions).
 type bucket struct {
-	key     string
-	level   uint8
-	start   int64
-	maxEnd  int64 // the latest end of its windows: it closes after it
+	key    string
+	level  uint8
+	start  int64
+	maxEnd int64 // the latest end of its windows: it closes after it
+	// The windows, one per key: by key number for tumbling and hopping
+	// windows (the array grows with the keys numbered), by encoded
+	// dimensions for sessions (whose entries also go away as sessions
+	// merge). n counts them.
+	byID    []*state
 	entries map[string]*state
+	n       int
 	dirty   bool
 	// changed lists the entries the batch being applied changed: what a
 	// delta holds.
@@ -155,10 +166,40 @@ type bucket struct {
 	compact bool   // write the base (and drop the deltas) at the next write
 }
 
-// cursor is a key's bucket and state per level, as last touched.
-type cursor struct {
-	b []*bucket
-	s []*state
+// get returns the window of key k, nil if none (not a session bucket).
+func (bk *bucket) get(k int32) *state {
+	if int(k) < len(bk.byID) {
+		return bk.byID[k]
+	}
+	return nil
+}
+
+// put adds s, a new window, to the bucket.
+func (bk *bucket) put(s *state) {
+	bk.n++
+	if bk.entries != nil {
+		bk.entries[s.dims] = s
+		return
+	}
+	if int(s.key) >= len(bk.byID) {
+		bk.byID = append(bk.byID, make([]*state, int(s.key)+1-len(bk.byID))...)
+	}
+	bk.byID[s.key] = s
+}
+
+// each calls fn with each of the bucket's windows.
+func (bk *bucket) each(fn func(*state)) {
+	if bk.entries != nil {
+		for _, s := range bk.entries {
+			fn(s)
+		}
+		return
+	}
+	for _, s := range bk.byID {
+		if s != nil {
+			fn(s)
+		}
+	}
 }
 
 // session is an open session window of one key.
@@ -282,9 +323,10 @@ func (a *Aggregation) load() error {
 	a.open = make(map[string]*bucket)
 	a.last = make([]*bucket, len(a.sizes))
 	a.sessions = make(map[string][]*session)
-	a.cursors = make(map[string]*cursor)
+	a.in = newInterner(len(a.def.Dims))
 	a.closing = a.closing[:0]
 	a.dirty = a.dirty[:0]
+	a.retired = a.retired[:0]
 	return a.view.Read(func(r pebble.Reader, _ uint64) error {
 		var err error
 		if a.st, err = streamTime(r); err != nil || a.st == noTime {
@@ -341,7 +383,10 @@ func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucke
 		}
 		if b == nil {
 			key := string(baseKey(nil, k[1], start))
-			b = &bucket{key: key, level: k[1], start: start, maxEnd: maxEnd, entries: map[string]*state{}}
+			b = &bucket{key: key, level: k[1], start: start, maxEnd: maxEnd}
+			if a.def.Window.Kind == KindSession {
+				b.entries = map[string]*state{}
+			}
 		}
 		// Newest first: an entry already read is newer than this one.
 		n := 0
@@ -352,7 +397,16 @@ func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucke
 				return err
 			}
 			rest = next
-			if _, ok := b.entries[string(dims)]; ok {
+			key, err := a.in.encoded(dims, &a.parts, &a.names)
+			if err != nil {
+				it.Close()
+				return err
+			}
+			if b.entries != nil {
+				if _, ok := b.entries[string(dims)]; ok {
+					continue
+				}
+			} else if b.get(key) != nil {
 				continue
 			}
 			s, err := decodeState(st, len(a.def.Values), len(a.def.Distinct), true)
@@ -360,8 +414,8 @@ func (a *Aggregation) readBuckets(r pebble.Reader, lo, hi []byte, fn func(*bucke
 				it.Close()
 				return err
 			}
-			s.dims = string(dims)
-			b.entries[s.dims] = s
+			s.dims, s.key = a.in.keys[key], key
+			b.put(s)
 		}
 		if k[10] == suffixDelta {
 			b.seq++
@@ -425,12 +479,21 @@ func (a *Aggregation) encodeBucket(dst []byte, b *bucket) []byte {
 	at := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	a.index.reset(len(a.def.Dims))
-	for dims, s := range b.entries {
-		a.index.add(dims, uint32(len(dst)-at-4))
-		dst = appendEntry(dst, dims, s)
+	if b.entries != nil {
+		for _, s := range b.entries {
+			a.index.add(a.in.valueIDs(s.key), uint32(len(dst)-at-4))
+			dst = appendEntry(dst, s.dims, s)
+		}
+	} else {
+		for _, s := range b.byID {
+			if s != nil {
+				a.index.add(a.in.valueIDs(s.key), uint32(len(dst)-at-4))
+				dst = appendEntry(dst, s.dims, s)
+			}
+		}
 	}
 	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-	return a.index.appendTo(dst)
+	return a.index.appendTo(dst, a.in.names)
 }
 
 // writeBucket writes what the batch changed in a bucket: a delta of the
@@ -444,7 +507,7 @@ func (a *Aggregation) writeBucket(b *pebble.Batch, bk *bucket) error {
 		s.dirty = false
 	}
 	bk.changed = bk.changed[:0]
-	if bk.based && !bk.compact && a.def.Window.Kind != KindSession && 2*(bk.deltaN+len(changed)) <= len(bk.entries) {
+	if bk.based && !bk.compact && a.def.Window.Kind != KindSession && 2*(bk.deltaN+len(changed)) <= bk.n {
 		if len(changed) == 0 {
 			return nil
 		}
@@ -465,7 +528,7 @@ func (a *Aggregation) writeBucket(b *pebble.Batch, bk *bucket) error {
 		}
 	}
 	bk.seq, bk.deltaN = 0, 0
-	if len(bk.entries) == 0 {
+	if bk.n == 0 {
 		bk.based = false
 		return b.Delete([]byte(bk.key), nil)
 	}
@@ -501,7 +564,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		if t > a.st {
 			a.st = t
 		}
-		a.dims = appendDims(a.dims[:0], r.Dims)
+		key := a.in.key(r.Dims)
 		var err error
 		switch a.def.Window.Kind {
 		case KindTumbling:
@@ -511,14 +574,9 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			if late {
 				a.late++
 			}
-			c := a.cursors[string(a.dims)]
-			if c == nil {
-				c = &cursor{b: make([]*bucket, len(a.sizes)), s: make([]*state, len(a.sizes))}
-				a.cursors[string(a.dims)] = c
-			}
 			for level, size := range a.sizes {
 				s := floorDiv(t, size)
-				if err = a.touchAt(b, c, uint8(level), s, s+size, late, r); err != nil {
+				if err = a.touch(b, key, uint8(level), s, s+size, late, r); err != nil {
 					break
 				}
 			}
@@ -528,7 +586,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			for s := floorDiv(t, adv); s > t-size; s -= adv {
 				late := a.isClosed(s + size)
 				anyLate = anyLate || late
-				if err = a.touch(b, 0, s, s+size, late, r); err != nil {
+				if err = a.touch(b, key, 0, s, s+size, late, r); err != nil {
 					break
 				}
 			}
@@ -536,7 +594,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 				a.late++
 			}
 		case KindSession:
-			err = a.session(b, t, r)
+			err = a.session(b, key, t, r)
 		}
 		if err != nil {
 			return err
@@ -546,6 +604,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	// batch or an earlier one. One with deltas is compacted to its base
 	// in this batch, so that the closed past reads as one value per
 	// bucket.
+	topClosed := false
 	for len(a.closing) > 0 && a.isClosed(a.closing[0].end) {
 		c := heap.Pop(&a.closing).(closing)
 		bk := a.open[c.key]
@@ -556,17 +615,19 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		if a.last[bk.level] == bk {
 			a.last[bk.level] = nil
 		}
-		if int(bk.level) == len(a.sizes)-1 && len(a.cursors) > 0 {
-			clear(a.cursors)
-		}
 		if a.def.Window.Kind == KindSession {
 			for dims, s := range bk.entries {
 				a.dropSession(dims, s)
 			}
+		} else {
+			a.retired = append(a.retired, bk)
 		}
 		if bk.seq > 0 {
 			bk.compact = true
 			a.markDirty(bk)
+		}
+		if int(bk.level) == len(a.sizes)-1 {
+			topClosed = true
 		}
 	}
 	for _, bk := range a.dirty {
@@ -576,6 +637,22 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		}
 	}
 	a.dirty = a.dirty[:0]
+	for _, bk := range a.retired {
+		for i, s := range bk.byID {
+			if s != nil {
+				a.freeStates = append(a.freeStates, s)
+				bk.byID[i] = nil
+			}
+		}
+		if len(a.freeIDs) < 8 {
+			a.freeIDs = append(a.freeIDs, bk.byID[:0])
+		}
+		bk.byID = nil
+	}
+	a.retired = a.retired[:0]
+	if topClosed {
+		a.renumber()
+	}
 	if a.st != stBefore {
 		if err := b.Set(streamTimeKey, appendTime(nil, a.st), nil); err != nil {
 			return err
@@ -584,11 +661,81 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	return nil
 }
 
+// renumberMin is the number of keys the interner holds beyond twice
+// the keys of the open buckets before it is renumbered (a variable for
+// tests).
+var renumberMin = 1 << 16
+
+// renumber numbers the keys of the open buckets afresh when the
+// interner holds many more keys than they do, so that it does not grow
+// with every key ever seen. It runs when a bucket of the top level
+// closes (when many keys may have left memory), after the batch's
+// buckets are written.
+func (a *Aggregation) renumber() {
+	if a.in.len() <= renumberMin {
+		return
+	}
+	remap := make([]int32, a.in.len())
+	for i := range remap {
+		remap[i] = -1
+	}
+	open := 0
+	for _, bk := range a.open {
+		bk.each(func(s *state) {
+			if remap[s.key] < 0 {
+				remap[s.key] = 0
+				open++
+			}
+		})
+	}
+	if a.in.len() <= 2*open+renumberMin {
+		return
+	}
+	in := newInterner(len(a.def.Dims))
+	for i := range remap {
+		remap[i] = -1
+	}
+	for _, bk := range a.open {
+		var err error
+		bk.each(func(s *state) {
+			if err == nil && remap[s.key] < 0 {
+				remap[s.key], err = in.encoded([]byte(s.dims), &a.parts, &a.names)
+			}
+		})
+		if err != nil {
+			return // cannot happen: the keys were encoded here; keep the old numbers
+		}
+	}
+	var moved []*state
+	for _, bk := range a.open {
+		moved = moved[:0]
+		bk.each(func(s *state) { moved = append(moved, s) })
+		clear(bk.byID)
+		for _, s := range moved {
+			s.key = remap[s.key]
+			s.dims = in.keys[s.key]
+			if bk.entries == nil {
+				bk.n--
+				bk.put(s)
+			}
+		}
+	}
+	a.in = in
+	a.renumbered++
+}
+
 // newState returns an empty state for a new window. Most events create
 // a window, so states and their stats come from chunks: one allocation
 // per few hundred windows instead of three per window, which cut the
 // collector's share of the ingest.
 func (a *Aggregation) newState(end int64) *state {
+	if n := len(a.freeStates); n > 0 {
+		s := a.freeStates[n-1]
+		a.freeStates = a.freeStates[:n-1]
+		s.reset()
+		s.end, s.dirty = end, false
+		return s
+	}
 	if len(a.slab) == 0 {
 		a.slab = make([]state, 256)
 	}
@@ -642,11 +789,24 @@ func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
 		}
 		// Open buckets are all in memory: this one is new. Sized like
 		// the last one of its level, it rarely grows.
-		hint := 0
-		if prev := a.last[level]; prev != nil {
-			hint = len(prev.entries)
+		bk = &bucket{key: string(a.key), level: level, start: start, maxEnd: end}
+		if a.def.Window.Kind == KindSession {
+			hint := 0
+			if prev := a.last[level]; prev != nil {
+				hint = prev.n
+			}
+			bk.entries = make(map[string]*state, hint)
+		} else {
+			// Sized for the keys numbered so far, it rarely grows.
+			var ids []*state
+			if n := len(a.freeIDs); n > 0 {
+				ids, a.freeIDs = a.freeIDs[n-1], a.freeIDs[:n-1]
+			}
+			if cap(ids) < a.in.len() {
+				ids = make([]*state, a.in.len(), a.in.len()+a.in.len()/8)
+			}
+			bk.byID = ids[:max(len(ids), a.in.len())]
 		}
-		bk = &bucket{key: string(a.key), level: level, start: start, maxEnd: end, entries: make(map[string]*state, hint)}
 		a.open[bk.key] = bk
 		heap.Push(&a.closing, closing{end: end, key: bk.key})
 	}
@@ -654,15 +814,9 @@ func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
 	return bk
 }
 
-// touch adds r to the window [start, end) of level, or counts it late
-// there.
-func (a *Aggregation) touch(b *pebble.Batch, level uint8, start, end int64, late bool, r *Record) error {
-	return a.touchAt(b, nil, level, start, end, late, r)
-}
-
-// touchAt is touch with the key's cursor, if it has one (tumbling
-// windows, whose states are never removed from an open bucket).
-func (a *Aggregation) touchAt(b *pebble.Batch, c *cursor, level uint8, start, end int64, late bool, r *Record) error {
+// touch adds r to the window [start, end) of level and key, or counts
+// it late there (tumbling and hopping windows).
+func (a *Aggregation) touch(b *pebble.Batch, key int32, level uint8, start, end int64, late bool, r *Record) error {
 	bk := a.bucket(level, start, end)
 	if bk == nil {
 		// A closed window: only its late count changes, in a key of its
@@ -670,21 +824,13 @@ func (a *Aggregation) touchAt(b *pebble.Batch, c *cursor, level uint8, start, en
 		if !late {
 			return fmt.Errorf("window %s: event for closed window not counted late", a.def.Name)
 		}
-		return a.countLate(b, level, start, end)
+		return a.countLate(b, key, level, start, end)
 	}
-	var s *state
-	if c != nil && c.b[level] == bk {
-		s = c.s[level]
-	} else {
-		s = bk.entries[string(a.dims)]
-		if s == nil {
-			s = a.newState(end)
-			s.dims = string(a.dims)
-			bk.entries[s.dims] = s
-		}
-		if c != nil {
-			c.b[level], c.s[level] = bk, s
-		}
+	s := bk.get(key)
+	if s == nil {
+		s = a.newState(end)
+		s.dims, s.key = a.in.keys[key], key
+		bk.put(s)
 	}
 	if late {
 		s.late++
@@ -697,8 +843,8 @@ func (a *Aggregation) touchAt(b *pebble.Batch, c *cursor, level uint8, start, en
 
 // countLate adds a late event to the late key of a closed window, read
 // and written through the batch (which sees its own writes).
-func (a *Aggregation) countLate(b *pebble.Batch, level uint8, start, end int64) error {
-	a.key = append(bucketKey(a.key[:0], prefixLate, level, start), a.dims...)
+func (a *Aggregation) countLate(b *pebble.Batch, key int32, level uint8, start, end int64) error {
+	a.key = append(bucketKey(a.key[:0], prefixLate, level, start), a.in.keys[key]...)
 	n := uint64(0)
 	v, closer, err := b.Get(a.key)
 	switch {
@@ -717,16 +863,17 @@ func (a *Aggregation) countLate(b *pebble.Batch, level uint8, start, end int64) 
 
 // session adds an event at t to its key's sessions: its own window is
 // [t, t+gap); every open session it overlaps merges with it into one.
-func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
+func (a *Aggregation) session(b *pebble.Batch, key int32, t int64, r *Record) error {
 	gap := int64(a.def.Window.Gap)
 	if a.isClosed(t + gap) {
 		// Counted in a window of its own, [t, t+gap), whatever sessions
 		// are still in memory: the answer must not depend on where the
 		// batches of the log happened to end.
 		a.late++
-		return a.countLate(b, 0, t, t+gap)
+		return a.countLate(b, key, 0, t, t+gap)
 	}
-	list := a.sessions[string(a.dims)]
+	dims := a.in.keys[key]
+	list := a.sessions[dims]
 	var hits []*session
 	start, end := t, t+gap
 	for _, s := range list {
@@ -748,12 +895,11 @@ func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
 		if bk == nil {
 			return fmt.Errorf("window %s: open session in a closed bucket", a.def.Name)
 		}
-		dims := string(a.dims)
 		st := bk.entries[dims]
 		if st == nil {
 			st = a.newState(end)
-			st.dims = dims
-			bk.entries[dims] = st
+			st.dims, st.key = dims, key
+			bk.put(st)
 		}
 		target = &session{b: bk, dims: dims, state: st}
 		a.sessions[dims] = append(a.sessions[dims], target)
@@ -764,6 +910,7 @@ func (a *Aggregation) session(b *pebble.Batch, t int64, r *Record) error {
 		}
 		target.merge(s.state, a.exact)
 		delete(s.b.entries, s.dims)
+		s.b.n--
 		a.markDirty(s.b)
 		a.dropSession(s.dims, s.state)
 	}

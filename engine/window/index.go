@@ -78,60 +78,56 @@ func indexLookup(index []byte, dim int, val string) ([]byte, error) {
 }
 
 // indexBuilder collects, per dimension and value, the offsets of a
-// base's entries; its maps and lists are reused from base to base.
+// base's entries; its lists are reused from base to base. Values are
+// the interner's numbers, so that indexing an entry is an array index
+// per dimension.
 type indexBuilder struct {
-	byValue []map[string]int // per dimension: value → list
-	lists   [][]uint32
-	names   []string
-	n       int
-	parts   []string
-	sec     []byte
+	lists [][][]uint32 // per dimension, per value id: offsets
+	used  [][]uint32   // per dimension: the value ids that have offsets
+	sec   []byte
 }
 
 func (ib *indexBuilder) reset(dims int) {
-	for len(ib.byValue) < dims {
-		ib.byValue = append(ib.byValue, map[string]int{})
+	for len(ib.lists) < dims {
+		ib.lists = append(ib.lists, nil)
+		ib.used = append(ib.used, nil)
 	}
-	for _, m := range ib.byValue {
-		clear(m)
-	}
-	ib.n = 0
-}
-
-// add indexes the entry with encoded dimensions dims at offset off.
-func (ib *indexBuilder) add(dims string, off uint32) {
-	ib.parts = splitDimsString(dims, ib.parts[:0])
-	for d, v := range ib.parts {
-		if d >= len(ib.byValue) {
-			break
+	for d := range ib.used {
+		for _, v := range ib.used[d] {
+			ib.lists[d][v] = ib.lists[d][v][:0]
 		}
-		j, ok := ib.byValue[d][v]
-		if !ok {
-			j = ib.n
-			ib.n++
-			if j == len(ib.lists) {
-				ib.lists = append(ib.lists, nil)
-				ib.names = append(ib.names, "")
-			}
-			ib.lists[j], ib.names[j] = ib.lists[j][:0], v
-			ib.byValue[d][v] = j
-		}
-		ib.lists[j] = append(ib.lists[j], off)
+		ib.used[d] = ib.used[d][:0]
 	}
 }
 
-// appendTo appends the index.
-func (ib *indexBuilder) appendTo(dst []byte) []byte {
-	for _, m := range ib.byValue {
+// add indexes the entry whose dimensions have value ids vals at offset
+// off.
+func (ib *indexBuilder) add(vals []uint32, off uint32) {
+	for d, v := range vals {
+		if int(v) >= len(ib.lists[d]) {
+			ib.lists[d] = append(ib.lists[d], make([][]uint32, int(v)+1-len(ib.lists[d]))...)
+		}
+		if len(ib.lists[d][v]) == 0 {
+			ib.used[d] = append(ib.used[d], v)
+		}
+		ib.lists[d][v] = append(ib.lists[d][v], off)
+	}
+}
+
+// appendTo appends the index; names are the values of the ids, per
+// dimension.
+func (ib *indexBuilder) appendTo(dst []byte, names [][]string) []byte {
+	for d := range names {
 		ib.sec = ib.sec[:0]
-		for _, j := range m {
-			ib.sec = binary.AppendUvarint(ib.sec, uint64(len(ib.names[j])))
-			ib.sec = append(ib.sec, ib.names[j]...)
+		for _, v := range ib.used[d] {
+			name := names[d][v]
+			ib.sec = binary.AppendUvarint(ib.sec, uint64(len(name)))
+			ib.sec = append(ib.sec, name...)
 			// The list's length is not known before encoding it.
 			at := len(ib.sec)
 			ib.sec = append(ib.sec, 0, 0, 0, 0, 0)
 			prev := uint32(0)
-			for _, off := range ib.lists[j] {
+			for _, off := range ib.lists[d][v] {
 				ib.sec = binary.AppendUvarint(ib.sec, uint64(off-prev))
 				prev = off
 			}

@@ -27,6 +27,7 @@ type state struct {
 	// being applied changed (the writer's; queries leave them zero).
 	dims  string
 	dirty bool
+	key   int32 // the number of dims in the writer's interner
 }
 
 // distinctSet counts distinct values: exactly in a set up to a limit,

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 
@@ -234,6 +235,29 @@ func (e *env) prepare(cmd *cobra.Command) error {
 		}
 		e.cleanup = append(e.cleanup, stop)
 	}
+	if f := cmd.Flags().Lookup("memprofile"); f != nil && f.Value.String() != "" {
+		file := f.Value.String()
+		e.cleanup = append(e.cleanup, func() {
+			if pf, err := os.Create(file); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(pf, 0)
+				pf.Close()
+			}
+		})
+	}
+	if f := cmd.Flags().Lookup("trace"); f != nil && f.Value.String() != "" {
+		tf, err := os.Create(f.Value.String())
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(tf); err != nil {
+			tf.Close()
+			return err
+		}
+		e.cleanup = append(e.cleanup, func() {
+			trace.Stop()
+			tf.Close()
+		})
+	}
 	return nil
 }
 
@@ -254,10 +278,12 @@ func newLogger(w *logWriter, format, level string) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: want text or json", format)
 }
 
-// cpuProfileFlag registers --cpuprofile on a group's commands; prepare
-// starts the profile and run stops it.
+// cpuProfileFlag registers --cpuprofile, --memprofile and --trace on a
+// group's commands; prepare starts them and run stops them.
 func cpuProfileFlag(g *cobra.Command) {
 	g.PersistentFlags().String("cpuprofile", "", "write a CPU profile of the run to this file")
+	g.PersistentFlags().String("memprofile", "", "write a profile of the run's allocations to this file at its end")
+	g.PersistentFlags().String("trace", "", "write an execution trace of the run to this file (go tool trace)")
 }
 
 // startProfile writes a CPU profile to file until stop is called.

@@ -179,6 +179,8 @@ func (a *Aggregation) Query(_ context.Context, q Query) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	a.beginQuery()
+	defer a.endQuery()
 	groups, res, err := a.run(p)
 	if err != nil {
 		return Result{}, err
@@ -208,6 +210,9 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 			res.StreamTime = time.Unix(0, st).UTC()
 		}
 		byKey := map[string]*group{}
+		var gslab []group
+		var dslab []string
+		slabs := stateSlab{nValues: len(a.def.Values), nDistinct: len(a.def.Distinct)}
 		var dims [][]byte
 		var gk []byte
 		grace := int64(a.def.Grace)
@@ -251,7 +256,18 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 				if len(byKey) >= p.limit {
 					return fmt.Errorf("%w: more than %d rows; narrow the query or group by fewer dimensions", ErrTooLarge, p.limit)
 				}
-				g = &group{key: string(gk), start: bstart, end: bend, st: newState(len(a.def.Values), len(a.def.Distinct), bend)}
+				// Groups, their states and dimensions come from chunks:
+				// a query's allocations are what a live ingest's
+				// collections wait for.
+				if len(gslab) == 0 {
+					gslab = make([]group, 64)
+				}
+				g, gslab = &gslab[0], gslab[1:]
+				*g = group{key: string(gk), start: bstart, end: bend, st: slabs.state(bend)}
+				if len(dslab) < len(p.group) {
+					dslab = make([]string, 64*len(p.group))
+				}
+				g.dims, dslab = dslab[:0:len(p.group)], dslab[len(p.group):]
 				for _, i := range p.group {
 					g.dims = append(g.dims, string(dims[i]))
 				}
@@ -352,6 +368,20 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 							if d, sv, rest, err = nextEntry(rest); err != nil {
 								break
 							}
+							// An entry the filter drops is dropped from the
+							// older records too (same key, same values): it
+							// need not be remembered. A live ingest's deltas
+							// hold up to half a bucket, and remembering all
+							// of them was most of a filtered query's work.
+							if len(p.filter) > 0 {
+								var keep bool
+								if keep, err = a.keeps(p, d, &dims); err != nil {
+									break
+								}
+								if !keep {
+									continue
+								}
+							}
 							if more {
 								if _, ok := seen[string(d)]; ok {
 									continue
@@ -383,6 +413,24 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 	return out, res, nil
 }
 
+// keeps tells whether the entry with encoded dimensions d passes the
+// query's filter; dims is scratch.
+func (a *Aggregation) keeps(p *plan, d []byte, dims *[][]byte) (bool, error) {
+	var err error
+	if *dims, err = splitDims(d, *dims); err != nil {
+		return false, err
+	}
+	if len(*dims) != len(a.def.Dims) {
+		return false, errBadKey
+	}
+	for _, f := range p.filter {
+		if string((*dims)[f.i]) != f.value {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // filtered returns, for a base with an index and a query with a filter,
 // the offsets of the entries of the filter's value that has the fewest
 // (the others are checked on each entry); ok is false when every entry
@@ -405,6 +453,7 @@ func (a *Aggregation) filtered(p *plan, index []byte) (offsets []byte, ok bool, 
 
 func (a *Aggregation) rows(p *plan, groups []*group, st time.Time) []Row {
 	rows := make([]Row, 0, len(groups))
+	var floats []float64 // min, max and average, from chunks
 	for _, g := range groups {
 		r := Row{
 			Start: time.Unix(0, g.start).UTC(), End: time.Unix(0, g.end).UTC(),
@@ -422,8 +471,13 @@ func (a *Aggregation) rows(p *plan, groups []*group, st time.Time) []Row {
 			for i, name := range a.def.Values {
 				s := Stat{Sum: g.st.stats[3*i]}
 				if g.st.count > 0 {
-					mn, mx, avg := g.st.stats[3*i+1], g.st.stats[3*i+2], g.st.stats[3*i]/float64(g.st.count)
-					s.Min, s.Max, s.Avg = &mn, &mx, &avg
+					if len(floats) < 3 {
+						floats = make([]float64, 3*min(len(groups), 256)*len(a.def.Values))
+					}
+					f := floats[:3:3]
+					floats = floats[3:]
+					f[0], f[1], f[2] = g.st.stats[3*i+1], g.st.stats[3*i+2], g.st.stats[3*i]/float64(g.st.count)
+					s.Min, s.Max, s.Avg = &f[0], &f[1], &f[2]
 				}
 				r.Values[name] = s
 			}
@@ -488,11 +542,14 @@ func (a *Aggregation) Live(ctx context.Context, q Query, emit func(Result) error
 		if closed {
 			return ErrClosed
 		}
+		a.beginQuery()
 		groups, res, err := a.run(p)
 		if err != nil {
+			a.endQuery()
 			return err
 		}
 		all := a.rows(p, groups, res.StreamTime)
+		a.endQuery()
 		// Only the rows of this answer are remembered: what a live query
 		// holds is bounded like an answer.
 		now := make(map[string]Row, len(all))

@@ -48,6 +48,37 @@ func newState(nValues, nDistinct int, end int64) *state {
 	return s
 }
 
+// stateSlab hands out empty states from chunks (a query's groups).
+type stateSlab struct {
+	nValues, nDistinct int
+	states             []state
+	floats             []float64
+	distinct           []distinctSet
+}
+
+func (sl *stateSlab) state(end int64) *state {
+	if len(sl.states) == 0 {
+		sl.states = make([]state, 64)
+	}
+	s := &sl.states[0]
+	sl.states = sl.states[1:]
+	n := 3 * sl.nValues
+	if len(sl.floats) < n {
+		sl.floats = make([]float64, 64*n)
+	}
+	s.end, s.stats, sl.floats = end, sl.floats[:n:n], sl.floats[n:]
+	for i := 0; i < n; i += 3 {
+		s.stats[i+1], s.stats[i+2] = math.Inf(1), math.Inf(-1)
+	}
+	if sl.nDistinct > 0 {
+		if len(sl.distinct) < sl.nDistinct {
+			sl.distinct = make([]distinctSet, 64*sl.nDistinct)
+		}
+		s.distinct, sl.distinct = sl.distinct[:sl.nDistinct:sl.nDistinct], sl.distinct[sl.nDistinct:]
+	}
+	return s
+}
+
 // reset makes s empty (no events, no late ones).
 func (s *state) reset() {
 	s.count, s.late = 0, 0

@@ -141,8 +141,6 @@ type Aggregation struct {
 	// its work and, while one runs, waits (up to maxYield) for it to end
 	// (yieldToQueries).
 	queries atomic.Int32
-	quiet   chan struct{} // signalled when queries drops to 0
-	yieldT  *time.Timer   // the writer's
 
 	mu      sync.Mutex
 	changed chan struct{} // closed after each commit
@@ -229,7 +227,6 @@ func Open(dir string, def Definition, opts Options) (*Aggregation, error) {
 	a := &Aggregation{
 		def: def, dir: dir, opts: opts, sizes: def.levelSizes(), exact: def.DistinctExact,
 		changed: make(chan struct{}),
-		quiet:   make(chan struct{}, 1),
 		rec: Record{
 			Dims:     make([]string, len(def.Dims)),
 			Values:   make([]float64, len(def.Values)),
@@ -561,41 +558,24 @@ func (a *Aggregation) isClosed(end int64) bool {
 const (
 	yieldEvery = 256
 	maxYield   = 10 * time.Millisecond
+	yieldPoll  = 50 * time.Microsecond
 )
 
 func (a *Aggregation) beginQuery() { a.queries.Add(1) }
 
-func (a *Aggregation) endQuery() {
-	if a.queries.Add(-1) == 0 {
-		select {
-		case a.quiet <- struct{}{}:
-		default:
-		}
-	}
-}
+func (a *Aggregation) endQuery() { a.queries.Add(-1) }
 
-// yieldToQueries waits, up to maxYield, for running queries to end.
+// yieldToQueries waits, up to maxYield, for running queries to end. It
+// polls: a query that woke the writer as it ended (a channel send) was
+// the goroutine preempted for it, inside the query's time.
 func (a *Aggregation) yieldToQueries() {
 	if a.queries.Load() == 0 {
 		return
 	}
-	select {
-	case <-a.quiet: // a stale signal
-	default:
+	deadline := time.Now().Add(maxYield)
+	for a.queries.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(yieldPoll)
 	}
-	if a.queries.Load() == 0 {
-		return
-	}
-	if a.yieldT == nil {
-		a.yieldT = time.NewTimer(maxYield)
-	} else {
-		a.yieldT.Reset(maxYield)
-	}
-	select {
-	case <-a.quiet:
-	case <-a.yieldT.C:
-	}
-	a.yieldT.Stop()
 }
 
 // update is the PebbleView's update function.

@@ -2,10 +2,13 @@ package window
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/logbook/logbook/engine/eventstore"
 )
 
 // TestKeyNumbers checks the writer's numbering of keys: senders change
@@ -93,5 +96,36 @@ func TestKeyNumbers(t *testing.T) {
 		if g, w := show(got.Rows), show(m.query(q)); g != w {
 			t.Fatalf("query %d %+v (seed %d):\ngot:\n%s\nwant:\n%s", i, q, seed, g, w)
 		}
+	}
+}
+
+// TestYieldBound holds a query open while a batch is applied: the writer
+// steps aside for it, but for at most half of its time.
+func TestYieldBound(t *testing.T) {
+	def := testDef("yield", Tumbling(time.Minute), 2*time.Minute, time.Hour)
+	a, err := Open(t.TempDir(), def, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var batch []eventstore.Event
+	base := at("2024-02-28T22:00:00Z").UnixNano()
+	for i := range 40 * yieldEvery {
+		data, _ := json.Marshal(tev{T: base + int64(i)*int64(time.Second), Sender: fmt.Sprintf("s%d", i%50), Kind: "k", V: 1, User: "u"})
+		batch = append(batch, eventstore.Event{Position: uint64(i + 1), Type: "sent", Data: data})
+	}
+	a.beginQuery()
+	start := time.Now()
+	if err := a.Apply(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	a.endQuery()
+	if a.yielded == 0 || a.yielded > el/2+maxYield {
+		t.Errorf("yielded %v of %v", a.yielded, el)
+	}
+	got, err := a.Query(context.Background(), Query{Unit: time.Hour})
+	if err != nil || len(got.Rows) == 0 {
+		t.Fatalf("%d rows, %v", len(got.Rows), err)
 	}
 }

@@ -357,25 +357,34 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 	c := notifyClient{t: t, base: "http://" + addr}
 	c.waitUp(nil)
 	t0 := time.Date(2026, 5, 1, 10, 0, 30, 0, time.UTC)
-	var first, second service.Accepted
-	for i, req := range []struct {
-		ts  time.Time
-		acc *service.Accepted
-	}{{t0, &first}, {t0.Add(5 * time.Minute), &second}} {
-		body, _ := json.Marshal(map[string]any{"type": "like_update", "club_id": 2, "sender": "coach", "timestamp": req.ts, "to_club": true})
-		if code := c.call("POST", "/api/notifications", "sender-token", fmt.Sprint("k", i), body, req.acc); code != 202 {
+	// The second send, five minutes later in event time, closes the first
+	// one's minute (grace 1 s) so that the sink writes its final row. It
+	// goes only once the first is done: the pipeline runs requests side by
+	// side, and outcomes of the first that came after the second's would
+	// be late for their window, counted as late and not in the row.
+	send := func(i int, ts time.Time) service.Accepted {
+		var acc service.Accepted
+		body, _ := json.Marshal(map[string]any{"type": "like_update", "club_id": 2, "sender": "coach", "timestamp": ts, "to_club": true})
+		if code := c.call("POST", "/api/notifications", "sender-token", fmt.Sprint("k", i), body, &acc); code != 202 {
 			t.Fatalf("send %d: %d", i, code)
 		}
+		return acc
 	}
+	waitDone := func(id string) service.Status {
+		var st service.Status
+		for start := time.Now(); st.State != "done"; time.Sleep(10 * time.Millisecond) {
+			if code := c.call("GET", "/api/notifications/"+id, "viewer-token", "", nil, &st); code != 200 || time.Since(start) > 20*time.Second {
+				t.Fatalf("status %d %+v", code, st)
+			}
+		}
+		return st
+	}
+	first := send(0, t0)
 	if first.Recipients != 10 { // ids 1 + id%4 == 2: 1, 5, …, 37
 		t.Fatalf("club 2 has %d members in the send, want 10", first.Recipients)
 	}
-	var st service.Status
-	for start := time.Now(); st.State != "done"; time.Sleep(10 * time.Millisecond) {
-		if code := c.call("GET", "/api/notifications/"+first.ID, "viewer-token", "", nil, &st); code != 200 || time.Since(start) > 20*time.Second {
-			t.Fatalf("status %d %+v", code, st)
-		}
-	}
+	st := waitDone(first.ID)
+	waitDone(send(1, t0.Add(5*time.Minute)).ID)
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		var requested, delivered float64
 		err := src.Pool.QueryRow(context.Background(), `SELECT requested_sum, delivered_sum FROM `+schema+`.notifications_minute

@@ -253,11 +253,11 @@ func newPepaODECmd(e *env) *cobra.Command {
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
 	var opt pepa.FluidOptions
-	fs.Float64Var(&opt.Step, "step", 0, "integration step (default 0.5 / the fastest rate)")
+	fs.Float64Var(&opt.Step, "step", 0, "integration step (default 0.5 / the fastest rate; closure: 0.25 / the largest exit rate of a local state)")
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-5, "steady when window means change by at most this, relative")
-	fs.Float64Var(&opt.MaxTime, "max-time", 0, "give up after this much model time (default 1e7 for rk4, 1e12 for implicit)")
+	fs.Float64Var(&opt.MaxTime, "max-time", 0, "give up after this much model time (default 1e7 for rk4 and closure, 1e12 for implicit)")
 	fs.Float64Var(&opt.Top, "top", 1e4, "implicit: a passive side with fewer than 1/top copies enabling an action slows its partner in proportion")
-	method := fs.String("method", "implicit", "implicit (backward Euler with growing steps, for stiff models and large populations) or rk4 (explicit Runge–Kutta, window means)")
+	method := fs.String("method", "implicit", "implicit (backward Euler with growing steps, for stiff models and large populations), rk4 (explicit Runge–Kutta, window means) or closure (means and covariances, normal moment closure: second order, for small populations)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this much wall-clock time")
 	asJSON := jsonFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -266,10 +266,10 @@ func newPepaODECmd(e *env) *cobra.Command {
 			return usageError{"--step and --max-time must not be negative; --tolerance, --top and --timeout must be positive"}
 		}
 		solve := map[string]func(*pepa.System, context.Context, pepa.FluidOptions) (*pepa.FluidResult, error){
-			"implicit": (*pepa.System).FluidImplicit, "rk4": (*pepa.System).Fluid,
+			"implicit": (*pepa.System).FluidImplicit, "rk4": (*pepa.System).Fluid, "closure": (*pepa.System).Closure,
 		}[*method]
 		if solve == nil {
-			return usageError{fmt.Sprintf("--method %q: implicit or rk4", *method)}
+			return usageError{fmt.Sprintf("--method %q: implicit, rk4 or closure", *method)}
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {

@@ -33,10 +33,13 @@ type FluidResult struct {
 	Steps     int     `json:"steps"` // integration steps
 	Step      float64 `json:"step"`
 	Converged bool    `json:"converged"`
-	Method    string  `json:"method"` // rk4 (Fluid) or implicit (FluidImplicit)
+	Method    string  `json:"method"` // rk4 (Fluid), implicit (FluidImplicit) or closure (Closure)
 	Change    float64 `json:"change"` // the last window's relative change
 	Seconds   float64 `json:"seconds"`
 	Measures
+	// Variances, under Closure only: the variance of the count of copies
+	// in each local state of each component.
+	Variances map[string]map[string]float64 `json:"variances,omitempty"`
 }
 
 // Fluid integrates the fluid (ODE) approximation of the model to steady

@@ -62,6 +62,10 @@ func TestPepaCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"converged": true`) {
 		t.Errorf("ode: %d %s %s", code, out, stderr)
 	}
+	code, out, stderr = runCLI(t, "pepa", "ode", model, "--set", "a=5", "--set", "n=20", "--method", "closure", "--json")
+	if code != 0 || !strings.Contains(out, `"method": "closure"`) || !strings.Contains(out, `"variances"`) || !strings.Contains(out, `"athletics": 4.79`) {
+		t.Errorf("ode --method closure: %d %s %s", code, out, stderr)
+	}
 	code, out, stderr = runCLI(t, "pepa", "sim", model, "--seed", "3", "--time", "2000", "--json")
 	if code != 0 || !strings.Contains(out, `"half_width"`) {
 		t.Errorf("sim: %d %s %s", code, out, stderr)
@@ -89,6 +93,7 @@ func TestPepaErrors(t *testing.T) {
 		{[]string{"pepa", "sweep", model, "--param", "a", "--actions", "nope"}, 2, `no action "nope"`},
 		{[]string{"pepa", "sweep", model, "--param", "a", "--csv", "--json"}, 2, "exclude each other"},
 		{[]string{"pepa", "sim", model, "--batches", "1"}, 2, "--batches at least 2"},
+		{[]string{"pepa", "ode", model, "--method", "euler"}, 2, "implicit, rk4 or closure"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.msg) {

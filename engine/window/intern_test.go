@@ -13,12 +13,16 @@ import (
 
 // TestKeyNumbers checks the writer's numbering of keys: senders change
 // from day to day, so that keys leave memory as days close, and the
-// numbers are made afresh at every close of a day (renumberMin 0) and
+// numbers are made afresh at every close of a day (renumberMin below 0) and
 // at each reopen. Every window must stay exact against the model, and
 // the interner must not hold many more keys than the open buckets.
 func TestKeyNumbers(t *testing.T) {
 	defer func(n int) { renumberMin = n }(renumberMin)
-	renumberMin = 0
+	// Below zero: at every close of a day, however many keys are open.
+	// (At 0 the close renumbers only when the interner holds more than
+	// twice the open keys, which a catch-up batch that already holds the
+	// new day's every key does not leave: 36 keys, 18 open, in some runs.)
+	renumberMin = -1 << 30
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 9))

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -152,6 +153,10 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 			// other, not for the server (100 planners: 6,800
 			// commands/s over 8 connections, 11,000–13,000 over 100).
 			t.conns = min(cfg.Users, 512)
+			// One connection per planner, used by the planner's own
+			// goroutine: no hand-off to a writer and a reader per
+			// request (plain http only).
+			cfg.Direct = cfg.Users <= 512 && strings.HasPrefix(t.url, "http://")
 		}
 		c, err := t.client()
 		if err != nil {

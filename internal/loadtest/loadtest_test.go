@@ -67,6 +67,12 @@ func TestReadIsOpenModel(t *testing.T) {
 }
 
 func TestWritePlanners(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) { testWritePlanners(t, direct) })
+	}
+}
+
+func testWritePlanners(t *testing.T, direct bool) {
 	var paths atomic.Int64
 	var failed atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +85,7 @@ func TestWritePlanners(t *testing.T) {
 	defer srv.Close()
 	c := NewClient(srv.URL, "tok", 16, 0)
 	defer c.Close()
-	res, err := RunWrite(context.Background(), c, WriteConfig{Users: 20, Legs: 5, Waves: 4, WaveInterval: 10 * time.Millisecond})
+	res, err := RunWrite(context.Background(), c, WriteConfig{Users: 20, Legs: 5, Waves: 4, WaveInterval: 10 * time.Millisecond, Direct: direct})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,9 @@ type WriteConfig struct {
 	Waves        int               // users start in this many waves (default 10)
 	WaveInterval time.Duration     // between waves (default 100 ms)
 	RunID        string            // makes ids unique across runs
+	// Direct gives each planner a connection of its own (Conn) instead
+	// of the shared pipelining Client.
+	Direct bool
 	Progress     *progress.Counter // counts commands answered, if not nil
 }
 
@@ -87,10 +90,20 @@ func RunWrite(ctx context.Context, c *Client, cfg WriteConfig) (WriteResult, err
 				return WriteResult{}, ctx.Err()
 			}
 		}
+		var do doer = c
+		if cfg.Direct {
+			k, err := c.NewConn()
+			if err != nil {
+				wg.Wait()
+				return WriteResult{}, err
+			}
+			defer k.Close()
+			do = k
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			planner(ctx, c, cfg, u, rec)
+			planner(ctx, do, cfg, u, rec)
 		}()
 	}
 	wg.Wait()
@@ -112,7 +125,12 @@ func RunWrite(ctx context.Context, c *Client, cfg WriteConfig) (WriteResult, err
 
 // planner is one simulated user. A failed step ends the user's session,
 // as it would a person's; the failure is counted.
-func planner(ctx context.Context, c *Client, cfg WriteConfig, u int, rec *recorder) {
+// doer sends one request and reads its answer: a Client or a Conn.
+type doer interface {
+	Do(ctx context.Context, method, path, body string) (int, []byte, error)
+}
+
+func planner(ctx context.Context, c doer, cfg WriteConfig, u int, rec *recorder) {
 	step := func(method, path, body string) ([]byte, bool) {
 		t0 := time.Now()
 		_, data, err := c.Do(ctx, method, path, body)

@@ -21,14 +21,14 @@ import (
 // to it. Planners start in waves.
 type WriteConfig struct {
 	Users        int
-	Legs         int               // legs per user
-	Waves        int               // users start in this many waves (default 10)
-	WaveInterval time.Duration     // between waves (default 100 ms)
-	RunID        string            // makes ids unique across runs
+	Legs         int           // legs per user
+	Waves        int           // users start in this many waves (default 10)
+	WaveInterval time.Duration // between waves (default 100 ms)
+	RunID        string        // makes ids unique across runs
 	// Direct gives each planner a connection of its own (Conn) instead
 	// of the shared pipelining Client.
-	Direct bool
-	Progress     *progress.Counter // counts commands answered, if not nil
+	Direct   bool
+	Progress *progress.Counter // counts commands answered, if not nil
 }
 
 // WriteResult has the columns of the thesis's write-model results table:

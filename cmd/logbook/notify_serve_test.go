@@ -370,10 +370,12 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 		}
 		return acc
 	}
-	waitDone := func(id string) service.Status {
+	// min_position: the state view answers once it has applied the send.
+	waitDone := func(acc service.Accepted) service.Status {
 		var st service.Status
 		for start := time.Now(); st.State != "done"; time.Sleep(10 * time.Millisecond) {
-			if code := c.call("GET", "/api/notifications/"+id, "viewer-token", "", nil, &st); code != 200 || time.Since(start) > 20*time.Second {
+			path := fmt.Sprintf("/api/notifications/%s?min_position=%d", acc.ID, acc.Position)
+			if code := c.call("GET", path, "viewer-token", "", nil, &st); code != 200 || time.Since(start) > 20*time.Second {
 				t.Fatalf("status %d %+v", code, st)
 			}
 		}
@@ -383,8 +385,8 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 	if first.Recipients != 10 { // ids 1 + id%4 == 2: 1, 5, …, 37
 		t.Fatalf("club 2 has %d members in the send, want 10", first.Recipients)
 	}
-	st := waitDone(first.ID)
-	waitDone(send(1, t0.Add(5*time.Minute)).ID)
+	st := waitDone(first)
+	waitDone(send(1, t0.Add(5*time.Minute)))
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		var requested, delivered float64
 		err := src.Pool.QueryRow(context.Background(), `SELECT requested_sum, delivered_sum FROM `+schema+`.notifications_minute

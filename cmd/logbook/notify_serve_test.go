@@ -205,7 +205,7 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 	}
 	var st service.Status
 	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		if code := c.call("GET", "/api/notifications/"+acc.ID, "viewer-token", "", nil, &st); code != 200 {
+		if code := c.call("GET", fmt.Sprintf("/api/notifications/%s?min_position=%d", acc.ID, acc.Position), "viewer-token", "", nil, &st); code != 200 {
 			t.Fatalf("status: %d", code)
 		}
 		if st.State == "done" {
@@ -242,7 +242,7 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 	}
 	var lateSt service.Status
 	for start := time.Now(); lateSt.State != "done"; time.Sleep(10 * time.Millisecond) {
-		if code := c.call("GET", "/api/notifications/"+late.ID, "viewer-token", "", nil, &lateSt); code != 200 || time.Since(start) > 20*time.Second {
+		if code := c.call("GET", fmt.Sprintf("/api/notifications/%s?min_position=%d", late.ID, late.Position), "viewer-token", "", nil, &lateSt); code != 200 || time.Since(start) > 20*time.Second {
 			t.Fatalf("status %d %+v", code, lateSt)
 		}
 	}

@@ -255,8 +255,12 @@ func (b *batch) upsertUser(old, nw row) error {
 }
 
 // clubOf reads the club the view has for a user.
-func (b *batch) clubOf(id int64) (int64, bool, error) {
-	raw, ok, err := b.get(idKey(prefixClubOf, id))
+func (b *batch) clubOf(id int64) (int64, bool, error) { return b.getID(prefixClubOf, id) }
+
+// getID reads the id stored under id in one of the view's id-to-id
+// indexes (a user's club, a device's user).
+func (b *batch) getID(prefix byte, id int64) (int64, bool, error) {
+	raw, ok, err := b.get(idKey(prefix, id))
 	if err != nil || !ok {
 		return 0, false, err
 	}
@@ -368,16 +372,7 @@ func (b *batch) upsertDevice(old, nw row) error {
 }
 
 // deviceUser returns the user the view has device id under.
-func (b *batch) deviceUser(id int64) (int64, bool, error) {
-	raw, ok, err := b.get(idKey(prefixDevIdx, id))
-	if err != nil || !ok {
-		return 0, false, err
-	}
-	if len(raw) != 8 {
-		return 0, false, errCorrupt
-	}
-	return int64(binary.BigEndian.Uint64(raw)), true, nil
-}
+func (b *batch) deviceUser(id int64) (int64, bool, error) { return b.getID(prefixDevIdx, id) }
 
 func (b *batch) deleteDevice(id int64) error {
 	user, ok, err := b.deviceUser(id)

@@ -30,6 +30,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/jackc/pglogrepl"
 
+	"github.com/logbook/logbook/internal/pebbleformat"
 	"github.com/logbook/logbook/services/notify"
 )
 
@@ -203,31 +204,8 @@ func OpenView(dir string, opts ViewOptions) (*View, error) {
 }
 
 func (v *View) load() error {
-	got, closer, err := v.db.Get(formatKey)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		iter, err := v.db.NewIter(nil)
-		if err != nil {
-			return err
-		}
-		empty := !iter.First()
-		if err := iter.Close(); err != nil {
-			return err
-		}
-		if !empty {
-			return errors.New("directory holds a Pebble database that is not a users view")
-		}
-		if err := v.db.Set(formatKey, []byte(viewFormat), pebble.Sync); err != nil {
-			return err
-		}
-	case err != nil:
+	if err := pebbleformat.Claim(v.db, formatKey, viewFormat, "users view"); err != nil {
 		return err
-	default:
-		format := string(got)
-		_ = closer.Close()
-		if format != viewFormat {
-			return fmt.Errorf("view format %q, this build reads %q", format, viewFormat)
-		}
 	}
 	pos, err := readPosition(v.db)
 	v.pos = pos

@@ -90,7 +90,7 @@ func TestViewRowsAndLookups(t *testing.T) {
 	}
 	must(t, db.Set([]byte("k"), []byte("v"), pebble.Sync))
 	must(t, db.Close())
-	if _, err := OpenView(other, ViewOptions{}); err == nil || !strings.Contains(err.Error(), "not a users view") {
+	if _, err := OpenView(other, ViewOptions{}); err == nil || !strings.Contains(err.Error(), "not a logbook users view") {
 		t.Fatalf("opening another database: %v", err)
 	}
 }

@@ -141,6 +141,20 @@ type Route[T any] struct {
 	Handle func(T, http.ResponseWriter, *http.Request) error
 }
 
+// NewRoute is the route for pattern ("METHOD /path") that tokens of role
+// may call, served where kind says, handled by h.
+func NewRoute[T any](pattern string, role auth.Role, kind Kind, h func(T, http.ResponseWriter, *http.Request) error) Route[T] {
+	method, path, _ := strings.Cut(pattern, " ")
+	return Route[T]{Spec: Spec{Method: method, Path: path, Role: role, Kind: kind}, Handle: h}
+}
+
+// WithQuery returns r taking the query parameters params; its handler
+// refuses any other.
+func (r Route[T]) WithQuery(params ...string) Route[T] {
+	r.Query = params
+	return r
+}
+
 // Specs returns the routes' specs.
 func Specs[T any](routes []Route[T]) []Spec {
 	out := make([]Spec, len(routes))

@@ -121,27 +121,22 @@ var Routes = []api.Route[*API]{
 
 // command is a route that changes the schedule: planners only.
 func command(pattern string, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	return route(pattern, auth.Planner, api.Command, h)
+	return api.NewRoute(pattern, auth.Planner, api.Command, h)
 }
 
 // read is a route that reads an aggregate from the write model.
 func read(pattern string, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	return route(pattern, auth.Viewer, api.AggregateRead, h)
+	return api.NewRoute(pattern, auth.Viewer, api.AggregateRead, h)
 }
 
 // view is a query of the validation view, answered through the response
 // cache (query); it takes the query parameters named and min_position.
 func view(pattern string, build func(r *http.Request, v *flights.Validation) (any, error), query ...string) api.Route[*API] {
-	rt := route(pattern, auth.Viewer, api.ViewQuery, func(s *API, w http.ResponseWriter, r *http.Request) error {
+	rt := api.NewRoute(pattern, auth.Viewer, api.ViewQuery, func(s *API, w http.ResponseWriter, r *http.Request) error {
 		return s.query(w, r, build)
 	})
 	rt.Query = append(query, api.MinPosition)
 	return rt
-}
-
-func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	method, path, _ := strings.Cut(pattern, " ")
-	return api.Route[*API]{Spec: api.Spec{Method: method, Path: path, Role: role, Kind: kind}, Handle: h}
 }
 
 // New returns the flights HTTP API under /api/ for svc: on a full node

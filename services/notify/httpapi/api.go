@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/logbook/logbook/engine/api"
@@ -52,28 +51,18 @@ type API struct {
 
 // Routes is the notify API's route table.
 var Routes = []api.Route[*API]{
-	route("POST /api/notifications", auth.Sender, api.Command, (*API).send),
-	withQuery(route("GET /api/notifications", auth.Viewer, api.ViewQuery, (*API).list), "limit"),
-	withQuery(route("GET /api/notifications/{id}", auth.Viewer, api.ViewQuery, (*API).get), api.MinPosition),
-	withQuery(route("GET /api/dead-letters", auth.Viewer, api.ViewQuery, (*API).deadLetters), "request", "after", "limit"),
-	route("POST /api/dead-letters/replay", auth.Sender, api.Command, (*API).replay),
-	route("GET /api/clubs", auth.Viewer, api.ViewQuery, (*API).clubs),
-	route("GET /api/notification-types", auth.Viewer, api.Anywhere, (*API).types),
+	api.NewRoute("POST /api/notifications", auth.Sender, api.Command, (*API).send),
+	api.NewRoute("GET /api/notifications", auth.Viewer, api.ViewQuery, (*API).list).WithQuery("limit"),
+	api.NewRoute("GET /api/notifications/{id}", auth.Viewer, api.ViewQuery, (*API).get).WithQuery(api.MinPosition),
+	api.NewRoute("GET /api/dead-letters", auth.Viewer, api.ViewQuery, (*API).deadLetters).WithQuery("request", "after", "limit"),
+	api.NewRoute("POST /api/dead-letters/replay", auth.Sender, api.Command, (*API).replay),
+	api.NewRoute("GET /api/clubs", auth.Viewer, api.ViewQuery, (*API).clubs),
+	api.NewRoute("GET /api/notification-types", auth.Viewer, api.Anywhere, (*API).types),
 	{Spec: api.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, err := w.Write(openapiJSON)
 		return err
 	}},
-}
-
-func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	method, path, _ := strings.Cut(pattern, " ")
-	return api.Route[*API]{Spec: api.Spec{Method: method, Path: path, Role: role, Kind: kind}, Handle: h}
-}
-
-func withQuery(r api.Route[*API], params ...string) api.Route[*API] {
-	r.Query = params
-	return r
 }
 
 // New returns the notify HTTP API for svc, mounted on mux (which also

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/logbook/logbook/engine/aggregate"
@@ -48,12 +47,12 @@ type API struct {
 
 // Routes is the tickets API's route table.
 var Routes = []api.Route[*API]{
-	withQuery(route("GET /api/tickets/search", auth.Viewer, api.ViewQuery, (*API).search), "sport", "owner", "day", "available", "limit", api.MinPosition),
+	route("GET /api/tickets/search", auth.Viewer, api.ViewQuery, (*API).search).WithQuery("sport", "owner", "day", "available", "limit", api.MinPosition),
 	route("POST /api/tickets/{id}/book", auth.Booker, api.Command, (*API).book),
 	route("POST /api/tickets/{id}/return", auth.Booker, api.Command, (*API).giveBack),
 	route("GET /api/tickets/control", auth.Viewer, api.Anywhere, (*API).control),
 	route("GET /api/tickets/stats", auth.Viewer, api.Anywhere, (*API).stats),
-	withQuery(route("GET /api/tickets/live", auth.Viewer, api.Anywhere, (*API).liveStats), "interval", "format"),
+	route("GET /api/tickets/live", auth.Viewer, api.Anywhere, (*API).liveStats).WithQuery("interval", "format"),
 	route("GET /api/tickets/session", auth.Viewer, api.Anywhere, (*API).session),
 	{Spec: api.Spec{Method: "GET", Path: "/api/tickets/openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
@@ -62,15 +61,16 @@ var Routes = []api.Route[*API]{
 	}},
 }
 
+// route is api.NewRoute with a Retry-After on the answers of a busy
+// store.
 func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	method, path, _ := strings.Cut(pattern, " ")
-	return api.Route[*API]{Spec: api.Spec{Method: method, Path: path, Role: role, Kind: kind}, Handle: func(a *API, w http.ResponseWriter, r *http.Request) error {
+	return api.NewRoute(pattern, role, kind, func(a *API, w http.ResponseWriter, r *http.Request) error {
 		err := h(a, w, r)
 		if errors.Is(err, tickets.ErrBusy) || errors.Is(err, tickets.ErrKeyBusy) {
 			w.Header().Set("Retry-After", "1")
 		}
 		return err
-	}}
+	})
 }
 
 // New returns the tickets HTTP API for svc. Every route but the OpenAPI
@@ -117,13 +117,6 @@ func domainErrors(err error) (problem.Details, bool) {
 		return api.Problem(http.StatusServiceUnavailable, api.TypeUnavailable, err.Error()), true
 	}
 	return problem.Details{}, false
-}
-
-// withQuery names the query parameters a route takes; engine/api
-// refuses others.
-func withQuery(r api.Route[*API], params ...string) api.Route[*API] {
-	r.Query = params
-	return r
 }
 
 func (a *API) search(w http.ResponseWriter, r *http.Request) error {

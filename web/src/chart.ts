@@ -6,10 +6,11 @@
 // sports still draws a readable chart.
 
 const SVG = "http://www.w3.org/2000/svg";
-const COLOURS = ["#1d4f91", "#b3141d", "#1f7a3e", "#9a4a00", "#6a2c91", "#00727a", "#5a6575", "#a0286a"];
-const DASHES = ["", "6 3", "2 3", "8 3 2 3", "", "6 3", "2 3", "8 3 2 3"];
-const MAX_LINES = 8;
-const OTHERS = "others";
+// The lines' looks, shared with windowchart.ts.
+export const COLOURS = ["#1d4f91", "#b3141d", "#1f7a3e", "#9a4a00", "#6a2c91", "#00727a", "#5a6575", "#a0286a"];
+export const DASHES = ["", "6 3", "2 3", "8 3 2 3", "", "6 3", "2 3", "8 3 2 3"];
+export const MAX_LINES = 8;
+export const OTHERS = "others";
 
 const W = 560;
 const H = 210;
@@ -23,14 +24,14 @@ interface Point {
   v: Record<string, number>;
 }
 
-function svg(tag: string, attrs: Record<string, string | number> = {}): SVGElement {
+export function svg(tag: string, attrs: Record<string, string | number> = {}): SVGElement {
   const el = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
   return el;
 }
 
 /** The smallest of 1, 2, 5 × 10^k at least x (and at least 1). */
-function niceMax(x: number): number {
+export function niceMax(x: number): number {
   if (x <= 1) return 1;
   const p = 10 ** Math.floor(Math.log10(x));
   for (const m of [1, 2, 5, 10]) if (m * p >= x) return m * p;

@@ -5,11 +5,7 @@
 // page's metrics chart; its data comes from a push query and is redrawn
 // whenever a window changes.
 
-const SVG = "http://www.w3.org/2000/svg";
-const COLOURS = ["#1d4f91", "#b3141d", "#1f7a3e", "#9a4a00", "#6a2c91", "#00727a", "#5a6575", "#a0286a"];
-const DASHES = ["", "6 3", "2 3", "8 3 2 3", "", "6 3", "2 3", "8 3 2 3"];
-const MAX_LINES = 8;
-const OTHERS = "others";
+import { COLOURS, DASHES, MAX_LINES, OTHERS, niceMax, svg } from "./chart";
 
 const W = 620;
 const H = 220;
@@ -22,19 +18,6 @@ export interface Series {
   name: string;
   /** window start (ms since the epoch) to the count in that window */
   points: Map<number, number>;
-}
-
-function svg(tag: string, attrs: Record<string, string | number> = {}): SVGElement {
-  const el = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  return el;
-}
-
-function niceMax(x: number): number {
-  if (x <= 1) return 1;
-  const p = 10 ** Math.floor(Math.log10(x));
-  for (const m of [1, 2, 5, 10]) if (m * p >= x) return m * p;
-  return 10 * p;
 }
 
 function total(s: Series): number {

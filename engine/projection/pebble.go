@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/internal/pebbleformat"
+	"github.com/logbook/logbook/engine/pebbleformat"
 )
 
 // PebbleView is the storage of a durable view: a Pebble database of its

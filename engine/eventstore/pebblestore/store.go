@@ -24,7 +24,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/internal/pebbleformat"
+	"github.com/logbook/logbook/engine/pebbleformat"
 )
 
 // Options configure a Store. The zero value is the production setting.

@@ -30,7 +30,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/jackc/pglogrepl"
 
-	"github.com/logbook/logbook/internal/pebbleformat"
+	"github.com/logbook/logbook/engine/pebbleformat"
 	"github.com/logbook/logbook/services/notify"
 )
 

@@ -48,11 +48,11 @@ type Lanes struct {
 func (r *vrot) window(from, to time.Time) (int, int) {
 	i := 0
 	if !from.IsZero() {
-		i = sort.Search(len(r.legs), func(k int) bool { return r.legs[k].Arrival.After(from) })
+		i = sort.Search(len(r.legs), func(k int) bool { return r.legs[k].arrival().After(from) })
 	}
 	j := len(r.legs)
 	if !to.IsZero() {
-		j = sort.Search(len(r.legs), func(k int) bool { return !r.legs[k].Departure.Before(to) })
+		j = sort.Search(len(r.legs), func(k int) bool { return !r.legs[k].departure().Before(to) })
 	}
 	return i, max(i, j)
 }
@@ -77,8 +77,8 @@ func (v *Validation) BoardLanes(f LaneFilter) Lanes {
 			k := i
 			for ; k < j; k++ {
 				l := r.legs[k]
-				if (f.Airline == "" || l.Airline == f.Airline) &&
-					(f.Airport == "" || l.Origin == f.Airport || l.Destination == f.Airport) {
+				if (f.Airline == "" || v.airline(l) == f.Airline) &&
+					(f.Airport == "" || v.origin(l) == f.Airport || v.destination(l) == f.Airport) {
 					break
 				}
 			}
@@ -93,10 +93,10 @@ func (v *Validation) BoardLanes(f LaneFilter) Lanes {
 			lane.AirplaneType = a.Type
 		}
 		if i < j {
-			if d := r.legs[i].Departure; out.From.IsZero() || d.Before(out.From) {
+			if d := r.legs[i].departure(); out.From.IsZero() || d.Before(out.From) {
 				out.From = d
 			}
-			if a := r.legs[j-1].Arrival; a.After(out.To) {
+			if a := r.legs[j-1].arrival(); a.After(out.To) {
 				out.To = a
 			}
 		}
@@ -139,7 +139,7 @@ func (v *Validation) BoardWindow(rotations []string, from, to time.Time) Window 
 		i, j := r.window(from, to)
 		lw := LaneWindow{Rotation: id, Airplane: v.rotPlane[id], Legs: make([]Leg, 0, j-i), Violations: []Violation{}}
 		for _, l := range r.legs[i:j] {
-			lw.Legs = append(lw.Legs, l.Leg)
+			lw.Legs = append(lw.Legs, v.leg(l))
 		}
 		for _, x := range v.byRotation[id] {
 			if !x.Time.Before(from) && x.Time.Before(to) {
@@ -189,8 +189,8 @@ func (v *Validation) BoardMeta() BoardMeta {
 	for _, r := range v.rotations {
 		seen = seen[:0]
 		for _, l := range r.legs {
-			note(l.Origin)
-			note(l.Destination)
+			note(v.origin(l))
+			note(v.destination(l))
 			if len(seen) > 64 { // not a repeating pattern: a map is faster now
 				for _, x := range seen {
 					airports[x] = true
@@ -203,16 +203,16 @@ func (v *Validation) BoardMeta() BoardMeta {
 		}
 		seen = seen[:0]
 		for _, l := range r.legs {
-			note(l.Airline)
+			note(v.airline(l))
 		}
 		for _, x := range seen {
 			airlines[x] = true
 		}
 		if n := len(r.legs); n > 0 {
-			if d := r.legs[0].Departure; m.From.IsZero() || d.Before(m.From) {
+			if d := r.legs[0].departure(); m.From.IsZero() || d.Before(m.From) {
 				m.From = d
 			}
-			if a := r.legs[n-1].Arrival; a.After(m.To) {
+			if a := r.legs[n-1].arrival(); a.After(m.To) {
 				m.To = a
 			}
 		}

@@ -45,7 +45,7 @@ func (v *Validation) digest() (string, uint64) {
 		put("rotation", id)
 		put("plane", v.rotPlane[id])
 		for _, l := range r.legs {
-			put("leg", l.Leg)
+			put("leg", v.leg(l))
 		}
 	}
 	for _, reg := range slices.Sorted(maps.Keys(v.airplanes)) {

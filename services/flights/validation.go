@@ -58,11 +58,14 @@ type Validation struct {
 	nlegs       int // legs of every rotation
 	rotations   map[string]*vrot
 	airplanes   map[string]*Airplane
-	rotPlane    map[string]string // rotation -> registration of its airplane
+	rotPlane    map[string]string   // rotation -> registration of its airplane
+	rotAssigned map[string][]string // rotation -> airplanes naming it, in the order assigned
 	airportMGT  map[string]int
-	airportPrev map[string]map[*vleg]struct{} // airport -> legs arriving there that have a next leg
-	designators map[dkey][]*vleg              // legs by designator, packed (dkey)
-	oddDesigs   map[Designator][]*vleg        // those whose designator does not pack
+	airportPrev map[string]map[*vrot]int // airport -> rotations with legs arriving there that have a next leg, and how many
+	designators map[dkey]*vleg           // the leg of each designator only one leg has
+	dupDesigs   map[dkey][]*vleg         // the legs of each designator more than one has
+	oddDesigs   map[Designator][]*vleg   // legs whose designator does not pack
+	names       map[code]string          // the spelling of every packed code
 
 	violations map[string]*Violation
 	byCheck    *btree.BTreeG[vkey] // key: check
@@ -78,35 +81,177 @@ type Validation struct {
 	digests   atomic.Int64 // computations, for tests
 }
 
+// vleg is a leg as the view keeps it: its codes, designator and times
+// packed into fields without pointers. The view holds every leg of the
+// schedule; packed, a leg is a third of the memory it was as a Leg and
+// the collector scans three pointers of it instead of eleven (and no
+// strings of its own but its id), which is most of what a collection
+// costs a server holding a season. A leg whose fields do not pack (none
+// that Leg.Validate accepts; the view takes events as they are) keeps
+// the Leg as it came in odd, and its packed fields are not used.
 type vleg struct {
-	Leg
+	id       string
 	rotation *vrot
-	next     *vleg
+	odd      *Leg
+	dep, arr int64 // departure and arrival, Unix nanoseconds
+	k        dkey  // airline, number, suffix, origin, day of origin
+	dest     code
+	aircraft code
+	hasNext  bool // a leg follows it in its rotation (airportPrev)
+}
+
+// code is an airline, airport or aircraft type code of up to three
+// characters, zero bytes after a shorter one.
+type code [3]byte
+
+func packCode(s string) (code, bool) {
+	var c code
+	if len(s) > len(c) || strings.IndexByte(s, 0) >= 0 {
+		return c, false // a zero byte would pack like a shorter code
+	}
+	copy(c[:], s)
+	return c, true
+}
+
+// fitsNanos tells whether t is UTC and within Unix nanoseconds' range,
+// so that time.Unix(0, t.UnixNano()).UTC() gives t back.
+func fitsNanos(t time.Time) bool {
+	return t.Location() == time.UTC && t.Equal(time.Unix(0, t.UnixNano()))
+}
+
+// newLeg packs l for rotation r.
+func (v *Validation) newLeg(r *vrot, l *Leg) *vleg {
+	x := &vleg{id: l.ID, rotation: r}
+	k, ok := pack(l.Designator())
+	dest, okd := packCode(l.Destination)
+	aircraft, oka := packCode(l.AircraftType)
+	if !ok || !okd || !oka || !fitsNanos(l.Departure) || !fitsNanos(l.Arrival) {
+		c := *l
+		x.odd = &c
+		return x
+	}
+	x.k, x.dest, x.aircraft = k, dest, aircraft
+	x.dep, x.arr = l.Departure.UnixNano(), l.Arrival.UnixNano()
+	v.intern(k.airline, l.Airline)
+	v.intern(k.origin, l.Origin)
+	v.intern(dest, l.Destination)
+	v.intern(aircraft, l.AircraftType)
+	return x
+}
+
+func (v *Validation) intern(c code, s string) {
+	if _, ok := v.names[c]; !ok {
+		v.names[c] = s
+	}
+}
+
+// name spells a packed code.
+func (v *Validation) name(c code) string {
+	if s, ok := v.names[c]; ok {
+		return s
+	}
+	n := len(c)
+	for n > 0 && c[n-1] == 0 {
+		n--
+	}
+	return string(c[:n])
+}
+
+func (l *vleg) departure() time.Time {
+	if l.odd != nil {
+		return l.odd.Departure
+	}
+	return time.Unix(0, l.dep).UTC()
+}
+
+func (l *vleg) arrival() time.Time {
+	if l.odd != nil {
+		return l.odd.Arrival
+	}
+	return time.Unix(0, l.arr).UTC()
+}
+
+func (v *Validation) airline(l *vleg) string {
+	if l.odd != nil {
+		return l.odd.Airline
+	}
+	return v.name(l.k.airline)
+}
+
+func (v *Validation) origin(l *vleg) string {
+	if l.odd != nil {
+		return l.odd.Origin
+	}
+	return v.name(l.k.origin)
+}
+
+func (v *Validation) destination(l *vleg) string {
+	if l.odd != nil {
+		return l.odd.Destination
+	}
+	return v.name(l.dest)
+}
+
+// designatorKey is l's packed designator, or false if it does not pack.
+func (l *vleg) designatorKey() (dkey, bool) {
+	if l.odd != nil {
+		return pack(l.odd.Designator())
+	}
+	return l.k, true
+}
+
+func (v *Validation) designator(l *vleg) Designator {
+	if l.odd != nil {
+		return l.odd.Designator()
+	}
+	d := Designator{Airline: v.name(l.k.airline), Number: int(l.k.number), Origin: v.name(l.k.origin),
+		DayOfOrigin: time.Unix(int64(l.k.day)*86400, 0).UTC().Format(time.DateOnly)}
+	if l.k.suffix != 0 {
+		d.Suffix = string(rune(l.k.suffix))
+	}
+	return d
+}
+
+// leg is l as a Leg.
+func (v *Validation) leg(l *vleg) Leg {
+	if l.odd != nil {
+		return *l.odd
+	}
+	d := v.designator(l)
+	return Leg{ID: l.id, Airline: d.Airline, Number: d.Number, Suffix: d.Suffix, Origin: d.Origin,
+		Destination: v.name(l.dest), DayOfOrigin: d.DayOfOrigin, Departure: l.departure(), Arrival: l.arrival(),
+		AircraftType: v.name(l.aircraft)}
+}
+
+// continues tells whether b departs where a arrives.
+func (v *Validation) continues(a, b *vleg) bool {
+	if a.odd == nil && b.odd == nil {
+		return a.dest == b.k.origin
+	}
+	return v.destination(a) == v.origin(b)
 }
 
 type vrot struct {
 	id    string
-	legs  []*vleg          // sorted by departure
-	byID  map[string]*vleg // the same, by leg id
+	legs  []*vleg // sorted by departure
 	pairs map[string]*Violation
 }
 
 func newVrot(id string) *vrot {
-	return &vrot{id: id, byID: map[string]*vleg{}, pairs: map[string]*Violation{}}
+	return &vrot{id: id, pairs: map[string]*Violation{}}
 }
 
-// putLeg indexes l by its id in its rotation.
-func (v *Validation) putLeg(r *vrot, l *vleg) {
-	if _, ok := r.byID[l.ID]; !ok {
-		v.nlegs++
-	}
-	r.byID[l.ID] = l
-}
-
-// leg returns a rotation's leg by id, or nil.
-func (v *Validation) leg(rotID, id string) *vleg {
+// find returns a rotation's leg by id, or nil. A scan: planners remove
+// and move legs far less often than they add them, and a rotation's
+// legs are a few thousand at most, so an index by id would cost every
+// leg of the schedule memory for little.
+func (v *Validation) find(rotID, id string) *vleg {
 	if r := v.rotations[rotID]; r != nil {
-		return r.byID[id]
+		for _, l := range r.legs {
+			if l.id == id {
+				return l
+			}
+		}
 	}
 	return nil
 }
@@ -133,10 +278,13 @@ func NewValidation() *Validation {
 		rotations:   map[string]*vrot{},
 		airplanes:   map[string]*Airplane{},
 		rotPlane:    map[string]string{},
+		rotAssigned: map[string][]string{},
 		airportMGT:  map[string]int{},
-		airportPrev: map[string]map[*vleg]struct{}{},
-		designators: map[dkey][]*vleg{},
+		airportPrev: map[string]map[*vrot]int{},
+		designators: map[dkey]*vleg{},
+		dupDesigs:   map[dkey][]*vleg{},
 		oddDesigs:   map[Designator][]*vleg{},
+		names:       map[code]string{},
 		violations:  map[string]*Violation{},
 		byCheck:     btree.NewG(32, lessKey),
 		byAirline:   btree.NewG(32, lessKey),
@@ -240,11 +388,11 @@ func (v *Validation) apply(ev *eventstore.Event) error {
 			}
 			code := ev.Stream[len(AirportPrefix):]
 			v.airportMGT[code] = e.Minutes
-			touched := map[*vrot]struct{}{}
-			for l := range v.airportPrev[code] {
-				touched[l.rotation] = struct{}{}
+			touched := make([]*vrot, 0, len(v.airportPrev[code]))
+			for r := range v.airportPrev[code] {
+				touched = append(touched, r)
 			}
-			for r := range touched {
+			for _, r := range touched {
 				v.recomputePairs(r)
 			}
 		}
@@ -275,16 +423,51 @@ func decodeAirplaneEvent(ev *eventstore.Event) (AirplaneEvent, error) {
 }
 
 // airplaneChanged re-checks the rotations an airplane change concerns.
+//
+// Two airplanes may name one rotation; the latest assignment still in
+// force wins. So each rotation keeps the airplanes naming it in the order
+// they were assigned, and when the one in force is unassigned or removed,
+// the one assigned before it is in force again.
 func (v *Validation) airplaneChanged(old, cur Airplane) {
-	if old.Rotation != "" && v.rotPlane[old.Rotation] == old.Registration && (cur.Rotation != old.Rotation || cur.Removed) {
-		delete(v.rotPlane, old.Rotation)
-		v.recomputeRotation(old.Rotation)
+	reg := cur.Registration
+	inForce := func(a Airplane) string {
+		if a.Removed {
+			return ""
+		}
+		return a.Rotation
 	}
-	if cur.Rotation != "" && !cur.Removed && (cur.Rotation != old.Rotation ||
-		v.rotPlane[cur.Rotation] == cur.Registration && cur.MinGroundTime != old.MinGroundTime) {
-		// The latest assignment wins when two airplanes name one rotation.
-		v.rotPlane[cur.Rotation] = cur.Registration
-		v.recomputeRotation(cur.Rotation)
+	from, to := inForce(old), inForce(cur)
+	if from == to {
+		if to != "" && v.rotPlane[to] == reg && cur.MinGroundTime != old.MinGroundTime {
+			v.recomputeRotation(to)
+		}
+		return
+	}
+	if from != "" {
+		v.rotAssigned[from] = slices.DeleteFunc(v.rotAssigned[from], func(x string) bool { return x == reg })
+		v.planeInForce(from)
+	}
+	if to != "" {
+		v.rotAssigned[to] = append(v.rotAssigned[to], reg)
+		v.planeInForce(to)
+	}
+}
+
+// planeInForce sets the airplane of rotation id to the last one assigned
+// to it, and re-checks the rotation if that changed.
+func (v *Validation) planeInForce(id string) {
+	regs := v.rotAssigned[id]
+	if len(regs) == 0 {
+		delete(v.rotAssigned, id)
+		if _, ok := v.rotPlane[id]; ok {
+			delete(v.rotPlane, id)
+			v.recomputeRotation(id)
+		}
+		return
+	}
+	if last := regs[len(regs)-1]; v.rotPlane[id] != last {
+		v.rotPlane[id] = last
+		v.recomputeRotation(id)
 	}
 }
 
@@ -303,41 +486,46 @@ func (v *Validation) addLegs(rotID string, legs []Leg) {
 	if len(legs) == 1 {
 		// A planner's single leg touches two pairs, however long the
 		// rotation: re-evaluate those, not the rotation.
-		l := &vleg{Leg: legs[0], rotation: r}
-		v.putLeg(r, l)
+		l := v.newLeg(r, &legs[0])
+		v.nlegs++
 		v.addDesignator(l)
 		v.insertLeg(r, l)
 		return
 	}
 	for i := range legs {
-		l := &vleg{Leg: legs[i], rotation: r}
-		v.putLeg(r, l)
+		l := v.newLeg(r, &legs[i])
+		v.nlegs++
 		v.addDesignator(l)
 		r.legs = append(r.legs, l)
 	}
-	sort.SliceStable(r.legs, func(i, j int) bool { return r.legs[i].Departure.Before(r.legs[j].Departure) })
+	sort.SliceStable(r.legs, func(i, j int) bool { return r.legs[i].departure().Before(r.legs[j].departure()) })
 	v.recomputePairs(r)
 }
 
 func (v *Validation) removeLeg(rotID, id string) {
-	l := v.leg(rotID, id)
+	l := v.find(rotID, id)
 	if l == nil {
 		return
 	}
 	v.deleteLeg(l.rotation, l)
-	delete(l.rotation.byID, id)
 	v.nlegs--
 	v.removeDesignator(l)
 }
 
 func (v *Validation) moveLeg(rotID string, e LegMoved) {
-	l := v.leg(rotID, e.LegID)
+	l := v.find(rotID, e.LegID)
 	if l == nil {
 		return
 	}
 	r := l.rotation
 	v.deleteLeg(r, l)
-	l.Departure, l.Arrival = e.Departure, e.Arrival
+	if l.odd == nil && fitsNanos(e.Departure) && fitsNanos(e.Arrival) {
+		l.dep, l.arr = e.Departure.UnixNano(), e.Arrival.UnixNano()
+	} else {
+		moved := v.leg(l)
+		moved.Departure, moved.Arrival = e.Departure, e.Arrival
+		l.odd = &moved
+	}
 	v.refreshDuplicate(l)
 	v.insertLeg(r, l)
 }
@@ -346,7 +534,8 @@ func (v *Validation) moveLeg(rotID string, e LegMoved) {
 // makes are evaluated. Legs of a rotation never overlap, so departures are
 // unique and order them.
 func (v *Validation) insertLeg(r *vrot, l *vleg) {
-	at := sort.Search(len(r.legs), func(j int) bool { return l.Departure.Before(r.legs[j].Departure) })
+	dep := l.departure()
+	at := sort.Search(len(r.legs), func(j int) bool { return dep.Before(r.legs[j].departure()) })
 	var prev, next *vleg
 	if at > 0 {
 		prev = r.legs[at-1]
@@ -371,7 +560,8 @@ func (v *Validation) insertLeg(r *vrot, l *vleg) {
 // deleteLeg takes l out of r: its two pairs go, the pair its neighbours
 // now make is evaluated.
 func (v *Validation) deleteLeg(r *vrot, l *vleg) {
-	i := sort.Search(len(r.legs), func(j int) bool { return !r.legs[j].Departure.Before(l.Departure) })
+	dep := l.departure()
+	i := sort.Search(len(r.legs), func(j int) bool { return !r.legs[j].departure().Before(dep) })
 	for i < len(r.legs) && r.legs[i] != l {
 		i++ // not reached while departures are unique; kept for safety
 	}
@@ -395,19 +585,19 @@ func (v *Validation) deleteLeg(r *vrot, l *vleg) {
 	}
 }
 
-// setNext records a's successor, keeping the airport index — legs that
-// have a successor, by the airport they arrive at — in step.
+// setNext records whether a has a successor, keeping the airport index
+// — rotations with legs that have a successor, by the airport those
+// arrive at — in step.
 func (v *Validation) setNext(a, next *vleg) {
 	if a == nil {
 		return
 	}
 	switch {
-	case a.next == nil && next != nil:
+	case !a.hasNext && next != nil:
 		v.linkPrev(a)
-	case a.next != nil && next == nil:
+	case a.hasNext && next == nil:
 		v.unlinkPrev(a)
 	}
-	a.next = next
 }
 
 func (v *Validation) dropPair(r *vrot, a, b *vleg) {
@@ -438,19 +628,19 @@ func (v *Validation) planeMGT(r *vrot) int {
 // pairViolations evaluates the two pair rules on consecutive legs a, b.
 func (v *Validation) pairViolations(r *vrot, planeMGT int, a, b *vleg) []*Violation {
 	var out []*Violation
-	if a.Destination != b.Origin {
+	if !v.continues(a, b) {
 		out = append(out, &Violation{
 			ID: pairID(Continuity, a, b), Check: Continuity, Rotation: r.id,
-			Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: b.Origin, Time: b.Departure,
-			Detail: fmt.Sprintf("%s arrives at %s but %s departs from %s", a.Designator(), a.Destination, b.Designator(), b.Origin),
+			Legs: []string{a.id, b.id}, Airlines: v.airlines(a, b), Airport: v.origin(b), Time: b.departure(),
+			Detail: fmt.Sprintf("%s arrives at %s but %s departs from %s", v.designator(a), v.destination(a), v.designator(b), v.origin(b)),
 		})
 	}
-	need := max(v.airportMinGround(a.Destination), planeMGT)
-	if gap := b.Departure.Sub(a.Arrival); gap < time.Duration(need)*time.Minute {
+	need := max(v.minGroundAfter(a), planeMGT)
+	if gap := b.departure().Sub(a.arrival()); gap < time.Duration(need)*time.Minute {
 		out = append(out, &Violation{
 			ID: pairID(MinGroundTime, a, b), Check: MinGroundTime, Rotation: r.id,
-			Legs: []string{a.ID, b.ID}, Airlines: airlines(a, b), Airport: a.Destination, Time: b.Departure,
-			Detail: fmt.Sprintf("ground time %s at %s between %s and %s, minimum %d min", fmtGap(gap), a.Destination, a.Designator(), b.Designator(), need),
+			Legs: []string{a.id, b.id}, Airlines: v.airlines(a, b), Airport: v.destination(a), Time: b.departure(),
+			Detail: fmt.Sprintf("ground time %s at %s between %s and %s, minimum %d min", fmtGap(gap), v.destination(a), v.designator(a), v.designator(b), need),
 		})
 	}
 	return out
@@ -465,8 +655,8 @@ func (v *Validation) removeRotation(id string) {
 		v.unlinkPrev(l)
 		v.removeDesignator(l)
 	}
-	v.nlegs -= len(r.byID)
-	r.legs, r.byID = nil, map[string]*vleg{}
+	v.nlegs -= len(r.legs)
+	r.legs = nil
 	v.recomputePairs(r)
 	delete(v.rotations, id)
 }
@@ -504,23 +694,35 @@ func (v *Validation) recomputePairs(r *vrot) {
 }
 
 func (v *Validation) linkPrev(l *vleg) {
-	m := v.airportPrev[l.Destination]
+	dest := v.destination(l)
+	m := v.airportPrev[dest]
 	if m == nil {
-		m = map[*vleg]struct{}{}
-		v.airportPrev[l.Destination] = m
+		m = map[*vrot]int{}
+		v.airportPrev[dest] = m
 	}
-	m[l] = struct{}{}
+	m[l.rotation]++
+	l.hasNext = true
 }
 
 func (v *Validation) unlinkPrev(l *vleg) {
-	if m := v.airportPrev[l.Destination]; m != nil {
-		delete(m, l)
+	if !l.hasNext {
+		return
 	}
-	l.next = nil
+	dest := v.destination(l)
+	if m := v.airportPrev[dest]; m != nil {
+		if m[l.rotation]--; m[l.rotation] <= 0 {
+			delete(m, l.rotation)
+			if len(m) == 0 {
+				delete(v.airportPrev, dest)
+			}
+		}
+	}
+	l.hasNext = false
 }
 
-func (v *Validation) airportMinGround(code string) int {
-	if m, ok := v.airportMGT[code]; ok {
+// minGroundAfter is the minimum ground time at the airport l arrives at.
+func (v *Validation) minGroundAfter(l *vleg) int {
+	if m, ok := v.airportMGT[v.destination(l)]; ok {
 		return m
 	}
 	return DefaultAirportMinGroundTime
@@ -533,15 +735,15 @@ func fmtGap(d time.Duration) string {
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
-func airlines(a, b *vleg) []string {
-	if a.Airline == b.Airline {
-		return []string{a.Airline}
+func (v *Validation) airlines(a, b *vleg) []string {
+	if x, y := v.airline(a), v.airline(b); x != y {
+		return []string{x, y}
 	}
-	return []string{a.Airline, b.Airline}
+	return []string{v.airline(a)}
 }
 
 func pairID(c Check, a, b *vleg) string {
-	return string(c) + ":" + a.rotation.id + ":" + a.ID + ":" + b.ID
+	return string(c) + ":" + a.rotation.id + ":" + a.id + ":" + b.id
 }
 
 // dkey is a flight designator packed into a value without pointers: the
@@ -550,8 +752,8 @@ func pairID(c Check, a, b *vleg) string {
 // (four strings). Every valid leg's designator packs (Leg.Validate);
 // one that does not is indexed by its Designator instead.
 type dkey struct {
-	airline [3]byte
-	origin  [3]byte
+	airline code
+	origin  code
 	suffix  byte
 	number  uint16
 	day     int32 // the day of origin, as days since 1970-01-01
@@ -587,45 +789,66 @@ func pack(d Designator) (dkey, bool) {
 	return k, true
 }
 
-// sameDesignator returns the legs with designator d.
-func (v *Validation) sameDesignator(d Designator) []*vleg {
-	if k, ok := pack(d); ok {
-		return v.designators[k]
+// sameDesignator returns the legs with l's designator (l among them if
+// it is indexed). A one-leg answer is in one, so that the common case
+// allocates nothing.
+func (v *Validation) sameDesignator(l *vleg, one *[1]*vleg) []*vleg {
+	k, ok := l.designatorKey()
+	if !ok {
+		return v.oddDesigs[l.odd.Designator()]
 	}
-	return v.oddDesigs[d]
+	if x := v.designators[k]; x != nil {
+		one[0] = x
+		return one[:]
+	}
+	return v.dupDesigs[k]
 }
 
-// setSameDesignator records the legs with designator d (none: deletes).
-func (v *Validation) setSameDesignator(d Designator, same []*vleg) {
-	k, ok := pack(d)
-	switch {
-	case ok && len(same) == 0:
+// setSameDesignator records the legs with l's designator (none: deletes).
+func (v *Validation) setSameDesignator(l *vleg, same []*vleg) {
+	k, ok := l.designatorKey()
+	if !ok {
+		d := l.odd.Designator()
+		if len(same) == 0 {
+			delete(v.oddDesigs, d)
+		} else {
+			v.oddDesigs[d] = same
+		}
+		return
+	}
+	switch len(same) {
+	case 0:
 		delete(v.designators, k)
-	case ok:
-		v.designators[k] = same
-	case len(same) == 0:
-		delete(v.oddDesigs, d)
+		delete(v.dupDesigs, k)
+	case 1:
+		v.designators[k] = same[0]
+		delete(v.dupDesigs, k)
 	default:
-		v.oddDesigs[d] = same
+		delete(v.designators, k)
+		v.dupDesigs[k] = same
 	}
 }
 
 func (v *Validation) addDesignator(l *vleg) {
-	d := l.Designator()
-	same := append(v.sameDesignator(d), l)
-	v.setSameDesignator(d, same)
+	if k, ok := l.designatorKey(); ok && v.designators[k] == nil && v.dupDesigs[k] == nil {
+		v.designators[k] = l // the designator's first leg
+		return
+	}
+	var one [1]*vleg
+	same := append(slices.Clip(v.sameDesignator(l, &one)), l)
+	v.setSameDesignator(l, same)
 	switch {
 	case len(same) == 2:
-		v.addViolation(dupViolation(same[0]))
-		v.addViolation(dupViolation(l))
+		v.addViolation(v.dupViolation(same[0]))
+		v.addViolation(v.dupViolation(l))
 	case len(same) > 2:
-		v.addViolation(dupViolation(l))
+		v.addViolation(v.dupViolation(l))
 	}
 }
 
 func (v *Validation) removeDesignator(l *vleg) {
-	d := l.Designator()
-	same := v.sameDesignator(d)
+	var one [1]*vleg
+	same := v.sameDesignator(l, &one)
 	for i, x := range same {
 		if x == l {
 			same = append(same[:i:i], same[i+1:]...)
@@ -640,7 +863,7 @@ func (v *Validation) removeDesignator(l *vleg) {
 			v.removeViolation(old)
 		}
 	}
-	v.setSameDesignator(d, same)
+	v.setSameDesignator(l, same)
 }
 
 // refreshDuplicate re-indexes a moved leg's duplicate violation (its time
@@ -648,17 +871,17 @@ func (v *Validation) removeDesignator(l *vleg) {
 func (v *Validation) refreshDuplicate(l *vleg) {
 	if old := v.violations[dupID(l)]; old != nil {
 		v.removeViolation(old)
-		v.addViolation(dupViolation(l))
+		v.addViolation(v.dupViolation(l))
 	}
 }
 
-func dupID(l *vleg) string { return string(DuplicateDesignator) + ":" + l.rotation.id + ":" + l.ID }
+func dupID(l *vleg) string { return string(DuplicateDesignator) + ":" + l.rotation.id + ":" + l.id }
 
-func dupViolation(l *vleg) *Violation {
+func (v *Validation) dupViolation(l *vleg) *Violation {
 	return &Violation{
 		ID: dupID(l), Check: DuplicateDesignator, Rotation: l.rotation.id,
-		Legs: []string{l.ID}, Airlines: []string{l.Airline}, Airport: l.Origin, Time: l.Departure,
-		Detail: fmt.Sprintf("flight designator %s is used by more than one leg", l.Designator()),
+		Legs: []string{l.id}, Airlines: []string{v.airline(l)}, Airport: v.origin(l), Time: l.departure(),
+		Detail: fmt.Sprintf("flight designator %s is used by more than one leg", v.designator(l)),
 	}
 }
 
@@ -765,7 +988,7 @@ func (v *Validation) Rotations() []RotationLegs {
 	for id, r := range v.rotations {
 		legs := make([]Leg, len(r.legs))
 		for i, l := range r.legs {
-			legs[i] = l.Leg
+			legs[i] = v.leg(l)
 		}
 		out = append(out, RotationLegs{ID: id, Legs: legs})
 	}

@@ -213,7 +213,7 @@ func TestViolationPaging(t *testing.T) {
 // write model and checks, after every batch of edits, that the incremental
 // view reports exactly what a from-scratch check of the log reports.
 func TestValidationMatchesBruteForce(t *testing.T) {
-	for _, seed := range []uint64{7, 8, 9} {
+	for seed := range uint64(12) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { bruteForceRun(t, seed) })
 	}
 }
@@ -232,8 +232,21 @@ func bruteForceRun(t *testing.T, seed uint64) {
 		if from == to {
 			to = airports[(slices.Index(airports, from)+1)%4]
 		}
-		return leg(fmt.Sprintf("L%d", legSeq), []string{"LH", "OS"}[rng.IntN(2)], 1+rng.IntN(4),
+		l := leg(fmt.Sprintf("L%d", legSeq), []string{"LH", "OS"}[rng.IntN(2)], 1+rng.IntN(4),
 			from, to, rng.IntN(480), 20+rng.IntN(40))
+		// Some legs the view cannot pack: it keeps those whole.
+		switch rng.IntN(8) {
+		case 0:
+			l.AircraftType = "32N"
+		case 1:
+			l.AircraftType = "A320neo"
+		case 2:
+			zone := time.FixedZone("", 2*3600)
+			l.Departure, l.Arrival = l.Departure.In(zone), l.Arrival.In(zone)
+		case 3:
+			l.Suffix = "A"
+		}
+		return l
 	}
 	for step := range 400 {
 		var err error
@@ -287,7 +300,37 @@ func bruteForceRun(t *testing.T, seed uint64) {
 
 func compareWithBruteForce(t *testing.T, v *Validation, store eventstore.Store) {
 	t.Helper()
-	want := bruteForce(t, store)
+	want, rots := bruteForce(t, store)
+	spell := func(legs []Leg) []string {
+		var out []string
+		for _, l := range legs {
+			out = append(out, fmt.Sprintf("%s %s %d %q %s-%s %s %s–%s %q", l.ID, l.Airline, l.Number, l.Suffix,
+				l.Origin, l.Destination, l.DayOfOrigin, l.Departure.Format(time.RFC3339Nano), l.Arrival.Format(time.RFC3339Nano), l.AircraftType))
+		}
+		sort.Strings(out)
+		return out
+	}
+	got := map[string][]string{}
+	for _, r := range v.Rotations() {
+		got[r.ID] = spell(r.Legs)
+	}
+	for id, r := range rots {
+		if r.Removed {
+			continue
+		}
+		if w := spell(r.Legs); !slices.Equal(got[id], w) {
+			t.Fatalf("rotation %s: the view holds legs\n%v\nthe log says\n%v", id, got[id], w)
+		}
+		delete(got, id)
+	}
+	if len(got) > 0 {
+		t.Fatalf("the view holds rotations the log does not: %v", got)
+	}
+	compareViolations(t, v, want)
+}
+
+func compareViolations(t *testing.T, v *Validation, want []string) {
+	t.Helper()
 	var got []string
 	cursor := ""
 	for {
@@ -316,7 +359,7 @@ func compareWithBruteForce(t *testing.T, v *Validation, store eventstore.Store) 
 
 // bruteForce replays the log with the write model's own evolve functions
 // and checks every rule from scratch.
-func bruteForce(t *testing.T, store eventstore.Store) []string {
+func bruteForce(t *testing.T, store eventstore.Store) ([]string, map[string]Rotation) {
 	t.Helper()
 	rots := map[string]Rotation{}
 	planes := map[string]Airplane{}
@@ -421,5 +464,5 @@ func bruteForce(t *testing.T, store eventstore.Store) []string {
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, rots
 }

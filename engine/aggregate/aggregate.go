@@ -51,6 +51,10 @@ type Definition[S, C, E any] struct {
 	// SnapshotEvery events, so that loading replays only what follows.
 	Snapshots     SnapshotCodec[S]
 	SnapshotEvery int
+	// Weight, if set, is the approximate size of a state in bytes, and
+	// Options.CacheBytes bounds the weight of the aggregates the cache
+	// keeps that are not in use.
+	Weight func(S) int
 }
 
 // Options tune a Runtime. The zero value is a reasonable default.
@@ -62,6 +66,13 @@ type Options struct {
 	// CacheSize bounds the aggregates kept in memory across all shards
 	// (default 100,000); the least recently used is passivated first.
 	CacheSize int
+	// CacheBytes bounds the Weight (Definition.Weight) of the aggregates
+	// kept in memory that were not used in the last second (default 32
+	// MiB; without a Weight, only CacheSize bounds the cache). Each shard
+	// keeps its share; aggregates in use stay whatever they weigh, so
+	// that a shard with several large ones busy at once does not reload
+	// them command after command.
+	CacheBytes int64
 	// IdleTimeout passivates an aggregate unused for this long (default 10
 	// minutes; negative disables).
 	IdleTimeout time.Duration
@@ -83,6 +94,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CacheSize <= 0 {
 		o.CacheSize = 100_000
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 32 << 20
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 10 * time.Minute

@@ -628,3 +628,40 @@ func TestPanicsFailTheCommandNotTheProcess(t *testing.T) {
 	}
 	mustExec(t, rt2, "a", deposit{Amount: 1})
 }
+
+// A Weight bounds the bytes the cache keeps of aggregates not in use, and
+// keeps those in use however much they weigh.
+func TestCacheBytesEvictsIdleAggregates(t *testing.T) {
+	ctx := context.Background()
+	for _, weighed := range []bool{true, false} {
+		t.Run(fmt.Sprint("weighed=", weighed), func(t *testing.T) {
+			store := openStore(t)
+			reg := prometheus.NewRegistry()
+			def := definition()
+			if weighed {
+				def.Weight = func(s account) int { return s.Balance }
+			}
+			rt := newRuntime(t, store, def, aggregate.Options{Shards: 1, CacheBytes: 100, IdleTimeout: -1, Registerer: reg})
+			for _, id := range []string{"a", "b"} {
+				mustExec(t, rt, id, open{Owner: "o"})
+				mustExec(t, rt, id, deposit{Amount: 60})
+			}
+			if live := counterValue(t, reg, "logbook_aggregates_live"); live != 2 {
+				t.Fatalf("%v aggregates live, want both: they are in use", live)
+			}
+			time.Sleep(1100 * time.Millisecond) // a is no longer in use
+			mustExec(t, rt, "b", deposit{Amount: 1})
+			want := 1.0
+			if !weighed {
+				want = 2
+			}
+			if live := counterValue(t, reg, "logbook_aggregates_live"); live != want {
+				t.Fatalf("%v aggregates live over a budget of 100 bytes, want %v", live, want)
+			}
+			st, v, err := rt.State(ctx, "a")
+			if err != nil || v != 2 || st.Balance != 60 {
+				t.Fatalf("a after eviction: %+v v%d %v", st, v, err)
+			}
+		})
+	}
+}

@@ -32,6 +32,7 @@ func (sh *shard[S, C, E]) get(id string) (*entry[S, C, E], error) {
 	sh.entries[id] = e
 	e.lru = sh.lru.PushFront(e)
 	sh.rt.metrics.live(1)
+	sh.weigh(e)
 	sh.evictOverflow(e)
 	return e, nil
 }
@@ -130,12 +131,41 @@ func (sh *shard[S, C, E]) maybeSnapshot(e *entry[S, C, E]) {
 	}()
 }
 
-// evictOverflow passivates least recently used aggregates beyond capacity.
+// inUse is how recently an aggregate must have been used to be kept
+// over the shard's budget of bytes.
+const inUse = time.Second
+
+// weigh records e's weight after its state changed.
+func (sh *shard[S, C, E]) weigh(e *entry[S, C, E]) {
+	if sh.budget == 0 {
+		return
+	}
+	w := sh.rt.def.Weight(e.state)
+	sh.weight += int64(w - e.weight)
+	e.weight = w
+}
+
+// evictOverflow passivates least recently used aggregates beyond the
+// shard's capacity, and beyond its budget of bytes those not in use.
 // Busy ones (an append in flight or commands queued) stay.
 func (sh *shard[S, C, E]) evictOverflow(keep *entry[S, C, E]) {
-	for el := sh.lru.Back(); el != nil && sh.lru.Len() > sh.capacity; {
+	var now time.Time
+	for el := sh.lru.Back(); el != nil; {
+		overCount := sh.lru.Len() > sh.capacity
+		if !overCount && (sh.budget == 0 || sh.weight <= sh.budget) {
+			return
+		}
+		e := el.Value.(*entry[S, C, E])
+		if !overCount {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if now.Sub(e.lastUsed) < inUse {
+				return // the rest were used more recently
+			}
+		}
 		prev := el.Prev()
-		if e := el.Value.(*entry[S, C, E]); e != keep && !e.busy && len(e.queue) == 0 {
+		if e != keep && !e.busy && len(e.queue) == 0 {
 			sh.evict(e)
 		}
 		el = prev
@@ -163,6 +193,7 @@ func (sh *shard[S, C, E]) evict(e *entry[S, C, E]) {
 	}
 	delete(sh.entries, e.id)
 	sh.lru.Remove(e.lru)
+	sh.weight -= int64(e.weight)
 	sh.rt.metrics.live(-1)
 }
 

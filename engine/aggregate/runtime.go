@@ -50,6 +50,9 @@ func New[S, C, E any](store eventstore.Store, def Definition[S, C, E], opts Opti
 	perShard := max(1, opts.CacheSize/opts.Shards)
 	for range opts.Shards {
 		sh := newShard(r, perShard)
+		if def.Weight != nil {
+			sh.budget = max(1, opts.CacheBytes/int64(opts.Shards))
+		}
 		r.shards = append(r.shards, sh)
 		r.wg.Add(1)
 		go func() {

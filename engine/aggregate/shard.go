@@ -52,6 +52,7 @@ type entry[S, C, E any] struct {
 	queue    []*request[S, C, E] // commands waiting for it
 	lru      *list.Element
 	lastUsed time.Time
+	weight   int // Definition.Weight of state, when the shard has a budget
 }
 
 // span is the part of an append one command contributed.
@@ -77,6 +78,8 @@ type shard[S, C, E any] struct {
 	entries  map[string]*entry[S, C, E]
 	lru      *list.List // front: most recently used
 	capacity int
+	budget   int64 // bytes of states (0: no Weight, no bound)
+	weight   int64 // the entries' weights
 	inflight int
 }
 
@@ -334,6 +337,8 @@ func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
 		}
 		sh.rt.metrics.appended(len(c.events))
 		sh.maybeSnapshot(e)
+		sh.weigh(e)
+		sh.evictOverflow(e)
 	case isRefusal(c.err):
 		// The store refused the append as too large or malformed:
 		// nothing was written, and the cached state still holds. Only
@@ -349,6 +354,7 @@ func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
 			sh.evict(e)
 			return
 		}
+		sh.weigh(e)
 		var retry []*request[S, C, E]
 		for _, sp := range c.spans {
 			sp.req.attempts++

@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -345,15 +346,19 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap eventstore.Snapshot) erro
 	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
-	old, ok, err := s.LoadSnapshot(ctx, snap.Stream)
-	if err != nil {
-		return err
-	}
-	if ok && old.Seq > snap.Seq {
-		return nil // a newer snapshot is already there
+	key := snapshotKey(nil, snap.Stream)
+	if old, closer, err := s.db.Get(key); err == nil {
+		// Only the stored one's seq matters: its state is not decoded.
+		seq, n := binary.Uvarint(old)
+		closer.Close()
+		if n > 0 && seq > snap.Seq {
+			return nil // a newer snapshot is already there
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("save snapshot of %q: %w", snap.Stream, err)
 	}
 	// No fsync: a snapshot is a cache that a lost write only makes slower.
-	return s.db.Set(snapshotKey(nil, snap.Stream), encodeSnapshot(snap), pebble.NoSync)
+	return s.db.Set(key, encodeSnapshot(snap), pebble.NoSync)
 }
 
 // LoadSnapshot implements eventstore.Store.

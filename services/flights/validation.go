@@ -207,7 +207,7 @@ func (v *Validation) designator(l *vleg) Designator {
 	d := Designator{Airline: v.name(l.k.airline), Number: int(l.k.number), Origin: v.name(l.k.origin),
 		DayOfOrigin: time.Unix(int64(l.k.day)*86400, 0).UTC().Format(time.DateOnly)}
 	if l.k.suffix != 0 {
-		d.Suffix = string(rune(l.k.suffix))
+		d.Suffix = string([]byte{l.k.suffix})
 	}
 	return d
 }

@@ -466,3 +466,27 @@ func bruteForce(t *testing.T, store eventstore.Store) ([]string, map[string]Rota
 	sort.Strings(out)
 	return out, rots
 }
+
+// A packed leg spells back exactly the leg it was made of.
+func TestPackedLegRoundTrip(t *testing.T) {
+	v := NewValidation()
+	r := newVrot("R")
+	dep := time.Date(2026, 3, 29, 6, 5, 0, 0, time.UTC)
+	for _, l := range []Leg{
+		{ID: "a", Airline: "LH", Number: 400, Origin: "FRA", Destination: "JFK", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(8 * time.Hour), AircraftType: "388"},
+		{ID: "b", Airline: "U2", Number: 9999, Suffix: "A", Origin: "LGW", Destination: "GVA", DayOfOrigin: "2026-03-28", Departure: dep, Arrival: dep.Add(time.Hour)},
+		{ID: "c", Airline: "X", Number: 1, Suffix: "\xff", Origin: "A", Destination: "B", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Minute)},
+		{ID: "d", Airline: "LHX", Number: 7, Origin: "FRA", Destination: "MUC", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Hour), AircraftType: "A320neo"},
+	} {
+		x := v.newLeg(r, &l)
+		if got := v.leg(x); got != l {
+			t.Errorf("leg %s came back as %+v, want %+v", l.ID, got, l)
+		}
+		if got, want := v.designator(x), l.Designator(); got != want {
+			t.Errorf("leg %s: designator %+v, want %+v", l.ID, got, want)
+		}
+		if packed := x.odd == nil; packed != (l.ID != "d") {
+			t.Errorf("leg %s: packed %v", l.ID, packed)
+		}
+	}
+}

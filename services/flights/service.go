@@ -84,7 +84,7 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 		Decide:        DecideRotation,
 		Evolve:        EvolveRotation,
 		Events:        rotationEvents(),
-		Snapshots:     aggregate.JSONSnapshots[Rotation]{Version: 1},
+		Snapshots:     RotationSnapshots{},
 		SnapshotEvery: 250,
 		Weight:        rotationWeight,
 	}, ao)

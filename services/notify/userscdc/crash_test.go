@@ -171,29 +171,61 @@ func TestSnapshotCrashChild(t *testing.T) {
 	}
 	cfg := Config{URL: os.Getenv("USERSCDC_URL"), Schema: os.Getenv("USERSCDC_SCHEMA"), Publication: os.Getenv("USERSCDC_PUB"),
 		Slot: os.Getenv("USERSCDC_SLOT"), MaxBatchBytes: 256 << 10}
+	serve := os.Getenv("USERSCDC_SERVE") != ""
+	if serve {
+		// Serve while copying, slowly enough to be killed mid-copy.
+		cfg.ServeDuringCopy = true
+		TestHookCopy = func(context.Context, string) { time.Sleep(20 * time.Millisecond) }
+	}
 	out.Printf("starting")
-	if _, err := Start(context.Background(), v, cfg); err != nil {
+	ctx := context.Background()
+	if _, err := Start(ctx, v, cfg); err != nil {
 		out.Fail("start: %v", err)
 	}
 	out.Printf("ready")
+	for said := false; serve; time.Sleep(time.Millisecond) {
+		st, err := v.Ready()
+		us, lerr := v.Users(ctx, []int64{1, 2, 3, 50_000})
+		if err != nil || lerr != nil || len(us) != 4 {
+			out.Fail("a lookup while serving (%s, %v): %d users, %v", st, err, len(us), lerr)
+		}
+		if st == "snapshot" && !said {
+			out.Printf("serving-snapshot")
+			said = true
+		}
+	}
 	select {}
 }
 
 // A follower killed while it copies the snapshot leaves a view that the
-// next Start empties and fills again from a new slot.
+// next Start empties and fills again from a new slot; also one that
+// answered lookups from the source's snapshot meanwhile
+// (ServeDuringCopy).
 func TestKilledDuringSnapshot(t *testing.T) {
+	t.Run("copying", func(t *testing.T) { testKilledDuringSnapshot(t, false) })
+	t.Run("serving", func(t *testing.T) { testKilledDuringSnapshot(t, true) })
+}
+
+func testKilledDuringSnapshot(t *testing.T, serve bool) {
 	e := newEnv(t)
 	ctx := context.Background()
 	if err := e.src.Generate(ctx, Population{Users: 100_000, Type: "like_update", Refuse: 0.1, Seed: 4}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	p := crashtest.Start(t, crashtest.Spec{Test: "TestSnapshotCrashChild", Env: []string{
+	env := []string{
 		"USERSCDC_DIR=" + dir, "USERSCDC_URL=" + e.url, "USERSCDC_SCHEMA=" + e.cfg.Schema,
 		"USERSCDC_PUB=" + e.cfg.Publication, "USERSCDC_SLOT=" + e.cfg.Slot,
-	}})
+	}
+	if serve {
+		env = append(env, "USERSCDC_SERVE=1")
+	}
+	p := crashtest.Start(t, crashtest.Spec{Test: "TestSnapshotCrashChild", Env: env})
 	if !p.WaitFor("starting", time.Minute) {
 		t.Fatal("the child never started")
+	}
+	if serve && !p.WaitFor("serving-snapshot", time.Minute) {
+		t.Fatal("the child never served from the snapshot")
 	}
 	time.Sleep(time.Duration(100+mrand.IntN(200)) * time.Millisecond)
 	p.Kill()
@@ -205,6 +237,9 @@ func TestKilledDuringSnapshot(t *testing.T) {
 	}
 	t.Logf("killed with the view at %s, snapshot marker %q", v.Position(), marker)
 	if marker == "" && v.Position() != 0 {
+		if serve {
+			t.Fatal("the kill came after the slowed copy")
+		}
 		t.Log("the kill came after the snapshot: nothing to start over")
 	}
 	lsn := e.write(t, func(w *Writer) error { return w.SetSetting(5, "like_update", "email", false) })

@@ -49,6 +49,14 @@ type Config struct {
 	// new snapshot into the emptied view instead of failing with
 	// ErrSlotMissing.
 	Resnapshot bool
+	// ServeDuringCopy makes Start return as soon as the slot exists,
+	// when the view needs a snapshot: the copy then runs in the
+	// background, and until it commits the view answers its reads from
+	// the source itself, in the snapshot the slot exported (the source
+	// at the slot's consistent point, the view's position meanwhile), on
+	// up to SnapshotReaders connections (default 4).
+	ServeDuringCopy bool
+	SnapshotReaders int
 	// Logger receives the follower's warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -68,6 +76,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBatchBytes <= 0 {
 		c.MaxBatchBytes = 16 << 20
+	}
+	if c.SnapshotReaders <= 0 {
+		c.SnapshotReaders = 4
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -96,6 +107,11 @@ var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // testHookCommit, set by tests before Start, writes into each source
 // transaction's batch before it commits.
 var testHookCommit func(b *pebble.Batch, end LSN) error
+
+// TestHookCopy, when set (by tests, also of other packages, before
+// Start), is called as the snapshot copy begins each table and after
+// each batch it commits; it may block to hold the copy.
+var TestHookCopy func(ctx context.Context, table string)
 
 // Follower applies the source's changes to a View until closed.
 type Follower struct {
@@ -137,83 +153,120 @@ func Start(ctx context.Context, v *View, cfg Config) (*Follower, error) {
 	// dirty: the position a killed predecessor stored may still be in
 	// the page cache only; sync before confirming it.
 	f := &Follower{v: v, cfg: cfg, log: cfg.Logger, done: make(chan struct{}), dirty: true}
-	conn, err := f.setup(ctx)
+	conn, p, err := f.setup(ctx)
 	if err != nil {
 		v.release()
 		return nil, err
 	}
+	if p != nil && !cfg.ServeDuringCopy {
+		if err := f.copyIn(ctx, p); err != nil {
+			_ = p.repl.Close(context.Background())
+			v.release()
+			return nil, err
+		}
+		if err := f.start(ctx, p.repl); err != nil {
+			_ = p.repl.Close(context.Background())
+			v.release()
+			return nil, err
+		}
+		conn, p = p.repl, nil
+	}
+	if p != nil {
+		// Serve while the copy runs: one reader of the exported
+		// snapshot now, so that the view answers once Start returns.
+		r := newSnapshotReader(cfg.URL, cfg.Schema, p.snapshot, cfg.SnapshotReaders)
+		if err := r.do(ctx, func(*pgx.Conn) error { return nil }); err != nil {
+			r.close()
+			_ = p.repl.Close(context.Background())
+			v.release()
+			return nil, err
+		}
+		v.hydrate(r, p.consistent)
+	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	go f.run(conn)
+	go f.run(conn, p)
 	return f, nil
+}
+
+// pending is a snapshot a new slot exported, to be copied into the view
+// before the slot's stream starts.
+type pending struct {
+	// repl exported the snapshot: it stays importable while repl runs
+	// no other command, so repl starts streaming only after the copy.
+	repl       *pgconn.PgConn
+	snapshot   string
+	consistent LSN
 }
 
 func (f *Follower) table(name string) string {
 	return pgx.Identifier{f.cfg.Schema, name}.Sanitize()
 }
 
-// setup checks the source, makes what is missing, takes the snapshot if
-// the view needs one, and returns a replication connection streaming
-// from the view's position.
-func (f *Follower) setup(ctx context.Context) (*pgconn.PgConn, error) {
+// setup checks the source and makes what is missing. It returns a
+// replication connection streaming from the view's position, or, if the
+// view needs a snapshot, the slot it created with the snapshot to copy.
+func (f *Follower) setup(ctx context.Context) (*pgconn.PgConn, *pending, error) {
 	conn, err := pgx.Connect(ctx, f.cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("userscdc: connect to the source: %w", err)
+		return nil, nil, fmt.Errorf("userscdc: connect to the source: %w", err)
 	}
 	defer conn.Close(context.Background())
 	var level string
 	if err := conn.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err != nil {
-		return nil, fmt.Errorf("userscdc: source: %w", err)
+		return nil, nil, fmt.Errorf("userscdc: source: %w", err)
 	}
 	if level != "logical" {
-		return nil, fmt.Errorf("%w: it is %q; set wal_level = logical (and max_replication_slots, max_wal_senders) in postgresql.conf and restart the server (scripts/postgres.sh does)", ErrWALLevel, level)
+		return nil, nil, fmt.Errorf("%w: it is %q; set wal_level = logical (and max_replication_slots, max_wal_senders) in postgresql.conf and restart the server (scripts/postgres.sh does)", ErrWALLevel, level)
 	}
 	marker, err := f.v.snapshotting()
 	if err != nil {
-		return nil, fmt.Errorf("userscdc: view: %w", err)
+		return nil, nil, fmt.Errorf("userscdc: view: %w", err)
 	}
 	pos := f.v.Position()
 	fresh := pos == 0 || marker != ""
 
 	var pubs int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.cfg.Publication).Scan(&pubs); err != nil {
-		return nil, fmt.Errorf("userscdc: source: %w", err)
+		return nil, nil, fmt.Errorf("userscdc: source: %w", err)
 	}
 	if pubs == 0 {
 		if !fresh {
-			return nil, fmt.Errorf("%w: %q, which the view at %s followed; create it again (FOR TABLE %s, %s, %s) and restart, or remove the view to take a new snapshot",
+			return nil, nil, fmt.Errorf("%w: %q, which the view at %s followed; create it again (FOR TABLE %s, %s, %s) and restart, or remove the view to take a new snapshot",
 				ErrPublicationMissing, f.cfg.Publication, pos, f.table(tableUsers), f.table(tableSettings), f.table(tableDevices))
 		}
 		_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s, %s, %s`, f.cfg.Publication,
 			f.table(tableUsers), f.table(tableSettings), f.table(tableDevices)))
 		if err != nil {
-			return nil, fmt.Errorf("userscdc: create publication %s: %w", f.cfg.Publication, err)
+			return nil, nil, fmt.Errorf("userscdc: create publication %s: %w", f.cfg.Publication, err)
 		}
 	}
 
 	var slots int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, f.cfg.Slot).Scan(&slots); err != nil {
-		return nil, fmt.Errorf("userscdc: source: %w", err)
+		return nil, nil, fmt.Errorf("userscdc: source: %w", err)
 	}
 	switch {
 	case fresh && slots > 0 && marker != f.cfg.Slot:
-		return nil, fmt.Errorf("%w: %q exists, and this view never took its snapshot; drop it (SELECT pg_drop_replication_slot('%s')) if nothing uses it, or choose another slot",
+		return nil, nil, fmt.Errorf("%w: %q exists, and this view never took its snapshot; drop it (SELECT pg_drop_replication_slot('%s')) if nothing uses it, or choose another slot",
 			ErrSlotTaken, f.cfg.Slot, f.cfg.Slot)
 	case fresh && slots > 0:
 		// Ours: the snapshot copy it exported was interrupted. Start again.
 		if err := f.dropSlot(ctx, conn); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case !fresh && slots == 0 && !f.cfg.Resnapshot:
-		return nil, fmt.Errorf("%w: %q, which the view at %s followed; changes made since may be lost: remove the view to take a new snapshot (or set Resnapshot)",
+		return nil, nil, fmt.Errorf("%w: %q, which the view at %s followed; changes made since may be lost: remove the view to take a new snapshot (or set Resnapshot)",
 			ErrSlotMissing, f.cfg.Slot, pos)
 	case !fresh && slots == 0:
 		f.log.Warn("userscdc: replication slot gone, taking a new snapshot", "slot", f.cfg.Slot, "view_position", pos.String())
 		fresh = true
 	}
 	if fresh {
-		return f.snapshot(ctx, conn)
+		p, err := f.snapshot(ctx)
+		return nil, p, err
 	}
-	return f.connect(ctx, true)
+	repl, err := f.connect(ctx, true)
+	return repl, nil, err
 }
 
 // dropSlot drops the slot, waiting while a walsender of a killed
@@ -250,10 +303,9 @@ func (f *Follower) replicationConn(ctx context.Context) (*pgconn.PgConn, error) 
 	return conn, nil
 }
 
-// snapshot empties the view, creates the slot, copies the snapshot it
-// exports and sets the view's position to the slot's consistent point;
-// then streams from there.
-func (f *Follower) snapshot(ctx context.Context, conn *pgx.Conn) (*pgconn.PgConn, error) {
+// snapshot empties the view and creates the slot, which exports the
+// snapshot to copy.
+func (f *Follower) snapshot(ctx context.Context) (*pending, error) {
 	b := f.v.newBatch()
 	_ = b.b.DeleteRange([]byte{0x01}, []byte{0xff}, nil)
 	_ = b.b.Delete(positionKey, nil)
@@ -282,30 +334,32 @@ func (f *Follower) snapshot(ctx context.Context, conn *pgx.Conn) (*pgconn.PgConn
 	if err != nil {
 		return nil, fmt.Errorf("userscdc: slot's consistent point: %w", err)
 	}
-	if err := f.copySnapshot(ctx, conn, slot.SnapshotName, consistent); err != nil {
-		return nil, err
-	}
-	if err := f.start(ctx, repl); err != nil {
-		return nil, err
+	if strings.ContainsAny(slot.SnapshotName, "'\\") {
+		return nil, fmt.Errorf("userscdc: odd snapshot name %q", slot.SnapshotName)
 	}
 	ok = true
-	return repl, nil
+	return &pending{repl: repl, snapshot: slot.SnapshotName, consistent: consistent}, nil
+}
+
+// copyIn copies the pending snapshot into the view, which then answers
+// from its own rows.
+func (f *Follower) copyIn(ctx context.Context, p *pending) error {
+	if err := f.copySnapshot(ctx, p.snapshot, p.consistent); err != nil {
+		return err
+	}
+	f.v.copied()
+	return nil
 }
 
 // copySnapshot reads the three tables in the exported snapshot (the
 // source as of the slot's consistent point) into the view.
-func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, consistent LSN) error {
-	if strings.ContainsAny(snapshot, "'\\") {
-		return fmt.Errorf("userscdc: odd snapshot name %q", snapshot)
-	}
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+func (f *Follower) copySnapshot(ctx context.Context, snapshot string, consistent LSN) error {
+	conn, err := importSnapshot(ctx, f.cfg.URL, snapshot)
 	if err != nil {
-		return fmt.Errorf("userscdc: snapshot: %w", err)
+		return err
 	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+snapshot+`'`); err != nil {
-		return fmt.Errorf("userscdc: import snapshot %s: %w", snapshot, err)
-	}
+	defer conn.Close(context.Background())
+	tx := conn
 	b := f.v.newBatch()
 	b.copying = true
 	defer func() {
@@ -314,6 +368,9 @@ func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot st
 		}
 	}()
 	copyTable := func(table, query string, scan func(rows pgx.Rows) (row, error)) error {
+		if TestHookCopy != nil {
+			TestHookCopy(ctx, table)
+		}
 		rows, err := tx.Query(ctx, query)
 		if err != nil {
 			return fmt.Errorf("userscdc: snapshot of %s: %w", table, err)
@@ -333,6 +390,9 @@ func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot st
 				b.copying = true
 				if err != nil {
 					return err
+				}
+				if TestHookCopy != nil {
+					TestHookCopy(ctx, table)
 				}
 			}
 		}
@@ -395,10 +455,7 @@ func (f *Follower) copySnapshot(ctx context.Context, conn *pgx.Conn, snapshot st
 	}
 	err = b.commit(consistent, true)
 	b = nil
-	if err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return err
 }
 
 // connect opens a replication connection and starts streaming from the
@@ -487,13 +544,33 @@ type applyError struct{ err error }
 func (e applyError) Error() string { return e.err.Error() }
 func (e applyError) Unwrap() error { return e.err }
 
-// run streams until closed or a fatal error, reconnecting on others.
-func (f *Follower) run(conn *pgconn.PgConn) {
+// run copies the pending snapshot, if there is one, then streams until
+// closed or a fatal error, reconnecting on others.
+func (f *Follower) run(conn *pgconn.PgConn, p *pending) {
 	defer close(f.done)
+	var err error // why the stream broke
+	if p != nil {
+		if err := f.copyIn(f.ctx, p); err != nil {
+			_ = p.repl.Close(context.Background())
+			f.v.copyFailed()
+			if f.ctx.Err() != nil {
+				f.stop(errStopped, nil)
+			} else {
+				f.stop(err, err)
+			}
+			return
+		}
+		conn = p.repl
+		if err = f.start(f.ctx, conn); err != nil {
+			_ = conn.Close(context.Background()) // reconnect below, or stop
+		}
+	}
 	backoff := 100 * time.Millisecond
 	for {
-		err := f.stream(conn)
-		f.finish(conn)
+		if err == nil {
+			err = f.stream(conn)
+			f.finish(conn)
+		}
 		if f.ctx.Err() != nil {
 			f.stop(errStopped, nil)
 			return

@@ -147,6 +147,12 @@ type View struct {
 	err     error         // why the follower stopped, for waiters
 	closed  bool
 	busy    bool // a follower writes the view
+	// reader answers the reads while a snapshot is copied in the
+	// background (Config.ServeDuringCopy); incomplete: the rows are not
+	// a whole snapshot yet (a copy runs, or was interrupted), so without
+	// a reader the view cannot answer.
+	reader     *snapshotReader
+	incomplete bool
 }
 
 // claim marks the view as written by a follower, clearing the previous
@@ -209,6 +215,11 @@ func (v *View) load() error {
 	}
 	pos, err := readPosition(v.db)
 	v.pos = pos
+	if err != nil {
+		return err
+	}
+	marker, err := v.snapshotting()
+	v.incomplete = marker != ""
 	return err
 }
 
@@ -286,11 +297,108 @@ func (v *View) advance(lsn LSN) {
 	}
 }
 
-// reset sets the position back to none (a new snapshot begins).
+// reset sets the position back to none (a new snapshot begins): until
+// the copy commits, or a reader of the snapshot is installed, the view
+// does not answer.
 func (v *View) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.pos = 0
+	v.incomplete = true
+}
+
+// hydrate makes r answer the view's reads while the snapshot of the
+// slot whose consistent point is at is copied: reads then see the
+// source at that point, so that is the view's position meanwhile.
+func (v *View) hydrate(r *snapshotReader, at LSN) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.reader = r
+	v.pos = at
+	close(v.changed)
+	v.changed = make(chan struct{})
+}
+
+// copied switches the reads to the view's rows, which now hold the
+// whole snapshot, and closes the snapshot's reader (waiting for its
+// reads in flight) if there was one.
+func (v *View) copied() {
+	v.mu.Lock()
+	r := v.reader
+	v.reader, v.incomplete = nil, false
+	v.mu.Unlock()
+	if r != nil {
+		r.close()
+	}
+}
+
+// copyFailed closes the snapshot's reader: the view cannot answer until
+// a new snapshot is taken.
+func (v *View) copyFailed() {
+	v.mu.Lock()
+	r := v.reader
+	v.reader, v.pos = nil, 0
+	v.mu.Unlock()
+	if r != nil {
+		r.close()
+	}
+}
+
+// ErrIncomplete is a read of a view whose snapshot copy has not
+// completed (and is not being served from the source's snapshot).
+var ErrIncomplete = errors.New("userscdc: the view's snapshot is not complete")
+
+// route returns the reader of the source's snapshot that answers reads
+// while the copy runs, nil when the view's rows do.
+func (v *View) route() (*snapshotReader, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.reader != nil:
+		return v.reader, nil
+	case v.closed:
+		return nil, pebble.ErrClosed
+	case v.incomplete:
+		return nil, ErrIncomplete
+	}
+	return nil, nil
+}
+
+// fromSnapshot runs read on the snapshot reader while there is one; ok
+// false: the view's rows answer.
+func fromSnapshot[T any](v *View, read func(r *snapshotReader) (T, error)) (out T, ok bool, err error) {
+	for {
+		r, err := v.route()
+		if err != nil || r == nil {
+			return out, err != nil, err
+		}
+		out, err = read(r)
+		if !errors.Is(err, errReaderClosed) {
+			return out, true, err
+		}
+		// The copy committed (or failed) meanwhile: look again.
+	}
+}
+
+// Ready reports whether the view can answer reads, and from where:
+// "snapshot" while the snapshot is copied and reads are answered from
+// the source at the slot's consistent point, "view" from its own rows.
+// It fails when the view is closed, its snapshot is incomplete, or its
+// follower stopped.
+func (v *View) Ready() (string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.closed:
+		return "", pebble.ErrClosed
+	case v.err != nil:
+		return "", v.err
+	case v.reader != nil:
+		return "snapshot", nil
+	case v.incomplete:
+		return "", ErrIncomplete
+	}
+	return "view", nil
 }
 
 // fail records why the view stops moving; waiters get err.
@@ -305,7 +413,13 @@ func (v *View) fail(err error) {
 // Users implements notify.Users: the users among ids the view knows, as
 // of one consistent snapshot. Settings switched on are left out of
 // Disabled, as are the ones the user never set.
+//
+// While a snapshot is copied in the background, the source's snapshot
+// answers (Config.ServeDuringCopy).
 func (v *View) Users(ctx context.Context, ids []int64) (map[int64]*notify.User, error) {
+	if us, ok, err := fromSnapshot(v, func(r *snapshotReader) (map[int64]*notify.User, error) { return r.users(ctx, ids) }); ok {
+		return us, err
+	}
 	sorted := slices.Clone(ids)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
@@ -316,6 +430,9 @@ func (v *View) Users(ctx context.Context, ids []int64) (map[int64]*notify.User, 
 
 // All returns every user in the view (tests, and checks of a benchmark).
 func (v *View) All(ctx context.Context) (map[int64]*notify.User, error) {
+	if us, ok, err := fromSnapshot(v, func(r *snapshotReader) (map[int64]*notify.User, error) { return r.all(ctx) }); ok {
+		return us, err
+	}
 	snap := v.db.NewSnapshot()
 	defer snap.Close()
 	iter, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUser}, UpperBound: []byte{prefixUser + 1}})
@@ -335,6 +452,9 @@ func (v *View) All(ctx context.Context) (map[int64]*notify.User, error) {
 // Members returns the ids of the club's members, ascending; more than
 // max (> 0) members is an error.
 func (v *View) Members(ctx context.Context, club int64, max int) ([]int64, error) {
+	if ids, ok, err := fromSnapshot(v, func(r *snapshotReader) ([]int64, error) { return r.members(ctx, club, max) }); ok {
+		return ids, err
+	}
 	p := idKey(prefixMember, club)
 	iter, err := v.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: idKey(prefixMember, club+1)})
 	if err != nil {
@@ -372,6 +492,9 @@ type Club struct {
 
 // Clubs returns every club with members, by id.
 func (v *View) Clubs(ctx context.Context) ([]Club, error) {
+	if cs, ok, err := fromSnapshot(v, func(r *snapshotReader) ([]Club, error) { return r.clubs(ctx) }); ok {
+		return cs, err
+	}
 	iter, err := v.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixMember}, UpperBound: []byte{prefixMember + 1}})
 	if err != nil {
 		return nil, err
@@ -495,6 +618,10 @@ func (v *View) Close() error {
 	v.closed = true
 	close(v.changed)
 	v.changed = make(chan struct{})
+	if v.reader != nil {
+		v.reader.close()
+		v.reader = nil
+	}
 	return v.db.Close()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -147,7 +148,11 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 	}
 	defer view.Close()
 	e.log.Info("following the users' database", "users_db", redactURL(f.usersDB), "position", view.Position())
-	follower, err := userscdc.Start(ctx, view, userscdc.Config{URL: f.usersDB, Schema: f.usersSchema, Publication: f.slot, Slot: f.slot, Logger: e.log})
+	// A fresh view serves as soon as the slot exists: until the copy of
+	// its snapshot is in, reads go to that snapshot in the users'
+	// database (userscdc.Config.ServeDuringCopy).
+	follower, err := userscdc.Start(ctx, view, userscdc.Config{URL: f.usersDB, Schema: f.usersSchema, Publication: f.slot, Slot: f.slot,
+		ServeDuringCopy: true, Logger: e.log})
 	if err != nil {
 		return fmt.Errorf("users' database: %w", err)
 	}
@@ -209,7 +214,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 	}()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
-	mux.HandleFunc("GET /healthz", healthz(store, e.log))
+	mux.HandleFunc("GET /healthz", notifyHealthz(store, view, e.log))
 	httpapi.New(mux, svc, tokens)
 	mux.Handle("/api/windows/", tokens.Require(window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
@@ -219,6 +224,32 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 		err = ferr
 	}
 	return err
+}
+
+// notifyHealthz answers 200 when the service can answer: the store reads
+// and the users view answers lookups — from its own rows, or while its
+// first snapshot is copied from that snapshot in the users' database
+// ("users": "snapshot").
+func notifyHealthz(s eventstore.Store, view *userscdc.View, log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		head, err := s.Head(r.Context())
+		if err == nil {
+			err = eventstore.Healthy(s)
+		}
+		if err != nil {
+			log.Error("healthz: store unavailable", "err", err)
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		users, err := view.Ready()
+		if err != nil {
+			log.Error("healthz: users view unavailable", "err", err)
+			http.Error(w, "users view unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, "{\"status\":\"ok\",\"head\":%d,\"users\":%q,\"users_position\":%q}\n", head, users, view.Position().String())
+	}
 }
 
 // publishNotify publishes the log to the bus until stopped, as a write

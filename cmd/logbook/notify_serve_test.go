@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,11 @@ import (
 // the test kills.
 func TestNotifyServeChild(t *testing.T) {
 	out := crashtest.Child(t)
+	if os.Getenv("NOTIFY_HOLD_COPY") != "" {
+		// The users' snapshot is copied until the kill: the service
+		// answers from the snapshot in the users' database throughout.
+		userscdc.TestHookCopy = func(ctx context.Context, _ string) { <-ctx.Done() }
+	}
 	args := strings.Split(os.Getenv("NOTIFY_ARGS"), "\x1f")
 	code := run(context.Background(), &env{stdout: io.Discard, stderr: os.Stderr, getenv: os.Getenv}, args)
 	out.Fail("notify serve exited %d", code)
@@ -125,7 +132,15 @@ func (c notifyClient) waitUp(*crashtest.Process) {
 // restart is answered as the first, and every metrics window equals a
 // recount of the outcomes on the log. Users added to the users' database
 // while the server was down (one opted out) are seen after the restart.
+// The same when the first server is killed while it still copies its
+// users' snapshot, answering from the snapshot in the users' database
+// (the copy is held until the kill).
 func TestNotifyServeSIGKILL(t *testing.T) {
+	t.Run("view", func(t *testing.T) { testNotifyServeSIGKILL(t, false) })
+	t.Run("copying", func(t *testing.T) { testNotifyServeSIGKILL(t, true) })
+}
+
+func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 	ctx := context.Background()
 	const n = 30_000
 	url, schema, slot, src := usersDB(t, userscdc.Population{Users: n, Clubs: 4, Type: "like_update", Refuse: 0.1, OptOut: 0.05, NoEmail: 0.1, NoPush: 0.2, Seed: 9})
@@ -151,9 +166,23 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 	c := notifyClient{t: t, base: "http://" + addr}
 
 	t0 := time.Now()
-	p := crashtest.Start(t, spec)
+	first := spec
+	if holdCopy {
+		first.Env = append(slices.Clone(spec.Env), "NOTIFY_HOLD_COPY=1")
+	}
+	p := crashtest.Start(t, first)
 	c.waitUp(p)
 	t.Logf("up after %v", time.Since(t0))
+	var h struct{ Users string }
+	if code := c.call("GET", "/healthz", "", "", nil, &h); code != 200 || (holdCopy && h.Users != "snapshot") {
+		t.Fatalf("healthz after the start (copy held: %v): %d %+v", holdCopy, code, h)
+	}
+	for start := time.Now(); !holdCopy && h.Users != "view"; time.Sleep(10 * time.Millisecond) {
+		// The first server kills with its view in place.
+		if code := c.call("GET", "/healthz", "", "", nil, &h); code != 200 || time.Since(start) > time.Minute {
+			t.Fatalf("healthz: %d %+v", code, h)
+		}
+	}
 	to := make([]int64, 0, n+100)
 	for id := int64(1); id <= n+100; id++ { // 100 unknown users
 		to = append(to, id)
@@ -182,6 +211,17 @@ func TestNotifyServeSIGKILL(t *testing.T) {
 	}
 	p.Kill()
 	atKill := sk.Stats()
+	if holdCopy {
+		v, err := userscdc.OpenView(filepath.Join(dir, "state", "users"), userscdc.ViewOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Users(ctx, []int64{1})
+		_ = v.Close()
+		if !errors.Is(err, userscdc.ErrIncomplete) {
+			t.Fatalf("the view the server killed while copying left answers %v, want ErrIncomplete", err)
+		}
+	}
 	if atKill.UniqueKeys >= int64(len(want)) {
 		t.Fatalf("everything was delivered before the kill (%+v): slow the sink down", atKill)
 	}

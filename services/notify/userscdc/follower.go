@@ -2,11 +2,11 @@ package userscdc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/logbook/logbook/services/notify"
 )
 
 // Config says what a Follower follows.
@@ -352,110 +354,125 @@ func (f *Follower) copyIn(ctx context.Context, p *pending) error {
 }
 
 // copySnapshot reads the three tables in the exported snapshot (the
-// source as of the slot's consistent point) into the view.
+// source as of the slot's consistent point) into the view: each table on
+// a connection of its own that imports the snapshot, at the same time,
+// its rows written as the view's keys straight into plain batches of
+// about MaxBatchBytes. The rows go into an emptied view, each once, so
+// nothing needs to be read back (what batch.upsert does with copying
+// set, without decoding into a row). The last batch, once all three are
+// in, sets the position and removes the marker.
 func (f *Follower) copySnapshot(ctx context.Context, snapshot string, consistent LSN) error {
-	conn, err := importSnapshot(ctx, f.cfg.URL, snapshot)
-	if err != nil {
-		return err
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type copier struct {
+		table, query string
+		put          func(rows pgx.Rows, b *pebble.Batch) error
 	}
-	defer conn.Close(context.Background())
-	tx := conn
-	b := f.v.newBatch()
-	b.copying = true
-	defer func() {
-		if b != nil {
-			b.close()
-		}
-	}()
-	copyTable := func(table, query string, scan func(rows pgx.Rows) (row, error)) error {
-		if TestHookCopy != nil {
-			TestHookCopy(ctx, table)
-		}
-		rows, err := tx.Query(ctx, query)
-		if err != nil {
-			return fmt.Errorf("userscdc: snapshot of %s: %w", table, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scan(rows)
-			if err != nil {
-				return fmt.Errorf("userscdc: snapshot of %s: %w", table, err)
-			}
-			if err := b.upsert(table, nil, r); err != nil {
+	copiers := []copier{
+		{tableUsers, `SELECT id, name, language, coalesce(email, ''), opt_out, club_id FROM ` + f.table(tableUsers), func(rows pgx.Rows, b *pebble.Batch) error {
+			var id int64
+			var u userRow
+			var club *int64
+			if err := rows.Scan(&id, &u.Name, &u.Language, &u.Email, &u.OptOut, &club); err != nil {
 				return err
 			}
-			if b.size() >= f.cfg.MaxBatchBytes {
-				err := b.commit(0, false)
-				b = f.v.newBatch()
-				b.copying = true
-				if err != nil {
+			if club != nil {
+				if err := b.Set(idKey(prefixClubOf, id), binary.BigEndian.AppendUint64(nil, uint64(*club)), nil); err != nil {
 					return err
 				}
+				if err := b.Set(memberKey(*club, id), nil, nil); err != nil {
+					return err
+				}
+			}
+			return b.Set(idKey(prefixUser, id), u.encode(), nil)
+		}},
+		{tableSettings, `SELECT user_id, type, channel, enabled FROM ` + f.table(tableSettings), func(rows pgx.Rows, b *pebble.Batch) error {
+			var id int64
+			var typ, ch string
+			var on bool
+			if err := rows.Scan(&id, &typ, &ch, &on); err != nil {
+				return err
+			}
+			val := []byte{0}
+			if on {
+				val[0] = 1
+			}
+			return b.Set(settingKey(id, typ, notify.Channel(ch)), val, nil)
+		}},
+		{tableDevices, `SELECT id, user_id, token FROM ` + f.table(tableDevices), func(rows pgx.Rows, b *pebble.Batch) error {
+			var id, user int64
+			var token string
+			if err := rows.Scan(&id, &user, &token); err != nil {
+				return err
+			}
+			if err := b.Set(deviceKey(user, id), []byte(token), nil); err != nil {
+				return err
+			}
+			return b.Set(idKey(prefixDevIdx, id), binary.BigEndian.AppendUint64(nil, uint64(user)), nil)
+		}},
+	}
+	copyTable := func(c copier) error {
+		conn, err := importSnapshot(ctx, f.cfg.URL, snapshot)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		if TestHookCopy != nil {
+			TestHookCopy(ctx, c.table)
+		}
+		rows, err := conn.Query(ctx, c.query)
+		if err != nil {
+			return fmt.Errorf("userscdc: snapshot of %s: %w", c.table, err)
+		}
+		defer rows.Close()
+		b := f.v.db.NewBatch()
+		defer func() { _ = b.Close() }()
+		for rows.Next() {
+			if err := c.put(rows, b); err != nil {
+				return fmt.Errorf("userscdc: snapshot of %s: %w", c.table, err)
+			}
+			if int(b.Len()) >= f.cfg.MaxBatchBytes {
+				if err := b.Commit(pebble.NoSync); err != nil {
+					return fmt.Errorf("userscdc: commit view batch: %w", err)
+				}
+				b.Reset()
 				if TestHookCopy != nil {
-					TestHookCopy(ctx, table)
+					TestHookCopy(ctx, c.table)
 				}
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("userscdc: snapshot of %s: %w", table, err)
+			return fmt.Errorf("userscdc: snapshot of %s: %w", c.table, err)
+		}
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("userscdc: commit view batch: %w", err)
 		}
 		return nil
 	}
-	txt := func(s string) col { return col{'t', s} }
-	nullable := func(s *string) col {
-		if s == nil {
-			return col{kind: 'n'}
-		}
-		return txt(*s)
+	errs := make([]error, len(copiers))
+	var wg sync.WaitGroup
+	for i, c := range copiers {
+		wg.Go(func() {
+			if errs[i] = copyTable(c); errs[i] != nil {
+				cancel() // the others stop too
+			}
+		})
 	}
-	boolean := func(v bool) col {
-		if v {
-			return txt("t")
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
 		}
-		return txt("f")
 	}
-	id := func(n int64) col { return txt(strconv.FormatInt(n, 10)) }
-	err = copyTable(tableUsers, `SELECT id, name, language, email, opt_out, club_id FROM `+f.table(tableUsers), func(rows pgx.Rows) (row, error) {
-		var n int64
-		var name, lang string
-		var email *string
-		var out bool
-		var club *int64
-		err := rows.Scan(&n, &name, &lang, &email, &out, &club)
-		r := row{"id": id(n), "name": txt(name), "language": txt(lang), "email": nullable(email), "opt_out": boolean(out), "club_id": col{kind: 'n'}}
-		if club != nil {
-			r["club_id"] = id(*club)
-		}
-		return r, err
-	})
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = copyTable(tableSettings, `SELECT user_id, type, channel, enabled FROM `+f.table(tableSettings), func(rows pgx.Rows) (row, error) {
-		var n int64
-		var typ, ch string
-		var on bool
-		err := rows.Scan(&n, &typ, &ch, &on)
-		return row{"user_id": id(n), "type": txt(typ), "channel": txt(ch), "enabled": boolean(on)}, err
-	})
-	if err != nil {
-		return err
-	}
-	err = copyTable(tableDevices, `SELECT id, user_id, token FROM `+f.table(tableDevices), func(rows pgx.Rows) (row, error) {
-		var n, user int64
-		var token string
-		err := rows.Scan(&n, &user, &token)
-		return row{"id": id(n), "user_id": id(user), "token": txt(token)}, err
-	})
-	if err != nil {
-		return err
-	}
+	b := f.v.newBatch()
 	if err := b.b.Delete(snapshotKey, nil); err != nil {
+		b.close()
 		return err
 	}
-	err = b.commit(consistent, true)
-	b = nil
-	return err
+	return b.commit(consistent, true)
 }
 
 // connect opens a replication connection and starts streaming from the

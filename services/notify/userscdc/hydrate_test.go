@@ -92,7 +92,7 @@ func TestServeDuringCopy(t *testing.T) {
 		if err := w.PutUser(user(n+1, "new"), 1); err != nil {
 			return err
 		}
-		return w.Exec(`UPDATE `+w.Table(tableUsers)+` SET name = 'renamed' WHERE id = 7`)
+		return w.Exec(`UPDATE ` + w.Table(tableUsers) + ` SET name = 'renamed' WHERE id = 7`)
 	})
 	if lsn <= consistent {
 		t.Fatalf("a change at %s, not after the consistent point %s", lsn, consistent)

@@ -30,7 +30,7 @@ export interface Counts {
 export interface DeadLetter {
   at: string;
   attempts: number;
-  channel: Record<string, unknown>;
+  channel: "push" | "email";
   /** the chunk of the request its recipients were in */
   chunk: number;
   id: string;
@@ -40,7 +40,7 @@ export interface DeadLetter {
   replay?: string;
   replayed_by?: string;
   request: string;
-  state: Record<string, unknown>;
+  state: "open" | "replayed";
   user_ids: number[];
 }
 
@@ -84,7 +84,7 @@ export interface Status {
   position: number;
   recipients: number;
   sender: string;
-  state: Record<string, unknown>;
+  state: "accepted" | "running" | "done";
   timestamp: string;
   to_club?: boolean;
   type: string;

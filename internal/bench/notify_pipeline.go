@@ -132,6 +132,34 @@ func (t *pipelineTarget) start(ctx context.Context) error {
 	}
 }
 
+// copied waits until the service's /healthz says its users view answers
+// from its own rows (`"users": "view"`), not from the users' database's
+// snapshot while the first copy runs, and returns when it first did. A
+// service that does not say (an older --exe) is taken as copied.
+func (t *pipelineTarget) copied(ctx context.Context) (time.Time, error) {
+	for {
+		resp, err := t.client.Get(t.url + "/healthz")
+		if err == nil {
+			var h struct {
+				Users *string `json:"users"`
+			}
+			derr := json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && derr == nil && (h.Users == nil || *h.Users == "view") {
+				return time.Now(), nil
+			}
+		}
+		select {
+		case err := <-t.exited:
+			t.exited <- err
+			return time.Time{}, fmt.Errorf("bench notify: the service exited (%v): %s", err, strings.TrimSpace(t.stderr.String()))
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // restart stops the service and starts it again on the same store and
 // state: a cold process with its data in place.
 func (t *pipelineTarget) restart(ctx context.Context) error {

@@ -52,7 +52,7 @@ func TestNotifyPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := r.Checks
-	if !r.Pass || len(r.Failures) != 0 || r.ColdMS == nil || r.ColdRestartMS == nil || c.MetricsMismatches == nil {
+	if !r.Pass || len(r.Failures) != 0 || r.ColdMS == nil || r.ColdRestartMS == nil || r.ColdCopiedMS == nil || c.MetricsMismatches == nil {
 		t.Fatalf("%+v", r)
 	}
 	if c.ExpectedDeliveries == 0 || c.UniqueKeys != c.ExpectedDeliveries || c.DuplicateDeliveries != 0 || *c.MetricsMismatches != 0 ||

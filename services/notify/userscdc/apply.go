@@ -47,9 +47,6 @@ func (r row) text(name string) (string, error) {
 type batch struct {
 	v *View
 	b *pebble.Batch // indexed: reads see the batch's own writes
-	// copying: a snapshot's rows go into an emptied view, each once, so
-	// a device has no earlier place to look up and delete.
-	copying bool
 }
 
 func (v *View) newBatch() *batch { return &batch{v: v, b: v.db.NewIndexedBatch()} }
@@ -233,10 +230,8 @@ func (b *batch) upsertUser(old, nw row) error {
 			return err
 		}
 	}
-	if !b.copying {
-		if err := b.leaveClub(prevID); err != nil {
-			return err
-		}
+	if err := b.leaveClub(prevID); err != nil {
+		return err
 	}
 	if hasClub {
 		if err := b.b.Set(idKey(prefixClubOf, id), binary.BigEndian.AppendUint64(nil, uint64(club)), nil); err != nil {
@@ -355,10 +350,8 @@ func (b *batch) upsertDevice(old, nw row) error {
 		}
 		token = string(raw)
 	}
-	if !b.copying {
-		if err := b.deleteDevice(prevID); err != nil {
-			return err
-		}
+	if err := b.deleteDevice(prevID); err != nil {
+		return err
 	}
 	if prevID != id {
 		if err := b.deleteDevice(id); err != nil {

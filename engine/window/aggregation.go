@@ -76,12 +76,20 @@ func tune(o *pebble.Options) {
 	o.LBaseMaxBytes = 256 << 20
 	// A pull query reads whole buckets (an hour or day of 20,000 keys is
 	// about a megabyte): with Pebble's default 8 MiB block cache they were
-	// evicted between queries and decompressed again by each one.
-	o.CacheSize = 64 << 20
+	// evicted between queries and decompressed again by each one. Pebble
+	// reserves each memtable's size in the block cache while it lives, so
+	// the cache is cacheBlocks beyond the memtables the writer may queue:
+	// a cache of 64 MiB, as it was, held nothing beside one full memtable,
+	// and every query read its blocks from the file again.
+	o.CacheSize = cacheBlocks + int64(o.MemTableStopWritesThreshold)*int64(o.MemTableSize)
 	for i := range o.Levels {
 		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
 	}
 }
+
+// cacheBlocks is the view's block cache beyond the memtables: the
+// buckets queries read.
+const cacheBlocks = 64 << 20
 
 // noTime is the stream time before any event.
 const noTime = math.MinInt64

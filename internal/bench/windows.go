@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime/trace"
 	"sync"
 	"syscall"
 	"time"
@@ -307,7 +308,11 @@ func RunWindows(ctx context.Context, store eventstore.Store, cfg WindowsConfig) 
 		}
 		q := dayQuery()
 		t0 := time.Now()
+		// A region per query: in an execution trace (--trace), what
+		// each query waited for.
+		reg := trace.StartRegion(ctx, "live query")
 		ans, err := agg.Query(ctx, q)
+		reg.End()
 		if err != nil {
 			return res, fmt.Errorf("bench windows: query: %w", err)
 		}

@@ -148,9 +148,12 @@ type Aggregation struct {
 	// Queries come first: the writer checks queries between slices of
 	// its work and, while one runs, waits (up to maxYield) for it to end
 	// (yieldToQueries).
-	queries   atomic.Int32
-	workUntil time.Time     // the writer's: no yielding before it
-	yielded   time.Duration // the writer's time spent yielding (for tests)
+	queries atomic.Int32
+	// lastGroups is the groups of the last query's answer: the next one
+	// sizes its map of groups by it.
+	lastGroups atomic.Int64
+	workUntil  time.Time     // the writer's: no yielding before it
+	yielded    time.Duration // the writer's time spent yielding (for tests)
 
 	mu      sync.Mutex
 	changed chan struct{} // closed after each commit

@@ -209,7 +209,9 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 		if st != noTime {
 			res.StreamTime = time.Unix(0, st).UTC()
 		}
-		byKey := map[string]*group{}
+		// Sized like the last answer: growing a map of a thousand
+		// groups step by step was a tenth of the benchmark's query.
+		byKey := make(map[string]*group, min(int(a.lastGroups.Load()), p.limit))
 		var gslab []group
 		var dslab []string
 		slabs := stateSlab{nValues: len(a.def.Values), nDistinct: len(a.def.Distinct)}
@@ -409,6 +411,7 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 	if err != nil {
 		return nil, res, err
 	}
+	a.lastGroups.Store(int64(len(out)))
 	slices.SortFunc(out, func(x, y *group) int { return cmp.Compare(x.key, y.key) })
 	return out, res, nil
 }

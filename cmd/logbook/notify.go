@@ -127,6 +127,8 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 	// As serve's: requests and deliveries allocate briefly and the live
 	// heap is small.
 	tuneGC(ctx)
+	// Its metrics windows answer queries beside the live ingest.
+	tuneProcs()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg := metrics.NewRegistry()

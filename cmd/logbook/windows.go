@@ -42,8 +42,10 @@ func newBenchWindowsCmd(e *env) *cobra.Command {
 			defer os.RemoveAll(dir)
 			bf.store.data = dir
 		}
-		// The aggregation runs as it would in logbook serve, collector included.
+		// The aggregation runs as it would in logbook notify serve,
+		// collector and processors included.
 		tuneGC(cmd.Context())
+		tuneProcs()
 		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
 			if p, ok := s.Store.(interface{ Metrics() *pebble.Metrics }); ok {
 				cfg.Settle = func(ctx context.Context) error { return settle(ctx, p.Metrics) }

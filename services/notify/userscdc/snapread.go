@@ -25,15 +25,17 @@ import (
 // flight.
 type snapshotReader struct {
 	url, schema, snapshot string
-	maxConns              int
 
 	mu     sync.RWMutex // held for reading by each read; close takes it for writing
 	closed bool
 
-	poolMu sync.Mutex
-	idle   []*pgx.Conn
-	open   int           // connections open, idle or in use
-	freed  chan struct{} // signalled when a connection goes back or is dropped
+	// The connections: slots holds a token for each one open (idle or in
+	// use), at most its capacity; idle holds those not in use. A read
+	// takes an idle one, or a slot to open one, or waits for either — a
+	// connection given back or a slot freed by one dropped or by an
+	// import that failed — so no read waits while another could serve it.
+	slots chan struct{}
+	idle  chan *pgx.Conn
 }
 
 // errReaderClosed: the copy committed (or failed) while a read waited;
@@ -45,7 +47,9 @@ var errReaderClosed = errors.New("userscdc: snapshot reader closed")
 const lookupChunk = 10_000
 
 func newSnapshotReader(url, schema, snapshot string, maxConns int) *snapshotReader {
-	return &snapshotReader{url: url, schema: schema, snapshot: snapshot, maxConns: maxConns, freed: make(chan struct{}, 1)}
+	maxConns = max(1, maxConns)
+	return &snapshotReader{url: url, schema: schema, snapshot: snapshot,
+		slots: make(chan struct{}, maxConns), idle: make(chan *pgx.Conn, maxConns)}
 }
 
 func (r *snapshotReader) table(name string) string { return pgx.Identifier{r.schema, name}.Sanitize() }
@@ -79,48 +83,33 @@ func (r *snapshotReader) do(ctx context.Context, fn func(conn *pgx.Conn) error) 
 		return err
 	}
 	err = fn(conn)
-	r.poolMu.Lock()
 	if conn.IsClosed() || (err != nil && conn.PgConn().TxStatus() != 'T') {
 		_ = conn.Close(context.Background())
-		r.open--
+		<-r.slots
 	} else {
-		r.idle = append(r.idle, conn)
-	}
-	r.poolMu.Unlock()
-	select {
-	case r.freed <- struct{}{}:
-	default:
+		r.idle <- conn // never blocks: at most cap(slots) connections
 	}
 	return err
 }
 
 func (r *snapshotReader) acquire(ctx context.Context) (*pgx.Conn, error) {
-	for {
-		r.poolMu.Lock()
-		if n := len(r.idle); n > 0 {
-			conn := r.idle[n-1]
-			r.idle = r.idle[:n-1]
-			r.poolMu.Unlock()
-			return conn, nil
+	select {
+	case conn := <-r.idle:
+		return conn, nil
+	default:
+	}
+	select {
+	case conn := <-r.idle:
+		return conn, nil
+	case r.slots <- struct{}{}:
+		conn, err := importSnapshot(ctx, r.url, r.snapshot)
+		if err != nil {
+			<-r.slots
+			return nil, err
 		}
-		if r.open < r.maxConns {
-			r.open++
-			r.poolMu.Unlock()
-			conn, err := importSnapshot(ctx, r.url, r.snapshot)
-			if err != nil {
-				r.poolMu.Lock()
-				r.open--
-				r.poolMu.Unlock()
-				return nil, err
-			}
-			return conn, nil
-		}
-		r.poolMu.Unlock()
-		select {
-		case <-r.freed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return conn, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
@@ -130,12 +119,15 @@ func (r *snapshotReader) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	r.poolMu.Lock()
-	defer r.poolMu.Unlock()
-	for _, c := range r.idle {
-		_ = c.Close(context.Background())
+	for {
+		select {
+		case c := <-r.idle:
+			_ = c.Close(context.Background())
+			<-r.slots
+		default:
+			return // no read in flight: every connection was idle
+		}
 	}
-	r.idle, r.open = nil, 0
 }
 
 // users reads the users among ids as View.Users returns them: the same

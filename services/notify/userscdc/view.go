@@ -611,18 +611,23 @@ func scan(r pebble.Reader, prefix byte, ids []int64, fn func(id int64, k, v []by
 // Close closes the database. No Users call may be running or start after.
 func (v *View) Close() error {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if v.closed {
+		v.mu.Unlock()
 		return nil
 	}
 	v.closed = true
 	close(v.changed)
 	v.changed = make(chan struct{})
-	if v.reader != nil {
-		v.reader.close()
-		v.reader = nil
+	r := v.reader
+	v.reader = nil
+	err := v.db.Close()
+	v.mu.Unlock()
+	if r != nil {
+		// Outside v.mu: closing waits for the snapshot's reads in
+		// flight, and route and Ready must not wait for those.
+		r.close()
 	}
-	return v.db.Close()
+	return err
 }
 
 type pebbleLogger struct{ l *slog.Logger }

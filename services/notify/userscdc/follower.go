@@ -298,6 +298,12 @@ func (f *Follower) replicationConn(ctx context.Context) (*pgconn.PgConn, error) 
 		return nil, fmt.Errorf("userscdc: source URL: %w", err)
 	}
 	pc.RuntimeParams["replication"] = "database"
+	// The session that creates the slot holds the exported snapshot in a
+	// transaction until its next command, which comes after the copy:
+	// a server's or role's idle_in_transaction_session_timeout must not
+	// end it meanwhile (a setting in the startup packet wins over one in
+	// the URL's options).
+	pc.RuntimeParams["idle_in_transaction_session_timeout"] = "0"
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("userscdc: replication connection: %w", err)

@@ -3,8 +3,10 @@ package userscdc
 import (
 	"context"
 	"errors"
+	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +192,42 @@ func TestCloseDuringBackgroundCopy(t *testing.T) {
 	e.cfg.ServeDuringCopy = false
 	e.start(t, v)
 	e.same(t, v)
+}
+
+// The replication session that exported the snapshot idles in its export
+// transaction for as long as the copy takes; a server whose sessions may
+// idle in a transaction only briefly (idle_in_transaction_session_timeout,
+// here 300 ms for every session of the follower, as a role's or the
+// server's setting would be) must not end it, or the snapshot and the
+// stream after it are lost.
+func TestCopyOutlastsIdleInTransactionTimeout(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.src.Generate(ctx, Population{Users: 1000, Clubs: 3, Type: "like_update", Refuse: 0.1, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	sep := "?"
+	if strings.Contains(e.url, "?") {
+		sep = "&"
+	}
+	e.cfg.URL = e.url + sep + "options=" + strings.ReplaceAll(url.PathEscape("-c idle_in_transaction_session_timeout=300ms"), "=", "%3D")
+	e.cfg.ServeDuringCopy = true
+	entered, release := holdCopy(t)
+	v := openView(t, t.TempDir())
+	f := e.start(t, v)
+	<-entered
+	time.Sleep(900 * time.Millisecond) // three times the timeout, in the copy
+	if us, err := v.Users(ctx, []int64{1, 2, 3}); err != nil || len(us) != 3 {
+		t.Fatalf("a lookup from the snapshot after the wait: %d users, %v", len(us), err)
+	}
+	release()
+	lsn := e.write(t, func(w *Writer) error { return w.PutUser(user(5000, "after"), 1) })
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := v.WaitFor(wctx, lsn); err != nil {
+		t.Fatalf("the stream after the copy: %v (follower: %v)", err, f.Err())
+	}
+	if us, err := v.Users(ctx, []int64{5000}); err != nil || us[5000] == nil || us[5000].Name != "after" {
+		t.Fatalf("the change after the copy: %+v, %v", us, err)
+	}
 }

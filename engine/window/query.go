@@ -85,6 +85,9 @@ type QueryError struct {
 
 func (e *QueryError) Error() string { return "window: " + e.Param + ": " + e.Detail }
 
+// maxPresize bounds the groups a query's map is sized for in advance.
+const maxPresize = 2048
+
 // ErrTooLarge is a query whose answer would exceed MaxRows or whose
 // scan would exceed MaxScan: narrow it.
 var ErrTooLarge = errors.New("window: query too large")
@@ -210,8 +213,10 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 			res.StreamTime = time.Unix(0, st).UTC()
 		}
 		// Sized like the last answer: growing a map of a thousand
-		// groups step by step was a tenth of the benchmark's query.
-		byKey := make(map[string]*group, min(int(a.lastGroups.Load()), p.limit))
+		// groups step by step was a tenth of the benchmark's query. At
+		// most maxPresize: after one wide answer (up to MaxRows groups)
+		// the narrow ones that follow would each allocate its size.
+		byKey := make(map[string]*group, min(int(a.lastGroups.Load()), p.limit, maxPresize))
 		var gslab []group
 		var dslab []string
 		slabs := stateSlab{nValues: len(a.def.Values), nDistinct: len(a.def.Distinct)}

@@ -13,6 +13,7 @@ func TestDesignatorPacking(t *testing.T) {
 	}
 	differ := []Designator{
 		{Airline: "ABC", Number: 1, Origin: "FRA", DayOfOrigin: "2026-03-29"},
+		{Airline: "ABCD", Number: 1, Origin: "EDDF", DayOfOrigin: "2026-03-29"},
 		{Airline: "AB", Number: 1, Suffix: "A", Origin: "FRA", DayOfOrigin: "2026-03-29"},
 		{Airline: "AB", Number: 2, Origin: "FRA", DayOfOrigin: "2026-03-29"},
 		{Airline: "AB", Number: 1, Origin: "FRB", DayOfOrigin: "2026-03-29"},
@@ -32,7 +33,7 @@ func TestDesignatorPacking(t *testing.T) {
 		seen[k] = d
 	}
 	for _, d := range []Designator{
-		{Airline: "ABCD", Number: 1, Origin: "FRA", DayOfOrigin: "2026-03-29"},
+		{Airline: "ABCDE", Number: 1, Origin: "FRA", DayOfOrigin: "2026-03-29"},
 		{Airline: "AB", Number: 70000, Origin: "FRA", DayOfOrigin: "2026-03-29"},
 		{Airline: "AB", Number: 1, Suffix: "AB", Origin: "FRA", DayOfOrigin: "2026-03-29"},
 		{Airline: "AB", Number: 1, Origin: "FRA", DayOfOrigin: "2026-3-29"},

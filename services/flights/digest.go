@@ -44,6 +44,7 @@ func (v *Validation) digest() (string, uint64) {
 		r := v.rotations[id]
 		put("rotation", id)
 		put("plane", v.rotPlane[id])
+		put("assigned", v.rotAssigned[id])
 		for _, l := range r.legs {
 			put("leg", v.leg(l))
 		}

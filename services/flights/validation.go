@@ -86,9 +86,10 @@ type Validation struct {
 // schedule; packed, a leg is a third of the memory it was as a Leg and
 // the collector scans three pointers of it instead of eleven (and no
 // strings of its own but its id), which is most of what a collection
-// costs a server holding a season. A leg whose fields do not pack (none
-// that Leg.Validate accepts; the view takes events as they are) keeps
-// the Leg as it came in odd, and its packed fields are not used.
+// costs a server holding a season. A leg whose fields do not pack — a
+// code longer than four characters (Leg.Validate does not bound the
+// aircraft type), times not in UTC (a planner may send an offset) —
+// keeps the Leg as it came in odd, and its packed fields are not used.
 type vleg struct {
 	id       string
 	rotation *vrot
@@ -100,9 +101,9 @@ type vleg struct {
 	hasNext  bool // a leg follows it in its rotation (airportPrev)
 }
 
-// code is an airline, airport or aircraft type code of up to three
-// characters, zero bytes after a shorter one.
-type code [3]byte
+// code is an airline, airport or aircraft type code of up to four
+// characters (IATA's and ICAO's), zero bytes after a shorter one.
+type code [4]byte
 
 func packCode(s string) (code, bool) {
 	var c code
@@ -749,8 +750,8 @@ func pairID(c Check, a, b *vleg) string {
 // dkey is a flight designator packed into a value without pointers: the
 // index of a schedule's legs by designator then costs the collector
 // nothing to scan and a fifth of the memory of one keyed by Designator
-// (four strings). Every valid leg's designator packs (Leg.Validate);
-// one that does not is indexed by its Designator instead.
+// (four strings), in 16 bytes. Every valid leg's designator packs
+// (Leg.Validate); one that does not is indexed by its Designator instead.
 type dkey struct {
 	airline code
 	origin  code
@@ -834,8 +835,10 @@ func (v *Validation) addDesignator(l *vleg) {
 		v.designators[k] = l // the designator's first leg
 		return
 	}
+	// A duplicates' slice grows in place (the index holds the only
+	// reference); a single leg's answer (one) has no room and is copied.
 	var one [1]*vleg
-	same := append(slices.Clip(v.sameDesignator(l, &one)), l)
+	same := append(v.sameDesignator(l, &one), l)
 	v.setSameDesignator(l, same)
 	switch {
 	case len(same) == 2:

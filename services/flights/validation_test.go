@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
@@ -477,6 +478,7 @@ func TestPackedLegRoundTrip(t *testing.T) {
 		{ID: "b", Airline: "U2", Number: 9999, Suffix: "A", Origin: "LGW", Destination: "GVA", DayOfOrigin: "2026-03-28", Departure: dep, Arrival: dep.Add(time.Hour)},
 		{ID: "c", Airline: "X", Number: 1, Suffix: "\xff", Origin: "A", Destination: "B", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Minute)},
 		{ID: "d", Airline: "LHX", Number: 7, Origin: "FRA", Destination: "MUC", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Hour), AircraftType: "A320neo"},
+		{ID: "e", Airline: "DLH", Number: 7, Origin: "EDDF", Destination: "EDDM", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Hour), AircraftType: "A320"},
 	} {
 		x := v.newLeg(r, &l)
 		if got := v.leg(x); got != l {
@@ -488,5 +490,13 @@ func TestPackedLegRoundTrip(t *testing.T) {
 		if packed := x.odd == nil; packed != (l.ID != "d") {
 			t.Errorf("leg %s: packed %v", l.ID, packed)
 		}
+	}
+	// What the packing is for: a designator key in 16 bytes, a leg in
+	// the 80-byte size class.
+	if n := unsafe.Sizeof(dkey{}); n != 16 {
+		t.Errorf("dkey is %d bytes", n)
+	}
+	if n := unsafe.Sizeof(vleg{}); n > 80 {
+		t.Errorf("vleg is %d bytes", n)
 	}
 }

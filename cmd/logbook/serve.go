@@ -470,7 +470,7 @@ func (n *node) close() {
 // in the first runs, docs/benchmarks.md), and GOGC=200 instead gave
 // 10,100–12,200 at up to 2.2 GB. Since the validation view packs its legs
 // the live heap is 66–200 MB over six runs and the floor of 1.2 GiB is
-// the limit: 1.23–1.41 GiB of RSS, the collector 1 % of the CPU.
+// the limit: 1,229–1,409 MiB of RSS, the collector 1 % of the CPU.
 func tuneGC(ctx context.Context) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return

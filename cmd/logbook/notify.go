@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/engine/auth"
@@ -175,7 +174,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 		if err := kafkabus.EnsureTopic(ctx, bus.cfg, bus.topic, 12, -1); err != nil {
 			return err
 		}
-		stop := publishNotify(ctx, e, store, s, bus, reg)
+		stop := startPublisher(ctx, e.log, store, s, bus, reg, nil)
 		defer stop()
 		follow = kafkabus.NewReplicaStore(bus.cfg, bus.topic, store)
 	}
@@ -252,31 +251,6 @@ func notifyHealthz(s eventstore.Store, view *userscdc.View, log *slog.Logger) ht
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, "{\"status\":\"ok\",\"head\":%d,\"users\":%q,\"users_position\":%q}\n", head, users, view.Position().String())
 	}
-}
-
-// publishNotify publishes the log to the bus until stopped, as a write
-// node of logbook serve does.
-func publishNotify(ctx context.Context, e *env, store eventstore.Store, s *openedStore, b *busConfig, reg prometheus.Registerer) (stop func()) {
-	name := "kafka publisher " + b.topic
-	cfg := kafkabus.SuperviseConfig{
-		PublisherConfig: kafkabus.PublisherConfig{Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: e.log},
-		Registerer:      reg,
-	}
-	if s.pg != nil {
-		cfg.Progress = s.pg.Progress(name)
-		cfg.Exclusive = func(ctx context.Context, run func(context.Context) error) error {
-			return s.pg.Exclusive(ctx, name, run)
-		}
-	}
-	pubCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := kafkabus.Supervise(pubCtx, store, cfg); err != nil && pubCtx.Err() == nil {
-			e.log.Error("Kafka publisher ended", "err", err)
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // startMetricsSinks writes the closed metrics windows to PostgreSQL, one

@@ -254,8 +254,12 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 	if err != nil {
 		return err
 	}
-	if n.cfg.bus != nil {
-		n.publish(ctx, store, s, reg)
+	if b := n.cfg.bus; b != nil {
+		var schemas registry.Schemas
+		if b.avro {
+			schemas = reg
+		}
+		n.closers = append(n.closers, startPublisher(ctx, n.log, store, s, b, n.reg, schemas))
 	}
 	return n.serveQueries(store)
 }
@@ -327,23 +331,20 @@ func (n *node) serveQueries(store eventstore.Store) error {
 	return nil
 }
 
-// publish publishes the log to the bus until the node closes. On a shared
-// store one write node at a time publishes, under a lock among them, and
-// keeps its progress in the store.
-//
-// With --bus-format avro the values are in the schema registry's wire
-// format, their schema registered in reg under <topic>-value.
-func (n *node) publish(ctx context.Context, store eventstore.Store, s *openedStore, reg *registry.Registry) {
-	b := n.cfg.bus
+// startPublisher publishes the log to the bus until stopped (logbook
+// serve's write nodes, logbook notify serve). On a shared store one
+// process at a time publishes, under a lock among them, and keeps its
+// progress in the store. With schemas (--bus-format avro) the values are
+// in the schema registry's wire format, their schema registered under
+// <topic>-value.
+func startPublisher(ctx context.Context, log *slog.Logger, store eventstore.Store, s *openedStore, b *busConfig, reg prometheus.Registerer, schemas registry.Schemas) (stop func()) {
 	name := "kafka publisher " + b.topic
 	cfg := kafkabus.SuperviseConfig{
 		PublisherConfig: kafkabus.PublisherConfig{
-			Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: n.log,
+			Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: log,
+			Schemas: schemas,
 		},
-		Registerer: n.reg,
-	}
-	if b.avro {
-		cfg.Schemas = reg
+		Registerer: reg,
 	}
 	if s.pg != nil {
 		cfg.Progress = s.pg.Progress(name)
@@ -351,15 +352,15 @@ func (n *node) publish(ctx context.Context, store eventstore.Store, s *openedSto
 			return s.pg.Exclusive(ctx, name, run)
 		}
 	}
-	pubCtx, stop := context.WithCancel(ctx)
+	pubCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := kafkabus.Supervise(pubCtx, store, cfg); err != nil && pubCtx.Err() == nil {
-			n.log.Error("Kafka publisher ended", "err", err)
+			log.Error("Kafka publisher ended", "err", err)
 		}
 	}()
-	n.closers = append(n.closers, func() { stop(); <-done })
+	return func() { cancel(); <-done }
 }
 
 // run serves until ctx ends, then shuts the server down.

@@ -140,83 +140,20 @@ func (r *snapshotReader) users(ctx context.Context, ids []int64) (map[int64]*not
 	for len(sorted) > 0 {
 		part := sorted[:min(len(sorted), lookupChunk)]
 		sorted = sorted[len(part):]
-		if err := r.do(ctx, func(conn *pgx.Conn) error { return r.readUsers(ctx, conn, part, out) }); err != nil {
+		if err := r.do(ctx, func(conn *pgx.Conn) error { return querySourceUsers(ctx, conn, r.table, part, out) }); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func (r *snapshotReader) readUsers(ctx context.Context, conn *pgx.Conn, ids []int64, out map[int64]*notify.User) error {
-	rows, err := conn.Query(ctx, `SELECT id, name, language, coalesce(email, ''), opt_out FROM `+r.table(tableUsers)+` WHERE id = ANY($1)`, ids)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		u := &notify.User{}
-		if err := rows.Scan(&u.ID, &u.Name, &u.Language, &u.Email, &u.OptOut); err != nil {
-			rows.Close()
-			return err
-		}
-		out[u.ID] = u
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, err = conn.Query(ctx, `SELECT user_id, type, channel FROM `+r.table(tableSettings)+` WHERE user_id = ANY($1) AND NOT enabled`, ids)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var id int64
-		var typ, c string
-		if err := rows.Scan(&id, &typ, &c); err != nil {
-			rows.Close()
-			return err
-		}
-		if u := out[id]; u != nil {
-			if u.Disabled == nil {
-				u.Disabled = map[notify.Setting]bool{}
-			}
-			u.Disabled[notify.Setting{Type: typ, Channel: notify.Channel(c)}] = true
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, err = conn.Query(ctx, `SELECT user_id, token FROM `+r.table(tableDevices)+` WHERE user_id = ANY($1) ORDER BY user_id, id`, ids)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var id int64
-		var token string
-		if err := rows.Scan(&id, &token); err != nil {
-			rows.Close()
-			return err
-		}
-		if u := out[id]; u != nil {
-			u.DeviceTokens = append(u.DeviceTokens, token)
-		}
-	}
-	return rows.Err()
-}
-
 // all reads every user.
 func (r *snapshotReader) all(ctx context.Context) (map[int64]*notify.User, error) {
-	var ids []int64
-	err := r.do(ctx, func(conn *pgx.Conn) error {
-		rows, err := conn.Query(ctx, `SELECT id FROM `+r.table(tableUsers))
-		if err != nil {
-			return err
-		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		return err
-	})
-	if err != nil {
+	out := map[int64]*notify.User{}
+	if err := r.do(ctx, func(conn *pgx.Conn) error { return querySourceUsers(ctx, conn, r.table, nil, out) }); err != nil {
 		return nil, err
 	}
-	return r.users(ctx, ids)
+	return out, nil
 }
 
 // members lists a club's members, ascending, as View.Members.

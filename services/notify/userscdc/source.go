@@ -161,60 +161,73 @@ func (w *Writer) DeleteDevice(id int64) error {
 func (s *Source) Users(ctx context.Context) (map[int64]*notify.User, error) {
 	out := map[int64]*notify.User{}
 	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, name, language, coalesce(email, ''), opt_out FROM `+s.Table(tableUsers))
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			u := &notify.User{}
-			if err := rows.Scan(&u.ID, &u.Name, &u.Language, &u.Email, &u.OptOut); err != nil {
-				return err
-			}
-			out[u.ID] = u
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `SELECT user_id, type, channel FROM `+s.Table(tableSettings)+` WHERE NOT enabled`)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id int64
-			var typ, c string
-			if err := rows.Scan(&id, &typ, &c); err != nil {
-				return err
-			}
-			if u := out[id]; u != nil {
-				if u.Disabled == nil {
-					u.Disabled = map[notify.Setting]bool{}
-				}
-				u.Disabled[notify.Setting{Type: typ, Channel: notify.Channel(c)}] = true
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `SELECT user_id, token FROM `+s.Table(tableDevices)+` ORDER BY id`)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id int64
-			var token string
-			if err := rows.Scan(&id, &token); err != nil {
-				return err
-			}
-			if u := out[id]; u != nil {
-				u.DeviceTokens = append(u.DeviceTokens, token)
-			}
-		}
-		return rows.Err()
+		return querySourceUsers(ctx, tx, s.Table, nil, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("userscdc: read source users: %w", err)
 	}
 	return out, nil
+}
+
+// querier runs queries: a connection, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// querySourceUsers reads users from the source tables into out as the view
+// gives them back: the same fields, the settings switched off only, device
+// tokens by device id. ids nil reads every user, otherwise those among ids.
+func querySourceUsers(ctx context.Context, q querier, table func(string) string, ids []int64, out map[int64]*notify.User) error {
+	var args []any
+	among := func(col string) string {
+		if ids == nil {
+			return ""
+		}
+		return " AND " + col + " = ANY($1)"
+	}
+	if ids != nil {
+		args = []any{ids}
+	}
+	rows, err := q.Query(ctx, `SELECT id, name, language, coalesce(email, ''), opt_out FROM `+table(tableUsers)+` WHERE true`+among("id"), args...)
+	if err != nil {
+		return err
+	}
+	var u notify.User
+	if _, err := pgx.ForEachRow(rows, []any{&u.ID, &u.Name, &u.Language, &u.Email, &u.OptOut}, func() error {
+		c := u
+		out[u.ID] = &c
+		return nil
+	}); err != nil {
+		return err
+	}
+	rows, err = q.Query(ctx, `SELECT user_id, type, channel FROM `+table(tableSettings)+` WHERE NOT enabled`+among("user_id"), args...)
+	if err != nil {
+		return err
+	}
+	var id int64
+	var typ, channel, token string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &typ, &channel}, func() error {
+		if u := out[id]; u != nil {
+			if u.Disabled == nil {
+				u.Disabled = map[notify.Setting]bool{}
+			}
+			u.Disabled[notify.Setting{Type: typ, Channel: notify.Channel(channel)}] = true
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	rows, err = q.Query(ctx, `SELECT user_id, token FROM `+table(tableDevices)+` WHERE true`+among("user_id")+` ORDER BY id`, args...)
+	if err != nil {
+		return err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&id, &token}, func() error {
+		if u := out[id]; u != nil {
+			u.DeviceTokens = append(u.DeviceTokens, token)
+		}
+		return nil
+	})
+	return err
 }
 
 // Population describes generated users.

@@ -737,10 +737,11 @@ func fmtGap(d time.Duration) string {
 }
 
 func (v *Validation) airlines(a, b *vleg) []string {
-	if x, y := v.airline(a), v.airline(b); x != y {
+	x, y := v.airline(a), v.airline(b)
+	if x != y {
 		return []string{x, y}
 	}
-	return []string{v.airline(a)}
+	return []string{x}
 }
 
 func pairID(c Check, a, b *vleg) string {

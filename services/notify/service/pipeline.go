@@ -59,13 +59,13 @@ func (s *Service) schedule(ctx context.Context) {
 		mu.Lock()
 		free := s.cfg.Parallel - len(inflight)
 		mu.Unlock()
-		var todo []work
+		var picked []work
 		if free > 0 {
 			s.view.Read(func(st *state, _ uint64) {
-				todo = s.pick(st, inflight, &mu, free)
+				picked = s.pick(st, inflight, &mu, free)
 			})
 		}
-		for _, w := range todo {
+		for _, w := range picked {
 			mu.Lock()
 			inflight[w.key()] = true
 			mu.Unlock()

@@ -26,7 +26,7 @@ targets="
 ./engine/auth FuzzParseEnv
 ./engine/kafkabus FuzzDecodeValue
 ./engine/eventstore/pebblestore FuzzDecodeEvent
-./engine/replica FuzzStream
+./engine/httpreplica FuzzStream
 ./services/flights FuzzDecodeCursor
 ./engine/aggregate FuzzDecodeEnvelope
 ./engine/aggregate FuzzJSONCodec

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/progress"
 )
 

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 func newBenchCDCCmd(e *env) *cobra.Command {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/bench"
-	"github.com/logbook/logbook/internal/plot"
+	"github.com/logbook/logbook/lab/bench"
+	"github.com/logbook/logbook/lab/plot"
 )
 
 func newBenchKVCmd(e *env) *cobra.Command {

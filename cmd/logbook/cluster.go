@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/cluster"
+	"github.com/logbook/logbook/lab/cluster"
 )
 
 // newClusterCmd starts write nodes, read replicas and nginx on this

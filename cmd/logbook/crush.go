@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/progress"
 )
 

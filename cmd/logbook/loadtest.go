@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/logbook/logbook/internal/loadtest"
-	"github.com/logbook/logbook/internal/plot"
+	"github.com/logbook/logbook/lab/loadtest"
+	"github.com/logbook/logbook/lab/plot"
 )
 
 func newLoadtestCmd(e *env) *cobra.Command {

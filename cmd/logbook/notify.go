@@ -23,7 +23,7 @@ import (
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
 	"github.com/logbook/logbook/services/notify/httpapi"
-	"github.com/logbook/logbook/services/notify/service"
+	"github.com/logbook/logbook/services/notify/pipeline"
 	"github.com/logbook/logbook/services/notify/sink"
 	"github.com/logbook/logbook/services/notify/userscdc"
 )
@@ -184,7 +184,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 			return s.pg.Exclusive(ctx, "notify pipeline", run)
 		}
 	}
-	svc, err := service.New(ctx, service.Config{
+	svc, err := pipeline.New(ctx, pipeline.Config{
 		Exclusive: exclusive,
 		Store:     store, Follow: follow, Users: view, Deliverer: d, StateDir: f.state,
 		ChunkSize: f.chunk, MaxRecipients: f.maxRecipients, Parallel: f.parallel, Senders: f.senders,

@@ -23,7 +23,7 @@ import (
 	"github.com/logbook/logbook/internal/crashtest"
 	"github.com/logbook/logbook/internal/testenv"
 	"github.com/logbook/logbook/services/notify"
-	"github.com/logbook/logbook/services/notify/service"
+	"github.com/logbook/logbook/services/notify/pipeline"
 	"github.com/logbook/logbook/services/notify/sink"
 	"github.com/logbook/logbook/services/notify/userscdc"
 )
@@ -188,14 +188,14 @@ func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 		to = append(to, id)
 	}
 	body, _ := json.Marshal(map[string]any{"type": "like_update", "club_id": 3, "sender": "coach", "timestamp": time.Now().UTC().Format(time.RFC3339), "to_users": to})
-	var acc service.Accepted
+	var acc pipeline.Accepted
 	if code := c.call("POST", "/api/notifications", "sender-token", "crash-1", body, &acc); code != 202 {
 		t.Fatalf("send: %d", code)
 	}
 	want := map[string]bool{}
 	var refused int64
 	for _, id := range to {
-		d := service.DefaultPolicy.Check(all[id], "like_update")
+		d := pipeline.DefaultPolicy.Check(all[id], "like_update")
 		if d.Refused != "" {
 			refused++
 		}
@@ -239,11 +239,11 @@ func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 	p = crashtest.Start(t, spec)
 	c.waitUp(p)
 	t.Logf("up again after %v", time.Since(t0))
-	var again service.Accepted
+	var again pipeline.Accepted
 	if code := c.call("POST", "/api/notifications", "sender-token", "crash-1", body, &again); code != 202 || again != acc {
 		t.Fatalf("send again after the restart: %d %+v, first %+v", code, again, acc)
 	}
-	var st service.Status
+	var st pipeline.Status
 	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
 		if code := c.call("GET", fmt.Sprintf("/api/notifications/%s?min_position=%d", acc.ID, acc.Position), "viewer-token", "", nil, &st); code != 200 {
 			t.Fatalf("status: %d", code)
@@ -275,12 +275,12 @@ func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 		st.Counts.Delivered != int64(len(want)) || st.Counts.Failed != 0 || st.Counts.RefusedBy["unknown_user"] != 100 {
 		t.Errorf("counts %+v: want %d requested, %d refused, %d built and delivered", st.Counts, len(to), refused, len(want))
 	}
-	var late service.Accepted
+	var late pipeline.Accepted
 	lateBody, _ := json.Marshal(map[string]any{"type": "like_update", "sender": "coach", "to_users": []int64{n + 500, n + 501}})
 	if code := c.call("POST", "/api/notifications", "sender-token", "while-down", lateBody, &late); code != 202 {
 		t.Fatalf("send to the users added while down: %d", code)
 	}
-	var lateSt service.Status
+	var lateSt pipeline.Status
 	for start := time.Now(); lateSt.State != "done"; time.Sleep(10 * time.Millisecond) {
 		if code := c.call("GET", fmt.Sprintf("/api/notifications/%s?min_position=%d", late.ID, late.Position), "viewer-token", "", nil, &lateSt); code != 200 || time.Since(start) > 20*time.Second {
 			t.Fatalf("status %d %+v", code, lateSt)
@@ -322,24 +322,24 @@ func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	evs, err := store.ReadTag(ctx, service.Tag, 1, 10_000)
+	evs, err := store.ReadTag(ctx, pipeline.Tag, 1, 10_000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	recount := map[string]float64{}
 	outcomes := 0
 	for _, ev := range evs {
-		if ev.Type != service.TypeOutcome {
+		if ev.Type != pipeline.TypeOutcome {
 			continue
 		}
 		outcomes++
-		var o service.Outcome
+		var o pipeline.Outcome
 		if err := json.Unmarshal(ev.Data, &o); err != nil {
 			t.Fatal(err)
 		}
 		k := o.Timestamp.Truncate(time.Minute).UTC().Format(time.RFC3339) + fmt.Sprintf("|%s|%d|%s|", o.Type, o.ClubID, o.Sender)
 		for i, v := range []int64{o.Requested, o.Refused, o.Built, o.Delivered, o.Failed, o.DeadLettered, o.Retries} {
-			recount[k+service.MetricValues[i]] += float64(v)
+			recount[k+pipeline.MetricValues[i]] += float64(v)
 		}
 	}
 	if outcomes != st.Chunks+1 {
@@ -348,7 +348,7 @@ func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 	got := map[string]float64{}
 	for _, r := range res.Rows {
 		k := r.Start.UTC().Format(time.RFC3339) + "|" + r.Dims["type"] + "|" + r.Dims["club"] + "|" + r.Dims["sender"] + "|"
-		for _, v := range service.MetricValues {
+		for _, v := range pipeline.MetricValues {
 			got[k+v] = r.Values[v].Sum
 		}
 	}
@@ -402,8 +402,8 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 	// goes only once the first is done: the pipeline runs requests side by
 	// side, and outcomes of the first that came after the second's would
 	// be late for their window, counted as late and not in the row.
-	send := func(i int, ts time.Time) service.Accepted {
-		var acc service.Accepted
+	send := func(i int, ts time.Time) pipeline.Accepted {
+		var acc pipeline.Accepted
 		body, _ := json.Marshal(map[string]any{"type": "like_update", "club_id": 2, "sender": "coach", "timestamp": ts, "to_club": true})
 		if code := c.call("POST", "/api/notifications", "sender-token", fmt.Sprint("k", i), body, &acc); code != 202 {
 			t.Fatalf("send %d: %d", i, code)
@@ -411,8 +411,8 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 		return acc
 	}
 	// min_position: the state view answers once it has applied the send.
-	waitDone := func(acc service.Accepted) service.Status {
-		var st service.Status
+	waitDone := func(acc pipeline.Accepted) pipeline.Status {
+		var st pipeline.Status
 		for start := time.Now(); st.State != "done"; time.Sleep(10 * time.Millisecond) {
 			path := fmt.Sprintf("/api/notifications/%s?min_position=%d", acc.ID, acc.Position)
 			if code := c.call("GET", path, "viewer-token", "", nil, &st); code != 200 || time.Since(start) > 20*time.Second {

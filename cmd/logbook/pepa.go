@@ -17,12 +17,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/pepa"
-	"github.com/logbook/logbook/internal/plot"
+	"github.com/logbook/logbook/lab/pepa"
+	"github.com/logbook/logbook/lab/plot"
 )
 
 // newPepaCmd is `logbook pepa solve|sweep|ode|sim MODEL.pepa …`: the
-// PEPA tool of internal/pepa.
+// PEPA tool of lab/pepa.
 func newPepaCmd(e *env) *cobra.Command {
 	return group("pepa", "PEPA performance models: steady state, sweeps, fluid approximation, simulation",
 		newPepaSolveCmd(e),

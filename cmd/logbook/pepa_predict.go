@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/loadtest"
-	"github.com/logbook/logbook/internal/pepa"
-	"github.com/logbook/logbook/internal/ticketmodel"
+	"github.com/logbook/logbook/lab/loadtest"
+	"github.com/logbook/logbook/lab/pepa"
+	"github.com/logbook/logbook/lab/ticketmodel"
 )
 
 // newPepaPredictCmd is `logbook pepa predict RUN.json`: the tickets
@@ -22,7 +22,7 @@ func newPepaPredictCmd(e *env) *cobra.Command {
 		Use:   "predict RUN.json",
 		Short: "predict a tickets load test's throughput per sport from its calibrated PEPA model, beside what it measured",
 		Long: `predict reads the JSON of 'logbook loadtest tickets --json', writes the PEPA model
-of the run's architecture (internal/ticketmodel), calibrates it at every step with
+of the run's architecture (lab/ticketmodel), calibrates it at every step with
 the rates the run measured (each sport's and control's offered rate, each store
 node's measured service rate), solves it, and prints the predicted throughput of
 every sport beside the measured one. --arch predicts another architecture under

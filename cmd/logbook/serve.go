@@ -23,7 +23,7 @@ import (
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/query"
 	"github.com/logbook/logbook/engine/registry"
-	"github.com/logbook/logbook/engine/replica"
+	"github.com/logbook/logbook/engine/httpreplica"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/flights"
 	"github.com/logbook/logbook/services/flights/httpapi"
@@ -290,7 +290,7 @@ func (n *node) openReadOnly(ctx context.Context) error {
 // openReplicaOf is a read replica of one server: the view in this
 // process, fed by the primary's live query stream.
 func (n *node) openReplicaOf(ctx context.Context) error {
-	rs := replica.New(n.cfg.replicaOf, n.cfg.replicaToken)
+	rs := httpreplica.New(n.cfg.replicaOf, n.cfg.replicaToken)
 	n.closers = append(n.closers, func() { rs.Close() })
 	n.health = rs
 	n.describe = "(replica of " + n.cfg.replicaOf + ")"

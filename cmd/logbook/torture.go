@@ -7,11 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/torture"
+	"github.com/logbook/logbook/lab/torture"
 )
 
 // newTortureCmd is `logbook torture`: power cuts under the embedded store
-// (internal/torture), at any scale.
+// (lab/torture), at any scale.
 func newTortureCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "torture",

@@ -9,12 +9,12 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/progress"
 )
 
 // newBenchWindowsCmd is `logbook bench windows`: windowed aggregation of a
-// generated day of notifications (internal/bench/windows.go).
+// generated day of notifications (lab/bench/windows.go).
 func newBenchWindowsCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "windows", Short: "aggregate a day of events into minute windows, query them under a live ingest: events/s, query latency, --verify", Args: noArgs}
 	fs := cmd.Flags()

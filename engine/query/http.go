@@ -13,16 +13,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/problem"
-	"github.com/logbook/logbook/engine/stream"
+	"github.com/logbook/logbook/engine/ndjson"
 )
 
 // Route is the route table entry of NewHandler's queries (mounted at
 // /queries/): view queries, which read replicas serve.
-var Route = api.Spec{Method: "GET", Path: "/queries/", Role: auth.Viewer, Kind: api.ViewQuery}
+var Route = httpkit.Spec{Method: "GET", Path: "/queries/", Role: auth.Viewer, Kind: httpkit.ViewQuery}
 
 // HandlerOptions configure NewHandler.
 type HandlerOptions struct {
@@ -184,7 +184,7 @@ func (h *handler) persistenceIDs(w http.ResponseWriter, r *http.Request) {
 	if live {
 		q = h.j.PersistenceIDs()
 	}
-	h.serve(w, r, sse, func(ctx context.Context, s *stream.Writer) (int, error) {
+	h.serve(w, r, sse, func(ctx context.Context, s *ndjson.Writer) (int, error) {
 		ids, err := q.Next(ctx)
 		for _, id := range ids {
 			s.Item("", struct {
@@ -282,7 +282,7 @@ func (p *params) follow(r *http.Request) (from uint64, live, sse, ok bool) {
 }
 
 func (h *handler) runEvents(w http.ResponseWriter, r *http.Request, sse bool, q *Events, bySeq bool) {
-	h.serve(w, r, sse, func(ctx context.Context, s *stream.Writer) (int, error) {
+	h.serve(w, r, sse, func(ctx context.Context, s *ndjson.Writer) (int, error) {
 		evs, err := q.Next(ctx)
 		for i := range evs {
 			id := evs[i].Position
@@ -339,7 +339,7 @@ func toJSON(ev *eventstore.Event) EventJSON {
 // serve answers a query whose parameters are valid: it pulls pages with
 // next, which writes them to s, until the query ends, fails, or the
 // client goes away.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, sse bool, next func(context.Context, *stream.Writer) (int, error)) {
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, sse bool, next func(context.Context, *ndjson.Writer) (int, error)) {
 	s := h.start(w, sse)
 	if r.Method == http.MethodHead {
 		return // the headers are the answer; a live query would never end
@@ -347,15 +347,15 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sse bool, next f
 	h.run(r.Context(), s, next)
 }
 
-func (h *handler) start(w http.ResponseWriter, sse bool) *stream.Writer {
-	s := stream.Start(w, sse)
+func (h *handler) start(w http.ResponseWriter, sse bool) *ndjson.Writer {
+	s := ndjson.Start(w, sse)
 	// The client learns at once that the query runs, even if a live one
 	// has nothing to say for a while.
 	s.Flush()
 	return s
 }
 
-func (h *handler) run(ctx context.Context, s *stream.Writer, next func(context.Context, *stream.Writer) (int, error)) {
+func (h *handler) run(ctx context.Context, s *ndjson.Writer, next func(context.Context, *ndjson.Writer) (int, error)) {
 	for s.Err() == nil {
 		nctx, cancel := ctx, context.CancelFunc(func() {})
 		if h.opts.Heartbeat > 0 {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/problem"
-	"github.com/logbook/logbook/engine/stream"
+	"github.com/logbook/logbook/engine/ndjson"
 )
 
 // HandlerOptions configure NewHandler.
@@ -225,7 +225,7 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 			}{a.Name(), res})
 			return
 		}
-		s := stream.Start(w, false)
+		s := ndjson.Start(w, false)
 		if r.Method == http.MethodHead {
 			return
 		}
@@ -236,7 +236,7 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodHead {
-		stream.Start(w, format == "sse")
+		ndjson.Start(w, format == "sse")
 		return
 	}
 	var s *liveStream
@@ -247,7 +247,7 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		if s == nil {
-			s = &liveStream{Writer: stream.Start(w, format == "sse")}
+			s = &liveStream{Writer: ndjson.Start(w, format == "sse")}
 			if h.opts.Heartbeat > 0 {
 				go heartbeat(s, &mu, h.opts.Heartbeat, done)
 			}
@@ -301,13 +301,13 @@ func heartbeat(s *liveStream, mu *sync.Mutex, every time.Duration, done <-chan s
 // returned (set under the handler's lock: the heartbeat must not write
 // after it).
 type liveStream struct {
-	*stream.Writer
+	*ndjson.Writer
 	ended bool
 }
 
 // errorItem ends a stream whose headers are gone with the failure:
 // {"error": msg} as the last NDJSON line, or an SSE "error" event.
-func errorItem(s *stream.Writer, msg string) {
+func errorItem(s *ndjson.Writer, msg string) {
 	e := map[string]string{"error": msg}
 	if s.SSE() {
 		s.Event("error", e)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/window"
-	"github.com/logbook/logbook/internal/bench"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 // BenchmarkDayQuery is the windows benchmark's pull query — one type of

@@ -1,6 +1,9 @@
 // Package layout's test keeps the import graph in the shape
-// docs/ARCHITECTURE.md describes: the engine imports no service and no
-// tool; a service's domain package imports nothing of HTTP.
+// docs/ARCHITECTURE.md describes: the product (engine/, services/,
+// internal/ and the logbook binary's serving commands) imports nothing of
+// the lab (lab/: performance models, benchmark workloads, experiment
+// rigs); the engine imports no service and no tool; a service's domain
+// package imports nothing of HTTP.
 package layout
 
 import (
@@ -15,8 +18,10 @@ import (
 const module = "github.com/logbook/logbook/"
 
 type pkg struct {
-	ImportPath string
-	Imports    []string
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
 }
 
 func packages(t *testing.T) []pkg {
@@ -48,8 +53,8 @@ func TestEngineImportsNoServiceOrTool(t *testing.T) {
 			continue
 		}
 		for _, imp := range p.Imports {
-			if strings.HasPrefix(imp, module+"services/") || strings.HasPrefix(imp, module+"internal/") || strings.HasPrefix(imp, module+"cmd/") {
-				t.Errorf("%s imports %s: the engine imports no service and no tool", p.ImportPath, imp)
+			if strings.HasPrefix(imp, module+"services/") || strings.HasPrefix(imp, module+"internal/") || strings.HasPrefix(imp, module+"cmd/") || strings.HasPrefix(imp, module+"lab/") {
+				t.Errorf("%s imports %s: the engine imports no service, no tool and nothing of the lab", p.ImportPath, imp)
 			}
 		}
 	}
@@ -57,7 +62,7 @@ func TestEngineImportsNoServiceOrTool(t *testing.T) {
 
 // httpPackages are what a domain package must not import: its HTTP API
 // is a package of its own (services/NAME/httpapi).
-var httpPackages = []string{"net/http", module + "engine/api", module + "engine/auth", module + "engine/problem"}
+var httpPackages = []string{"net/http", module + "engine/httpkit", module + "engine/auth", module + "engine/problem"}
 
 func TestDomainImportsNoHTTP(t *testing.T) {
 	domains := 0
@@ -79,3 +84,35 @@ func TestDomainImportsNoHTTP(t *testing.T) {
 		t.Fatal("no service domain package found")
 	}
 }
+
+// labCLI is the one lab package the binary may import: it registers the
+// lab's commands (bench, loadtest, pepa, torture, cluster) beside the
+// serving ones.
+const labCLI = module + "lab/cli"
+
+func TestProductImportsNoLab(t *testing.T) {
+	lab := 0
+	for _, p := range packages(t) {
+		if strings.HasPrefix(p.ImportPath, module+"lab/") {
+			lab++
+			continue
+		}
+		all := append(append(append([]string{}, p.Imports...), p.TestImports...), p.XTestImports...)
+		for _, imp := range all {
+			if !strings.HasPrefix(imp, module+"lab/") {
+				continue
+			}
+			if p.ImportPath == module+"cmd/logbook" && allowedInBinary(imp) {
+				continue
+			}
+			t.Errorf("%s imports %s: the product imports nothing of the lab", p.ImportPath, imp)
+		}
+	}
+	if lab == 0 {
+		t.Fatal("no lab package found")
+	}
+}
+
+// allowedInBinary: the binary wires the lab's commands in through labCLI
+// alone.
+func allowedInBinary(imp string) bool { return imp == labCLI }

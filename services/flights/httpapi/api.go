@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/services/flights"
 
 	"github.com/logbook/logbook/engine/aggregate"
@@ -52,19 +52,19 @@ type API struct {
 // Routes is the flights API's route table: every route, its least role
 // and its kind. The handler (New), the node's gating, the cluster's proxy
 // routing and the OpenAPI check all read it.
-var Routes = []api.Route[*API]{
+var Routes = []httpkit.Route[*API]{
 	command("POST /api/rotations", (*API).createRotation),
 	read("GET /api/rotations/{id}", (*API).getRotation),
 	command("DELETE /api/rotations/{id}", func(s *API, w http.ResponseWriter, r *http.Request) error {
-		return api.Execute(s.Rotations, "id", w, r, func(*http.Request) (flights.RotationCommand, error) { return flights.RemoveRotation{}, nil })
+		return httpkit.Execute(s.Rotations, "id", w, r, func(*http.Request) (flights.RotationCommand, error) { return flights.RemoveRotation{}, nil })
 	}),
 	command("POST /api/rotations/{id}/legs", (*API).addLeg),
 	command("POST /api/rotations/{id}/legs/bulk", (*API).addLegs),
 	command("PATCH /api/rotations/{id}/legs/{leg}", func(s *API, w http.ResponseWriter, r *http.Request) error {
-		return api.Execute(s.Rotations, "id", w, r, decodeMove)
+		return httpkit.Execute(s.Rotations, "id", w, r, decodeMove)
 	}),
 	command("DELETE /api/rotations/{id}/legs/{leg}", func(s *API, w http.ResponseWriter, r *http.Request) error {
-		return api.Execute(s.Rotations, "id", w, r, func(r *http.Request) (flights.RotationCommand, error) {
+		return httpkit.Execute(s.Rotations, "id", w, r, func(r *http.Request) (flights.RotationCommand, error) {
 			return flights.RemoveLeg{LegID: r.PathValue("leg")}, nil
 		})
 	}),
@@ -72,10 +72,10 @@ var Routes = []api.Route[*API]{
 	command("POST /api/airplanes", (*API).createAirplane),
 	read("GET /api/airplanes/{reg}", (*API).getAirplane),
 	command("DELETE /api/airplanes/{reg}", func(s *API, w http.ResponseWriter, r *http.Request) error {
-		return api.Execute(s.Airplanes, "reg", w, r, func(*http.Request) (flights.AirplaneCommand, error) { return flights.RemoveAirplane{}, nil })
+		return httpkit.Execute(s.Airplanes, "reg", w, r, func(*http.Request) (flights.AirplaneCommand, error) { return flights.RemoveAirplane{}, nil })
 	}),
 	command("PUT /api/airplanes/{reg}/rotation", func(s *API, w http.ResponseWriter, r *http.Request) error {
-		return api.Execute(s.Airplanes, "reg", w, r, func(r *http.Request) (flights.AirplaneCommand, error) {
+		return httpkit.Execute(s.Airplanes, "reg", w, r, func(r *http.Request) (flights.AirplaneCommand, error) {
 			var body struct {
 				Rotation string `json:"rotation"`
 			}
@@ -83,16 +83,16 @@ var Routes = []api.Route[*API]{
 				return nil, err
 			}
 			if body.Rotation == "" {
-				return nil, api.BadRequest("rotation is required")
+				return nil, httpkit.BadRequest("rotation is required")
 			}
 			return flights.AssignRotation{Rotation: body.Rotation}, nil
 		})
 	}),
 	command("DELETE /api/airplanes/{reg}/rotation", func(s *API, w http.ResponseWriter, r *http.Request) error {
-		return api.Execute(s.Airplanes, "reg", w, r, func(*http.Request) (flights.AirplaneCommand, error) { return flights.UnassignRotation{}, nil })
+		return httpkit.Execute(s.Airplanes, "reg", w, r, func(*http.Request) (flights.AirplaneCommand, error) { return flights.UnassignRotation{}, nil })
 	}),
 	command("PUT /api/airplanes/{reg}/min-ground-time", func(s *API, w http.ResponseWriter, r *http.Request) error {
-		return api.Execute(s.Airplanes, "reg", w, r, func(r *http.Request) (flights.AirplaneCommand, error) {
+		return httpkit.Execute(s.Airplanes, "reg", w, r, func(r *http.Request) (flights.AirplaneCommand, error) {
 			m, err := decodeMinutes(r)
 			return flights.SetAirplaneMinGroundTime{Minutes: m}, err
 		})
@@ -108,11 +108,11 @@ var Routes = []api.Route[*API]{
 	view("GET /api/board/lanes", boardLanes, "airline", "airport", "airplane", "rotation", "from", "to"),
 	view("GET /api/board/legs", boardLegs, "rotations", "from", "to"),
 	view("GET /api/board/meta", boardMeta),
-	{Spec: api.Spec{Method: "GET", Path: "/api/session", Role: auth.Viewer, Kind: api.Anywhere}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.session(s.tokens)(w, r) }},
-	{Spec: api.Spec{Method: "GET", Path: "/api/live", Role: auth.Viewer, Kind: api.ViewQuery}, Handle: (*API).live},
-	{Spec: api.Spec{Method: "POST", Path: "/api/imports", Role: auth.Planner, Kind: api.Command, Pinned: true}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.upload(&s.imports)(w, r) }},
-	{Spec: api.Spec{Method: "GET", Path: "/api/imports/{id}", Role: auth.Viewer, Kind: api.Command, Pinned: true}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.importStatus(&s.imports)(w, r) }},
-	{Spec: api.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/session", Role: auth.Viewer, Kind: httpkit.Anywhere}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.session(s.tokens)(w, r) }},
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/live", Role: auth.Viewer, Kind: httpkit.ViewQuery}, Handle: (*API).live},
+	{Spec: httpkit.Spec{Method: "POST", Path: "/api/imports", Role: auth.Planner, Kind: httpkit.Command, Pinned: true}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.upload(&s.imports)(w, r) }},
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/imports/{id}", Role: auth.Viewer, Kind: httpkit.Command, Pinned: true}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.importStatus(&s.imports)(w, r) }},
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, err := w.Write(openapiJSON)
 		return err
@@ -120,22 +120,22 @@ var Routes = []api.Route[*API]{
 }
 
 // command is a route that changes the schedule: planners only.
-func command(pattern string, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	return api.NewRoute(pattern, auth.Planner, api.Command, h)
+func command(pattern string, h func(*API, http.ResponseWriter, *http.Request) error) httpkit.Route[*API] {
+	return httpkit.NewRoute(pattern, auth.Planner, httpkit.Command, h)
 }
 
 // read is a route that reads an aggregate from the write model.
-func read(pattern string, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	return api.NewRoute(pattern, auth.Viewer, api.AggregateRead, h)
+func read(pattern string, h func(*API, http.ResponseWriter, *http.Request) error) httpkit.Route[*API] {
+	return httpkit.NewRoute(pattern, auth.Viewer, httpkit.AggregateRead, h)
 }
 
 // view is a query of the validation view, answered through the response
 // cache (query); it takes the query parameters named and min_position.
-func view(pattern string, build func(r *http.Request, v *flights.Validation) (any, error), query ...string) api.Route[*API] {
-	rt := api.NewRoute(pattern, auth.Viewer, api.ViewQuery, func(s *API, w http.ResponseWriter, r *http.Request) error {
+func view(pattern string, build func(r *http.Request, v *flights.Validation) (any, error), query ...string) httpkit.Route[*API] {
+	rt := httpkit.NewRoute(pattern, auth.Viewer, httpkit.ViewQuery, func(s *API, w http.ResponseWriter, r *http.Request) error {
 		return s.query(w, r, build)
 	})
-	rt.Query = append(query, api.MinPosition)
+	rt.Query = append(query, httpkit.MinPosition)
 	return rt
 }
 
@@ -155,10 +155,10 @@ func newAPIValue(ctx context.Context, svc *flights.Service, tokens *auth.Tokens)
 
 func (a *API) handler() http.Handler {
 	mux := http.NewServeMux()
-	node := api.Node{WriteModel: a.Rotations != nil, Views: a.Validation != nil}
-	api.Mount(mux, Routes, a, node, a.tokens, domainErrors)
-	mux.Handle("/api/", api.Handler(func(w http.ResponseWriter, r *http.Request) error {
-		return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/openapi.json)", r.Method, r.URL.Path)}
+	node := httpkit.Node{WriteModel: a.Rotations != nil, Views: a.Validation != nil}
+	httpkit.Mount(mux, Routes, a, node, a.tokens, domainErrors)
+	mux.Handle("/api/", httpkit.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		return &httpkit.Error{Status: http.StatusNotFound, Type: httpkit.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/openapi.json)", r.Method, r.URL.Path)}
 	}, nil))
 	return mux
 }
@@ -176,23 +176,23 @@ const (
 func domainErrors(err error) (problem.Details, bool) {
 	switch {
 	case errors.Is(err, flights.ErrBadCursor):
-		return api.Problem(http.StatusBadRequest, api.TypeInvalidRequest, err.Error()), true
+		return httpkit.Problem(http.StatusBadRequest, httpkit.TypeInvalidRequest, err.Error()), true
 	case errors.Is(err, flights.ErrOverlap):
-		return api.Problem(http.StatusConflict, TypeOverlap, err.Error()), true
+		return httpkit.Problem(http.StatusConflict, TypeOverlap, err.Error()), true
 	case errors.Is(err, flights.ErrExists):
-		return api.Problem(http.StatusConflict, api.TypeExists, err.Error()), true
+		return httpkit.Problem(http.StatusConflict, httpkit.TypeExists, err.Error()), true
 	case errors.Is(err, flights.ErrRemoved):
-		return api.Problem(http.StatusConflict, TypeRemoved, err.Error()), true
+		return httpkit.Problem(http.StatusConflict, TypeRemoved, err.Error()), true
 	case errors.Is(err, flights.ErrNotFound):
-		return api.Problem(http.StatusNotFound, api.TypeNotFound, err.Error()), true
+		return httpkit.Problem(http.StatusNotFound, httpkit.TypeNotFound, err.Error()), true
 	case errors.Is(err, flights.ErrInvalid):
-		return api.Problem(http.StatusUnprocessableEntity, TypeRuleBroken, err.Error()), true
+		return httpkit.Problem(http.StatusUnprocessableEntity, TypeRuleBroken, err.Error()), true
 	}
 	return problem.Details{}, false
 }
 
-// decode reads a JSON body of at most MaxBody bytes (api.DecodeJSON).
-func decode(r *http.Request, v any) error { return api.DecodeJSON(r, MaxBody, v) }
+// decode reads a JSON body of at most MaxBody bytes (httpkit.DecodeJSON).
+func decode(r *http.Request, v any) error { return httpkit.DecodeJSON(r, MaxBody, v) }
 
 // Rotations ------------------------------------------------------------------
 
@@ -205,7 +205,7 @@ func (s *API) createRotation(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	opts, err := api.CommandOptions(r)
+	opts, err := httpkit.CommandOptions(r)
 	if err != nil {
 		return err
 	}
@@ -222,12 +222,12 @@ func (s *API) createRotation(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/api/rotations/"+res.ID)
-	return api.Answer(w, http.StatusCreated, res)
+	return httpkit.Answer(w, http.StatusCreated, res)
 }
 
 func validID(what, id string) error {
 	if len(id) > 128 || strings.ContainsAny(id, "/?#% \t\r\n") {
-		return api.BadRequest("%s %q: at most 128 characters, no spaces, slashes or ?#%%", what, id)
+		return httpkit.BadRequest("%s %q: at most 128 characters, no spaces, slashes or ?#%%", what, id)
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (s *API) getRotation(w http.ResponseWriter, r *http.Request) error {
 	if st.Legs == nil {
 		st.Legs = []flights.Leg{}
 	}
-	return api.WriteJSON(w, http.StatusOK, struct {
+	return httpkit.WriteJSON(w, http.StatusOK, struct {
 		flights.Rotation
 		Version uint64 `json:"version"`
 	}{st, v})
@@ -309,7 +309,7 @@ func (s *API) addLeg(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	opts, err := api.CommandOptions(r)
+	opts, err := httpkit.CommandOptions(r)
 	if err != nil {
 		return err
 	}
@@ -318,10 +318,10 @@ func (s *API) addLeg(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/api/rotations/"+res.ID+"/legs/"+l.ID)
-	return api.WriteJSON(w, api.ResultHeaders(w, http.StatusCreated, res), struct {
-		api.CommandResult
+	return httpkit.WriteJSON(w, httpkit.ResultHeaders(w, http.StatusCreated, res), struct {
+		httpkit.CommandResult
 		Leg string `json:"leg"`
-	}{api.Result(res), l.ID})
+	}{httpkit.Result(res), l.ID})
 }
 
 func (s *API) addLegs(w http.ResponseWriter, r *http.Request) error {
@@ -332,7 +332,7 @@ func (s *API) addLegs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(body.Legs) == 0 {
-		return api.BadRequest("legs: at least one leg is required")
+		return httpkit.BadRequest("legs: at least one leg is required")
 	}
 	legs := make([]flights.Leg, len(body.Legs))
 	ids := make([]string, len(body.Legs))
@@ -343,7 +343,7 @@ func (s *API) addLegs(w http.ResponseWriter, r *http.Request) error {
 		}
 		legs[i], ids[i] = l, l.ID
 	}
-	opts, err := api.CommandOptions(r)
+	opts, err := httpkit.CommandOptions(r)
 	if err != nil {
 		return err
 	}
@@ -351,10 +351,10 @@ func (s *API) addLegs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return api.WriteJSON(w, api.ResultHeaders(w, http.StatusCreated, res), struct {
-		api.CommandResult
+	return httpkit.WriteJSON(w, httpkit.ResultHeaders(w, http.StatusCreated, res), struct {
+		httpkit.CommandResult
 		Legs []string `json:"legs"`
-	}{api.Result(res), ids})
+	}{httpkit.Result(res), ids})
 }
 
 func decodeMove(r *http.Request) (flights.RotationCommand, error) {
@@ -366,7 +366,7 @@ func decodeMove(r *http.Request) (flights.RotationCommand, error) {
 		return nil, err
 	}
 	if body.Departure.IsZero() || body.Arrival.IsZero() {
-		return nil, api.BadRequest("departure and arrival are required")
+		return nil, httpkit.BadRequest("departure and arrival are required")
 	}
 	return flights.MoveLeg{LegID: r.PathValue("leg"), Departure: body.Departure, Arrival: body.Arrival}, nil
 }
@@ -383,12 +383,12 @@ func (s *API) createAirplane(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Registration == "" {
-		return api.BadRequest("registration is required")
+		return httpkit.BadRequest("registration is required")
 	}
 	if err := validID("registration", body.Registration); err != nil {
 		return err
 	}
-	opts, err := api.CommandOptions(r)
+	opts, err := httpkit.CommandOptions(r)
 	if err != nil {
 		return err
 	}
@@ -397,7 +397,7 @@ func (s *API) createAirplane(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/api/airplanes/"+res.ID)
-	return api.Answer(w, http.StatusCreated, res)
+	return httpkit.Answer(w, http.StatusCreated, res)
 }
 
 func (s *API) getAirplane(w http.ResponseWriter, r *http.Request) error {
@@ -406,7 +406,7 @@ func (s *API) getAirplane(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatUint(v, 10)))
-	return api.WriteJSON(w, http.StatusOK, struct {
+	return httpkit.WriteJSON(w, http.StatusOK, struct {
 		flights.Airplane
 		Version uint64 `json:"version"`
 	}{st, v})
@@ -420,7 +420,7 @@ func decodeMinutes(r *http.Request) (int, error) {
 		return 0, err
 	}
 	if body.Minutes == nil {
-		return 0, api.BadRequest("minutes is required")
+		return 0, httpkit.BadRequest("minutes is required")
 	}
 	return *body.Minutes, nil
 }
@@ -430,7 +430,7 @@ func (s *API) setAirportMGT(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	opts, err := api.CommandOptions(r)
+	opts, err := httpkit.CommandOptions(r)
 	if err != nil {
 		return err
 	}
@@ -438,13 +438,13 @@ func (s *API) setAirportMGT(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return api.Answer(w, http.StatusOK, res)
+	return httpkit.Answer(w, http.StatusOK, res)
 }
 
 func (s *API) getAirport(w http.ResponseWriter, r *http.Request) error {
 	code := r.PathValue("code")
 	if !flights.ValidAirport(code) {
-		return api.BadRequest("airport %q is not an IATA code", code)
+		return httpkit.BadRequest("airport %q is not an IATA code", code)
 	}
 	st, _, err := s.Airports.State(r.Context(), code)
 	if err != nil && !errors.Is(err, aggregate.ErrNotFound) {
@@ -453,7 +453,7 @@ func (s *API) getAirport(w http.ResponseWriter, r *http.Request) error {
 	if !st.Set {
 		st = flights.Airport{Code: code, MinGroundTime: flights.DefaultAirportMinGroundTime}
 	}
-	return api.WriteJSON(w, http.StatusOK, st)
+	return httpkit.WriteJSON(w, http.StatusOK, st)
 }
 
 // Queries ---------------------------------------------------------------------
@@ -552,7 +552,7 @@ func (c *responseCache) put(key string, pos uint64, body []byte) {
 }
 
 // errNoView answers a view query on a write node that keeps no view.
-var errNoView = &api.Error{Status: http.StatusMisdirectedRequest, Detail: "this write node keeps no validation view (commands only): send queries to a read replica"}
+var errNoView = &httpkit.Error{Status: http.StatusMisdirectedRequest, Detail: "this write node keeps no validation view (commands only): send queries to a read replica"}
 
 // view waits, if the client asked with min_position, until the validation
 // view has applied that position (read-your-writes), and returns it.
@@ -566,7 +566,7 @@ func (s *API) view(r *http.Request) (*flights.Validation, error) {
 	if p := r.URL.Query().Get("min_position"); p != "" {
 		pos, err := strconv.ParseUint(p, 10, 64)
 		if err != nil {
-			return nil, api.BadRequest("min_position %q: want a log position", p)
+			return nil, httpkit.BadRequest("min_position %q: want a log position", p)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), readWait)
 		defer cancel()
@@ -581,7 +581,7 @@ func parseFilter(r *http.Request) (flights.Filter, string, int, error) {
 	q := r.URL.Query()
 	f := flights.Filter{Check: flights.Check(q.Get("check")), Rotation: q.Get("rotation"), Airline: q.Get("airline")}
 	if f.Check != "" && f.Check != flights.Continuity && f.Check != flights.MinGroundTime && f.Check != flights.DuplicateDesignator {
-		return f, "", 0, api.BadRequest("check %q: want continuity, min_ground_time or duplicate_designator", f.Check)
+		return f, "", 0, httpkit.BadRequest("check %q: want continuity, min_ground_time or duplicate_designator", f.Check)
 	}
 	for _, p := range []struct {
 		name string
@@ -590,7 +590,7 @@ func parseFilter(r *http.Request) (flights.Filter, string, int, error) {
 		if v := q.Get(p.name); v != "" {
 			t, err := parseTime(v)
 			if err != nil {
-				return f, "", 0, api.BadRequest("%s %q: want RFC 3339 or YYYY-MM-DD", p.name, v)
+				return f, "", 0, httpkit.BadRequest("%s %q: want RFC 3339 or YYYY-MM-DD", p.name, v)
 			}
 			*p.dst = t
 		}
@@ -599,7 +599,7 @@ func parseFilter(r *http.Request) (flights.Filter, string, int, error) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return f, "", 0, api.BadRequest("limit %q: want 1–1000", v)
+			return f, "", 0, httpkit.BadRequest("limit %q: want 1–1000", v)
 		}
 		limit = n
 	}
@@ -660,7 +660,7 @@ func counts(_ *http.Request, v *flights.Validation) (any, error) {
 func check(r *http.Request, v *flights.Validation) (any, error) {
 	c := flights.Check(r.PathValue("check"))
 	if c != flights.Continuity && c != flights.MinGroundTime && c != flights.DuplicateDesignator {
-		return nil, &api.Error{Status: http.StatusNotFound, Detail: fmt.Sprintf("no check %q: continuity, min_ground_time or duplicate_designator", c)}
+		return nil, &httpkit.Error{Status: http.StatusNotFound, Detail: fmt.Sprintf("no check %q: continuity, min_ground_time or duplicate_designator", c)}
 	}
 	f, cursor, limit, err := parseFilter(r)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/services/flights"
 )
@@ -39,7 +39,7 @@ func boardLegs(r *http.Request, v *flights.Validation) (any, error) {
 		return nil, err
 	}
 	if to.Sub(from) > maxWindow {
-		return nil, api.BadRequest("from %s to %s: a window spans at most %d days", from.Format(time.RFC3339), to.Format(time.RFC3339), maxWindow/(24*time.Hour))
+		return nil, httpkit.BadRequest("from %s to %s: a window spans at most %d days", from.Format(time.RFC3339), to.Format(time.RFC3339), maxWindow/(24*time.Hour))
 	}
 	ids, err := rotationIDs(r.URL.Query()["rotations"])
 	if err != nil {
@@ -61,7 +61,7 @@ func rotationIDs(values []string) ([]string, error) {
 	case 1:
 		if values[0] != "" {
 			if n := strings.Count(values[0], ",") + 1; n > maxWindowLanes {
-				return nil, api.BadRequest("rotations: %d given, at most %d", n, maxWindowLanes)
+				return nil, httpkit.BadRequest("rotations: %d given, at most %d", n, maxWindowLanes)
 			}
 			ids = strings.Split(values[0], ",")
 		}
@@ -73,10 +73,10 @@ func rotationIDs(values []string) ([]string, error) {
 		}
 	}
 	if len(ids) == 0 {
-		return nil, api.BadRequest("rotations is required: the parameter repeated, one rotation id each (rotations=R1&rotations=R2), or given once, a comma-separated list")
+		return nil, httpkit.BadRequest("rotations is required: the parameter repeated, one rotation id each (rotations=R1&rotations=R2), or given once, a comma-separated list")
 	}
 	if len(ids) > maxWindowLanes {
-		return nil, api.BadRequest("rotations: %d given, at most %d", len(ids), maxWindowLanes)
+		return nil, httpkit.BadRequest("rotations: %d given, at most %d", len(ids), maxWindowLanes)
 	}
 	return dedup(ids), nil
 }
@@ -93,18 +93,18 @@ func timeRange(r *http.Request, required bool) (from, to time.Time, err error) {
 		s := q.Get(p.name)
 		if s == "" {
 			if required {
-				return from, to, api.BadRequest("%s is required (RFC 3339 or YYYY-MM-DD)", p.name)
+				return from, to, httpkit.BadRequest("%s is required (RFC 3339 or YYYY-MM-DD)", p.name)
 			}
 			continue
 		}
 		t, err := parseTime(s)
 		if err != nil {
-			return from, to, api.BadRequest("%s %q: want RFC 3339 or YYYY-MM-DD", p.name, s)
+			return from, to, httpkit.BadRequest("%s %q: want RFC 3339 or YYYY-MM-DD", p.name, s)
 		}
 		*p.dst = t.UTC()
 	}
 	if !from.IsZero() && !to.IsZero() && !to.After(from) {
-		return from, to, api.BadRequest("to %s is not after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
+		return from, to, httpkit.BadRequest("to %s is not after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	return from, to, nil
 }
@@ -116,10 +116,10 @@ func (s *API) session(tokens *auth.Tokens) func(http.ResponseWriter, *http.Reque
 		tok, _ := auth.FromRequest(r)
 		role, ok := tokens.Lookup(tok)
 		if !ok {
-			return &api.Error{Status: http.StatusUnauthorized, Detail: "unknown bearer token"}
+			return &httpkit.Error{Status: http.StatusUnauthorized, Detail: "unknown bearer token"}
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		return api.WriteJSON(w, http.StatusOK, struct {
+		return httpkit.WriteJSON(w, http.StatusOK, struct {
 			Role     auth.Role `json:"role"`
 			CanWrite bool      `json:"can_write"`
 			Replica  bool      `json:"replica"`

@@ -18,7 +18,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 )
 
 // Operations on a rotation through the HTTP API, and their answers.
@@ -178,7 +178,7 @@ func TestLinearizableOverHTTP(t *testing.T) {
 					case err != nil:
 					case status == 201:
 						out.version = uint64(m["version"].(float64))
-					case status == 409 && m["type"] == api.TypeVersionConflict:
+					case status == 409 && m["type"] == httpkit.TypeVersionConflict:
 						out.conflict, out.version = true, uint64(m["actual_version"].(float64))
 					default:
 						err = fmt.Errorf("add leg: %d %v", status, m)

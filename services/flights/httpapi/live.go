@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/services/flights"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -171,7 +171,7 @@ func (h *hub) join(s *API) (*liveClient, uint64, error) {
 		max = maxLiveClients
 	}
 	if len(h.clients) >= max {
-		return nil, 0, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Detail: fmt.Sprintf("this node serves %d live streams, its most: try another node or later", max)}
+		return nil, 0, &httpkit.Error{Status: http.StatusServiceUnavailable, Type: httpkit.TypeUnavailable, Detail: fmt.Sprintf("this node serves %d live streams, its most: try another node or later", max)}
 	}
 	if h.stop == nil {
 		ctx := context.Background()

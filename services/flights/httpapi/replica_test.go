@@ -12,7 +12,7 @@ import (
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/query"
-	"github.com/logbook/logbook/engine/replica"
+	"github.com/logbook/logbook/engine/httpreplica"
 )
 
 // TestReplicaInAnotherProcess runs the validation view on a replica store
@@ -54,7 +54,7 @@ func TestReplicaInAnotherProcess(t *testing.T) {
 		}
 	}
 
-	rs := replica.New(primary.URL, viewerToken)
+	rs := httpreplica.New(primary.URL, viewerToken)
 	defer rs.Close()
 	rep, err := flights.NewReplica(ctx, rs, flights.Options{})
 	if err != nil {

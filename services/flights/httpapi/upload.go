@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/services/flights"
 )
 
@@ -145,11 +145,11 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 	return func(w http.ResponseWriter, r *http.Request) error {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "multipart/form-data" {
-			return &api.Error{Status: http.StatusUnsupportedMediaType, Detail: "an import is multipart/form-data with a file part \"ssim\" and optionally \"rotations\""}
+			return &httpkit.Error{Status: http.StatusUnsupportedMediaType, Detail: "an import is multipart/form-data with a file part \"ssim\" and optionally \"rotations\""}
 		}
 		if !im.acquire() {
 			w.Header().Set("Retry-After", "10")
-			return &api.Error{Status: http.StatusTooManyRequests, Detail: fmt.Sprintf("%d imports are running on this node, the most it runs at once: try again when one is done", maxRunningImports)}
+			return &httpkit.Error{Status: http.StatusTooManyRequests, Detail: fmt.Sprintf("%d imports are running on this node, the most it runs at once: try again when one is done", maxRunningImports)}
 		}
 		started := false
 		defer func() {
@@ -160,7 +160,7 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 		r.Body = http.MaxBytesReader(w, r.Body, MaxImportBody)
 		mr, err := r.MultipartReader()
 		if err != nil {
-			return api.BadRequest("malformed multipart body: %v", err)
+			return httpkit.BadRequest("malformed multipart body: %v", err)
 		}
 		files := map[string]*os.File{}
 		defer func() {
@@ -180,15 +180,15 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 			if err != nil {
 				var tooBig *http.MaxBytesError
 				if errors.As(err, &tooBig) {
-					return &api.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
+					return &httpkit.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
 				}
-				return api.BadRequest("malformed multipart body: %v", err)
+				return httpkit.BadRequest("malformed multipart body: %v", err)
 			}
 			name := part.FormName()
 			switch name {
 			case "ssim", "rotations":
 				if files[name] != nil {
-					return api.BadRequest("part %q given twice", name)
+					return httpkit.BadRequest("part %q given twice", name)
 				}
 				f, err := os.CreateTemp("", "logbook-import-*")
 				if err != nil {
@@ -198,9 +198,9 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 				if _, err := io.Copy(f, part); err != nil {
 					var tooBig *http.MaxBytesError
 					if errors.As(err, &tooBig) {
-						return &api.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
+						return &httpkit.Error{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("an upload is at most %d MiB", MaxImportBody>>20)}
 					}
-					return api.BadRequest("reading part %q: %v", name, err)
+					return httpkit.BadRequest("reading part %q: %v", name, err)
 				}
 				if _, err := f.Seek(0, io.SeekStart); err != nil {
 					return err
@@ -209,12 +209,12 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 				b, _ := io.ReadAll(io.LimitReader(part, 16))
 				strict, _ = strconv.ParseBool(string(b))
 			default:
-				return api.BadRequest("unknown part %q: want \"ssim\", \"rotations\" or \"strict\"", name)
+				return httpkit.BadRequest("unknown part %q: want \"ssim\", \"rotations\" or \"strict\"", name)
 			}
 		}
 		sched := files["ssim"]
 		if sched == nil {
-			return api.BadRequest("the file part \"ssim\" is required")
+			return httpkit.BadRequest("the file part \"ssim\" is required")
 		}
 		rots := files["rotations"]
 		files = nil // the import closes and removes them
@@ -223,7 +223,7 @@ func (s *API) upload(im *imports) func(http.ResponseWriter, *http.Request) error
 		go s.runImport(im, st, sched, rots, strict)
 		w.Header().Set("Location", "/api/imports/"+st.ID)
 		snap, _ := im.get(st.ID)
-		return api.WriteJSON(w, http.StatusAccepted, snap)
+		return httpkit.WriteJSON(w, http.StatusAccepted, snap)
 	}
 }
 
@@ -285,6 +285,6 @@ func (s *API) importStatus(im *imports) func(http.ResponseWriter, *http.Request)
 			return fmt.Errorf("import %s (only the last %d are kept): %w", r.PathValue("id"), keptImports, flights.ErrNotFound)
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		return api.WriteJSON(w, http.StatusOK, st)
+		return httpkit.WriteJSON(w, http.StatusOK, st)
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/problem"
 	"github.com/logbook/logbook/services/kv"
@@ -46,11 +46,11 @@ type API struct {
 }
 
 // Routes is the kv API's route table.
-var Routes = []api.Route[*API]{
-	{Spec: api.Spec{Method: "GET", Path: "/api/kv/{id...}", Role: auth.Viewer, Kind: api.AggregateRead}, Handle: (*API).get},
-	{Spec: api.Spec{Method: "PUT", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: api.Command}, Handle: (*API).put},
-	{Spec: api.Spec{Method: "DELETE", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: api.Command}, Handle: (*API).delete},
-	{Spec: api.Spec{Method: "GET", Path: "/api/kv-openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
+var Routes = []httpkit.Route[*API]{
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/kv/{id...}", Role: auth.Viewer, Kind: httpkit.AggregateRead}, Handle: (*API).get},
+	{Spec: httpkit.Spec{Method: "PUT", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: httpkit.Command}, Handle: (*API).put},
+	{Spec: httpkit.Spec{Method: "DELETE", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: httpkit.Command}, Handle: (*API).delete},
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/kv-openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, err := w.Write(openapiJSON)
 		return err
@@ -66,7 +66,7 @@ func New(repo *kv.Repository, tokens *auth.Tokens) http.Handler {
 
 // Mount registers the API's routes on mux.
 func Mount(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens) {
-	api.Mount(mux, Routes, &API{repo: repo}, api.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+	httpkit.Mount(mux, Routes, &API{repo: repo}, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
 }
 
 func etag(v uint64) string { return `"` + strconv.FormatUint(v, 10) + `"` }
@@ -82,11 +82,11 @@ func versions(h string) (vs []uint64, star bool, err error) {
 		}
 		p = strings.TrimPrefix(p, "W/")
 		if len(p) < 3 || p[0] != '"' || p[len(p)-1] != '"' {
-			return nil, false, api.BadRequest("entity tag %q: a version in double quotes, as in \"3\"", part)
+			return nil, false, httpkit.BadRequest("entity tag %q: a version in double quotes, as in \"3\"", part)
 		}
 		v, err := strconv.ParseUint(p[1:len(p)-1], 10, 64)
 		if err != nil || v == 0 {
-			return nil, false, api.BadRequest("entity tag %q: versions are whole numbers from 1", part)
+			return nil, false, httpkit.BadRequest("entity tag %q: versions are whole numbers from 1", part)
 		}
 		vs = append(vs, v)
 	}
@@ -105,7 +105,7 @@ func ifMatch(r *http.Request) (uint64, error) {
 		return 0, err
 	}
 	if star || len(vs) != 1 {
-		return 0, api.BadRequest("If-Match: one version, as in \"3\"")
+		return 0, httpkit.BadRequest("If-Match: one version, as in \"3\"")
 	}
 	return vs[0], nil
 }
@@ -119,7 +119,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if star {
-			return api.BadRequest("If-None-Match: * is for PUT (add); GET takes versions")
+			return httpkit.BadRequest("If-None-Match: * is for PUT (add); GET takes versions")
 		}
 		inm = vs
 	}
@@ -128,7 +128,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !ok {
-		return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no key %q", id)}
+		return &httpkit.Error{Status: http.StatusNotFound, Type: httpkit.TypeNotFound, Detail: fmt.Sprintf("no key %q", id)}
 	}
 	w.Header().Set("ETag", etag(e.Version))
 	for _, v := range inm {
@@ -155,15 +155,15 @@ func (a *API) put(w http.ResponseWriter, r *http.Request) error {
 	add := false
 	if h := r.Header.Get("If-None-Match"); h != "" {
 		if strings.TrimSpace(h) != "*" {
-			return api.BadRequest("If-None-Match on PUT: only * (add a key that does not exist)")
+			return httpkit.BadRequest("If-None-Match on PUT: only * (add a key that does not exist)")
 		}
 		add = true
 	}
 	switch {
 	case add && match != 0:
-		return api.BadRequest("If-Match and If-None-Match: * together: update, or add, not both")
+		return httpkit.BadRequest("If-Match and If-None-Match: * together: update, or add, not both")
 	case !add && match == 0:
-		return &api.Error{Status: http.StatusPreconditionRequired, Type: TypePreconditionRequired,
+		return &httpkit.Error{Status: http.StatusPreconditionRequired, Type: TypePreconditionRequired,
 			Detail: `PUT needs If-None-Match: * to add the key, or If-Match: "<version>" to update it`}
 	}
 	max := int64(a.repo.Limits().MaxValueBytes)
@@ -176,7 +176,7 @@ func (a *API) put(w http.ResponseWriter, r *http.Request) error {
 		return tooLarge(-1, max)
 	}
 	if err != nil {
-		return api.BadRequest("reading the body: %v", err)
+		return httpkit.BadRequest("reading the body: %v", err)
 	}
 	if add {
 		if err := a.repo.Add(r.Context(), id, value); err != nil {
@@ -200,7 +200,7 @@ func tooLarge(n, max int64) error {
 	if n >= 0 {
 		d = fmt.Sprintf("value of %d bytes, over the limit of %d", n, max)
 	}
-	return &api.Error{Status: http.StatusRequestEntityTooLarge, Type: api.TypeTooLarge, Detail: d}
+	return &httpkit.Error{Status: http.StatusRequestEntityTooLarge, Type: httpkit.TypeTooLarge, Detail: d}
 }
 
 func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
@@ -210,7 +210,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if match == 0 {
-		return &api.Error{Status: http.StatusPreconditionRequired, Type: TypePreconditionRequired,
+		return &httpkit.Error{Status: http.StatusPreconditionRequired, Type: TypePreconditionRequired,
 			Detail: `DELETE needs If-Match: "<version>"`}
 	}
 	if err := a.repo.Delete(r.Context(), id, match); err != nil {
@@ -227,17 +227,17 @@ func domainErrors(err error) (problem.Details, bool) {
 	var se *kv.StaleError
 	switch {
 	case errors.As(err, &se):
-		d := api.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error())
+		d := httpkit.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error())
 		d.Extra = map[string]any{"current_version": se.Current}
 		return d, true
 	case errors.Is(err, kv.ErrInvalid):
-		return api.Problem(http.StatusBadRequest, api.TypeInvalidRequest, err.Error()), true
+		return httpkit.Problem(http.StatusBadRequest, httpkit.TypeInvalidRequest, err.Error()), true
 	case errors.Is(err, kv.ErrNotFound):
-		return api.Problem(http.StatusNotFound, api.TypeNotFound, err.Error()), true
+		return httpkit.Problem(http.StatusNotFound, httpkit.TypeNotFound, err.Error()), true
 	case errors.Is(err, kv.ErrExists):
-		return api.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error()), true
+		return httpkit.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error()), true
 	case errors.Is(err, kv.ErrTimeout), errors.Is(err, kv.ErrUnavailable):
-		return api.Problem(http.StatusServiceUnavailable, api.TypeUnavailable, err.Error()), true
+		return httpkit.Problem(http.StatusServiceUnavailable, httpkit.TypeUnavailable, err.Error()), true
 	}
 	return problem.Details{}, false
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logbook/logbook/engine/api"
-	"github.com/logbook/logbook/engine/api/apitest"
+	"github.com/logbook/logbook/engine/httpkit"
+	"github.com/logbook/logbook/engine/httpkit/openapitest"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/pebblekv"
@@ -169,5 +169,5 @@ func TestChunkedBodyOverLimit(t *testing.T) {
 // TestOpenAPIMatchesRoutes: the document describes exactly the table's
 // routes, with their query parameters.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
-	apitest.CheckDocumented(t, OpenAPI(), api.Specs(Routes))
+	openapitest.CheckDocumented(t, OpenAPI(), httpkit.Specs(Routes))
 }

@@ -14,10 +14,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/problem"
-	"github.com/logbook/logbook/services/notify/service"
+	"github.com/logbook/logbook/services/notify/pipeline"
 )
 
 //go:embed openapi.json
@@ -43,22 +43,22 @@ const sendWait = 5 * time.Second
 
 // API serves the notify HTTP API over a Service.
 type API struct {
-	svc     *service.Service
+	svc     *pipeline.Service
 	tokens  *auth.Tokens
 	sending chan struct{}
 	wait    time.Duration // sendWait
 }
 
 // Routes is the notify API's route table.
-var Routes = []api.Route[*API]{
-	api.NewRoute("POST /api/notifications", auth.Sender, api.Command, (*API).send),
-	api.NewRoute("GET /api/notifications", auth.Viewer, api.ViewQuery, (*API).list).WithQuery("limit"),
-	api.NewRoute("GET /api/notifications/{id}", auth.Viewer, api.ViewQuery, (*API).get).WithQuery(api.MinPosition),
-	api.NewRoute("GET /api/dead-letters", auth.Viewer, api.ViewQuery, (*API).deadLetters).WithQuery("request", "after", "limit"),
-	api.NewRoute("POST /api/dead-letters/replay", auth.Sender, api.Command, (*API).replay),
-	api.NewRoute("GET /api/clubs", auth.Viewer, api.ViewQuery, (*API).clubs),
-	api.NewRoute("GET /api/notification-types", auth.Viewer, api.Anywhere, (*API).types),
-	{Spec: api.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
+var Routes = []httpkit.Route[*API]{
+	httpkit.NewRoute("POST /api/notifications", auth.Sender, httpkit.Command, (*API).send),
+	httpkit.NewRoute("GET /api/notifications", auth.Viewer, httpkit.ViewQuery, (*API).list).WithQuery("limit"),
+	httpkit.NewRoute("GET /api/notifications/{id}", auth.Viewer, httpkit.ViewQuery, (*API).get).WithQuery(httpkit.MinPosition),
+	httpkit.NewRoute("GET /api/dead-letters", auth.Viewer, httpkit.ViewQuery, (*API).deadLetters).WithQuery("request", "after", "limit"),
+	httpkit.NewRoute("POST /api/dead-letters/replay", auth.Sender, httpkit.Command, (*API).replay),
+	httpkit.NewRoute("GET /api/clubs", auth.Viewer, httpkit.ViewQuery, (*API).clubs),
+	httpkit.NewRoute("GET /api/notification-types", auth.Viewer, httpkit.Anywhere, (*API).types),
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, err := w.Write(openapiJSON)
 		return err
@@ -67,12 +67,12 @@ var Routes = []api.Route[*API]{
 
 // New returns the notify HTTP API for svc, mounted on mux (which also
 // answers 404 under /api/notifications/ and /api/dead-letters/).
-func New(mux *http.ServeMux, svc *service.Service, tokens *auth.Tokens) {
+func New(mux *http.ServeMux, svc *pipeline.Service, tokens *auth.Tokens) {
 	a := &API{svc: svc, tokens: tokens, sending: make(chan struct{}, MaxSending), wait: sendWait}
-	api.Mount(mux, Routes, a, api.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
 	for _, p := range []string{"/api/notifications/", "/api/dead-letters/"} {
-		mux.Handle(p, api.Handler(func(w http.ResponseWriter, r *http.Request) error {
-			return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/openapi.json)", r.Method, r.URL.Path)}
+		mux.Handle(p, httpkit.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			return &httpkit.Error{Status: http.StatusNotFound, Type: httpkit.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/openapi.json)", r.Method, r.URL.Path)}
 		}, nil))
 	}
 }
@@ -84,26 +84,26 @@ const (
 
 func domainErrors(err error) (problem.Details, bool) {
 	switch {
-	case errors.Is(err, service.ErrInvalid):
-		return api.Problem(http.StatusBadRequest, api.TypeInvalidRequest, err.Error()), true
-	case errors.Is(err, service.ErrKeyReused):
-		return api.Problem(http.StatusUnprocessableEntity, api.TypeKeyReused, err.Error()), true
-	case errors.Is(err, service.ErrUnacceptable):
-		return api.Problem(http.StatusUnprocessableEntity, TypeUnacceptable, err.Error()), true
-	case errors.Is(err, service.ErrTooLarge):
-		return api.Problem(http.StatusRequestEntityTooLarge, api.TypeTooLarge, err.Error()), true
-	case errors.Is(err, service.ErrNotFound):
-		return api.Problem(http.StatusNotFound, api.TypeNotFound, err.Error()), true
-	case errors.Is(err, service.ErrClosed):
-		return api.Problem(http.StatusServiceUnavailable, api.TypeUnavailable, err.Error()), true
+	case errors.Is(err, pipeline.ErrInvalid):
+		return httpkit.Problem(http.StatusBadRequest, httpkit.TypeInvalidRequest, err.Error()), true
+	case errors.Is(err, pipeline.ErrKeyReused):
+		return httpkit.Problem(http.StatusUnprocessableEntity, httpkit.TypeKeyReused, err.Error()), true
+	case errors.Is(err, pipeline.ErrUnacceptable):
+		return httpkit.Problem(http.StatusUnprocessableEntity, TypeUnacceptable, err.Error()), true
+	case errors.Is(err, pipeline.ErrTooLarge):
+		return httpkit.Problem(http.StatusRequestEntityTooLarge, httpkit.TypeTooLarge, err.Error()), true
+	case errors.Is(err, pipeline.ErrNotFound):
+		return httpkit.Problem(http.StatusNotFound, httpkit.TypeNotFound, err.Error()), true
+	case errors.Is(err, pipeline.ErrClosed):
+		return httpkit.Problem(http.StatusServiceUnavailable, httpkit.TypeUnavailable, err.Error()), true
 	}
 	return problem.Details{}, false
 }
 
 func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > service.MaxKey {
-		return api.BadRequest("Idempotency-Key header: want 1 to %d characters (the same key sends a request once)", service.MaxKey)
+	if key == "" || len(key) > pipeline.MaxKey {
+		return httpkit.BadRequest("Idempotency-Key header: want 1 to %d characters (the same key sends a request once)", pipeline.MaxKey)
 	}
 	t := time.NewTimer(a.wait)
 	defer t.Stop()
@@ -112,12 +112,12 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 		defer func() { <-a.sending }()
 	case <-t.C:
 		w.Header().Set("Retry-After", "1")
-		return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Detail: fmt.Sprintf("%d sends are being accepted: try again", MaxSending)}
+		return &httpkit.Error{Status: http.StatusServiceUnavailable, Type: httpkit.TypeUnavailable, Detail: fmt.Sprintf("%d sends are being accepted: try again", MaxSending)}
 	case <-r.Context().Done():
 		return r.Context().Err()
 	}
-	var in service.SendInput
-	if err := api.DecodeJSON(r, MaxBody, &in); err != nil {
+	var in pipeline.SendInput
+	if err := httpkit.DecodeJSON(r, MaxBody, &in); err != nil {
 		return err
 	}
 	acc, err := a.svc.Send(r.Context(), key, in)
@@ -125,7 +125,7 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/api/notifications/"+acc.ID)
-	return api.WriteJSON(w, http.StatusAccepted, acc)
+	return httpkit.WriteJSON(w, http.StatusAccepted, acc)
 }
 
 func limitParam(r *http.Request, def, max int) (int, error) {
@@ -135,7 +135,7 @@ func limitParam(r *http.Request, def, max int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > max {
-		return 0, api.BadRequest("limit %q: want 1 to %d", s, max)
+		return 0, httpkit.BadRequest("limit %q: want 1 to %d", s, max)
 	}
 	return n, nil
 }
@@ -145,7 +145,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return api.WriteJSON(w, http.StatusOK, map[string]any{"notifications": nonNil(a.svc.List(limit))})
+	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"notifications": nonNil(a.svc.List(limit))})
 }
 
 func nonNil[T any](s []T) []T {
@@ -157,17 +157,17 @@ func nonNil[T any](s []T) []T {
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 	var min uint64
-	if s := r.URL.Query().Get(api.MinPosition); s != "" {
+	if s := r.URL.Query().Get(httpkit.MinPosition); s != "" {
 		var err error
 		if min, err = strconv.ParseUint(s, 10, 64); err != nil {
-			return api.BadRequest("min_position %q: want a log position", s)
+			return httpkit.BadRequest("min_position %q: want a log position", s)
 		}
 	}
 	st, err := a.svc.Get(r.Context(), r.PathValue("id"), min)
 	if err != nil {
 		return err
 	}
-	return api.WriteJSON(w, http.StatusOK, st)
+	return httpkit.WriteJSON(w, http.StatusOK, st)
 }
 
 func (a *API) deadLetters(w http.ResponseWriter, r *http.Request) error {
@@ -180,19 +180,19 @@ func (a *API) deadLetters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return api.WriteJSON(w, http.StatusOK, map[string]any{"dead_letters": nonNil(dls)})
+	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"dead_letters": nonNil(dls)})
 }
 
 func (a *API) replay(w http.ResponseWriter, r *http.Request) error {
-	var in service.ReplayInput
-	if err := api.DecodeJSON(r, maxSmallBody, &in); err != nil {
+	var in pipeline.ReplayInput
+	if err := httpkit.DecodeJSON(r, maxSmallBody, &in); err != nil {
 		return err
 	}
 	acc, err := a.svc.Replay(r.Context(), r.Header.Get("Idempotency-Key"), in)
 	if err != nil {
 		return err
 	}
-	return api.WriteJSON(w, http.StatusAccepted, acc)
+	return httpkit.WriteJSON(w, http.StatusAccepted, acc)
 }
 
 func (a *API) clubs(w http.ResponseWriter, r *http.Request) error {
@@ -200,9 +200,9 @@ func (a *API) clubs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return api.WriteJSON(w, http.StatusOK, map[string]any{"clubs": nonNil(clubs)})
+	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"clubs": nonNil(clubs)})
 }
 
 func (a *API) types(w http.ResponseWriter, _ *http.Request) error {
-	return api.WriteJSON(w, http.StatusOK, map[string]any{"types": a.svc.Types()})
+	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"types": a.svc.Types()})
 }

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
-	"github.com/logbook/logbook/services/notify/service"
+	"github.com/logbook/logbook/services/notify/pipeline"
 	"github.com/logbook/logbook/services/notify/sink"
 	"github.com/logbook/logbook/services/notify/userscdc"
 )
@@ -80,7 +80,7 @@ func newServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	svc, err := service.New(context.Background(), service.Config{Store: st, Users: users{}, Deliverer: d, StateDir: dir + "/state", MaxRecipients: 1000})
+	svc, err := pipeline.New(context.Background(), pipeline.Config{Store: st, Users: users{}, Deliverer: d, StateDir: dir + "/state", MaxRecipients: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestAPIErrors(t *testing.T) {
 		{name: "unknown parameter", method: "GET", path: "/api/dead-letters?reqest=x", token: viewerToken, status: 400},
 		{name: "unknown after", method: "GET", path: "/api/dead-letters?after=x", token: viewerToken, status: 404},
 		{name: "replay nothing", method: "POST", path: "/api/dead-letters/replay", token: senderToken, body: `{}`, status: 400},
-		{name: "replay too many", method: "POST", path: "/api/dead-letters/replay", token: senderToken, body: `{"ids":["a"` + strings.Repeat(`,"a"`, service.MaxReplay) + `]}`, status: 413},
+		{name: "replay too many", method: "POST", path: "/api/dead-letters/replay", token: senderToken, body: `{"ids":["a"` + strings.Repeat(`,"a"`, pipeline.MaxReplay) + `]}`, status: 413},
 		{name: "no route", method: "GET", path: "/api/notifications/a/b", token: viewerToken, status: 404},
 	} {
 		body := c.raw
@@ -189,7 +189,7 @@ func TestAPISend(t *testing.T) {
 	s := newServer(t)
 	body := []byte(`{"type":"like_update","club_id":1,"sender":"s","timestamp":"2026-03-01T10:00:00Z","to_users":[1,2,3,3,999]}`)
 	status, raw := s.do("POST", "/api/notifications", senderToken, "key-1", body)
-	var acc service.Accepted
+	var acc pipeline.Accepted
 	if status != 202 || json.Unmarshal(raw, &acc) != nil || acc.Recipients != 4 || acc.Duplicates != 1 {
 		t.Fatalf("send: %d %s", status, raw)
 	}
@@ -201,7 +201,7 @@ func TestAPISend(t *testing.T) {
 	if status != 422 || !bytes.Contains(raw, []byte("idempotency-key-reused")) {
 		t.Fatalf("another body: %d %s", status, raw)
 	}
-	var st service.Status
+	var st pipeline.Status
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		status, raw = s.do("GET", "/api/notifications/"+acc.ID+"?min_position="+strconv.FormatUint(acc.Position, 10), viewerToken, "", nil)
 		if status != 200 || json.Unmarshal(raw, &st) != nil {
@@ -239,7 +239,7 @@ func TestAPISendsAreBounded(t *testing.T) {
 	req.Header.Set("Idempotency-Key", "k")
 	rec := httptest.NewRecorder()
 	err := a.send(rec, req)
-	if e, ok := errors.AsType[*api.Error](err); !ok || e.Status != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+	if e, ok := errors.AsType[*httpkit.Error](err); !ok || e.Status != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("a send with no turn free: %v", err)
 	}
 	<-a.sending

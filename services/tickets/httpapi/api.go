@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/aggregate"
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/problem"
 	"github.com/logbook/logbook/services/tickets"
@@ -46,25 +46,25 @@ type API struct {
 }
 
 // Routes is the tickets API's route table.
-var Routes = []api.Route[*API]{
-	route("GET /api/tickets/search", auth.Viewer, api.ViewQuery, (*API).search).WithQuery("sport", "owner", "day", "available", "limit", api.MinPosition),
-	route("POST /api/tickets/{id}/book", auth.Booker, api.Command, (*API).book),
-	route("POST /api/tickets/{id}/return", auth.Booker, api.Command, (*API).giveBack),
-	route("GET /api/tickets/control", auth.Viewer, api.Anywhere, (*API).control),
-	route("GET /api/tickets/stats", auth.Viewer, api.Anywhere, (*API).stats),
-	route("GET /api/tickets/live", auth.Viewer, api.Anywhere, (*API).liveStats).WithQuery("interval", "format"),
-	route("GET /api/tickets/session", auth.Viewer, api.Anywhere, (*API).session),
-	{Spec: api.Spec{Method: "GET", Path: "/api/tickets/openapi.json", Public: true, Kind: api.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
+var Routes = []httpkit.Route[*API]{
+	route("GET /api/tickets/search", auth.Viewer, httpkit.ViewQuery, (*API).search).WithQuery("sport", "owner", "day", "available", "limit", httpkit.MinPosition),
+	route("POST /api/tickets/{id}/book", auth.Booker, httpkit.Command, (*API).book),
+	route("POST /api/tickets/{id}/return", auth.Booker, httpkit.Command, (*API).giveBack),
+	route("GET /api/tickets/control", auth.Viewer, httpkit.Anywhere, (*API).control),
+	route("GET /api/tickets/stats", auth.Viewer, httpkit.Anywhere, (*API).stats),
+	route("GET /api/tickets/live", auth.Viewer, httpkit.Anywhere, (*API).liveStats).WithQuery("interval", "format"),
+	route("GET /api/tickets/session", auth.Viewer, httpkit.Anywhere, (*API).session),
+	{Spec: httpkit.Spec{Method: "GET", Path: "/api/tickets/openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, err := w.Write(openapiJSON)
 		return err
 	}},
 }
 
-// route is api.NewRoute with a Retry-After on the answers of a busy
+// route is httpkit.NewRoute with a Retry-After on the answers of a busy
 // store.
-func route(pattern string, role auth.Role, kind api.Kind, h func(*API, http.ResponseWriter, *http.Request) error) api.Route[*API] {
-	return api.NewRoute(pattern, role, kind, func(a *API, w http.ResponseWriter, r *http.Request) error {
+func route(pattern string, role auth.Role, kind httpkit.Kind, h func(*API, http.ResponseWriter, *http.Request) error) httpkit.Route[*API] {
+	return httpkit.NewRoute(pattern, role, kind, func(a *API, w http.ResponseWriter, r *http.Request) error {
 		err := h(a, w, r)
 		if errors.Is(err, tickets.ErrBusy) || errors.Is(err, tickets.ErrKeyBusy) {
 			w.Header().Set("Retry-After", "1")
@@ -82,9 +82,9 @@ func New(ctx context.Context, svc *tickets.Service, tokens *auth.Tokens) http.Ha
 
 func (a *API) handler() http.Handler {
 	mux := http.NewServeMux()
-	api.Mount(mux, Routes, a, api.Node{WriteModel: true, Views: true}, a.tokens, domainErrors)
-	mux.Handle("/api/tickets/", api.Handler(func(w http.ResponseWriter, r *http.Request) error {
-		return &api.Error{Status: http.StatusNotFound, Type: api.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/tickets/openapi.json)", r.Method, r.URL.Path)}
+	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, a.tokens, domainErrors)
+	mux.Handle("/api/tickets/", httpkit.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		return &httpkit.Error{Status: http.StatusNotFound, Type: httpkit.TypeNotFound, Detail: fmt.Sprintf("no route %s %s (see /api/tickets/openapi.json)", r.Method, r.URL.Path)}
 	}, nil))
 	return mux
 }
@@ -102,19 +102,19 @@ const (
 func domainErrors(err error) (problem.Details, bool) {
 	switch {
 	case errors.Is(err, tickets.ErrTaken):
-		return api.Problem(http.StatusConflict, TypeTaken, err.Error()), true
+		return httpkit.Problem(http.StatusConflict, TypeTaken, err.Error()), true
 	case errors.Is(err, tickets.ErrNotHeld):
-		return api.Problem(http.StatusConflict, TypeNotHeld, err.Error()), true
+		return httpkit.Problem(http.StatusConflict, TypeNotHeld, err.Error()), true
 	case errors.Is(err, tickets.ErrNotFound):
-		return api.Problem(http.StatusNotFound, api.TypeNotFound, err.Error()), true
+		return httpkit.Problem(http.StatusNotFound, httpkit.TypeNotFound, err.Error()), true
 	case errors.Is(err, tickets.ErrInvalid):
-		return api.Problem(http.StatusBadRequest, api.TypeInvalidRequest, err.Error()), true
+		return httpkit.Problem(http.StatusBadRequest, httpkit.TypeInvalidRequest, err.Error()), true
 	case errors.Is(err, tickets.ErrKeyBusy):
-		return api.Problem(http.StatusTooManyRequests, TypeBusy, err.Error()), true
+		return httpkit.Problem(http.StatusTooManyRequests, TypeBusy, err.Error()), true
 	case errors.Is(err, tickets.ErrBusy):
-		return api.Problem(http.StatusServiceUnavailable, TypeBusy, err.Error()), true
+		return httpkit.Problem(http.StatusServiceUnavailable, TypeBusy, err.Error()), true
 	case errors.Is(err, tickets.ErrClosed):
-		return api.Problem(http.StatusServiceUnavailable, api.TypeUnavailable, err.Error()), true
+		return httpkit.Problem(http.StatusServiceUnavailable, httpkit.TypeUnavailable, err.Error()), true
 	}
 	return problem.Details{}, false
 }
@@ -123,30 +123,30 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
 	q := tickets.Query{Sport: v.Get("sport"), Owner: v.Get("owner"), Limit: 100}
 	if q.Sport == "" {
-		return api.BadRequest("sport is required")
+		return httpkit.BadRequest("sport is required")
 	}
 	var err error
 	if s := v.Get("day"); s != "" {
 		if q.Day, err = strconv.Atoi(s); err != nil || q.Day < 1 {
-			return api.BadRequest("day %q: want a positive number", s)
+			return httpkit.BadRequest("day %q: want a positive number", s)
 		}
 	}
 	if s := v.Get("limit"); s != "" {
 		if q.Limit, err = strconv.Atoi(s); err != nil {
-			return api.BadRequest("limit %q: want a number", s)
+			return httpkit.BadRequest("limit %q: want a number", s)
 		}
 	}
 	if s := v.Get("available"); s != "" {
 		if q.Available, err = strconv.ParseBool(s); err != nil {
-			return api.BadRequest("available %q: want true or false", s)
+			return httpkit.BadRequest("available %q: want true or false", s)
 		}
 	}
-	if s := v.Get(api.MinPosition); s != "" {
+	if s := v.Get(httpkit.MinPosition); s != "" {
 		// Read your writes: wait, before taking a node's time, until the
 		// view has applied the position a book or return answered.
 		pos, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return api.BadRequest("min_position %q: want a log position", s)
+			return httpkit.BadRequest("min_position %q: want a log position", s)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), readWait)
 		defer cancel()
@@ -172,7 +172,7 @@ type ownerBody struct {
 // bookingAnswer is the answer to a book or return.
 type bookingAnswer struct {
 	Ticket tickets.Ticket `json:"ticket"`
-	api.CommandResult
+	httpkit.CommandResult
 }
 
 func (a *API) book(w http.ResponseWriter, r *http.Request) error {
@@ -185,13 +185,13 @@ func (a *API) giveBack(w http.ResponseWriter, r *http.Request) error {
 
 func (a *API) command(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, id, owner string, opts ...aggregate.Option) (tickets.Booking, error)) error {
 	var body ownerBody
-	if err := api.DecodeJSON(r, maxBody, &body); err != nil {
+	if err := httpkit.DecodeJSON(r, maxBody, &body); err != nil {
 		return err
 	}
 	if body.Owner == "" {
-		return api.BadRequest("owner is required")
+		return httpkit.BadRequest("owner is required")
 	}
-	opts, err := api.CommandOptions(r)
+	opts, err := httpkit.CommandOptions(r)
 	if err != nil {
 		return err
 	}
@@ -199,17 +199,17 @@ func (a *API) command(w http.ResponseWriter, r *http.Request, do func(ctx contex
 	if err != nil {
 		return err
 	}
-	status := api.ResultHeaders(w, http.StatusOK, b.Result)
-	return api.WriteJSON(w, status, bookingAnswer{Ticket: b.Ticket, CommandResult: api.Result(b.Result)})
+	status := httpkit.ResultHeaders(w, http.StatusOK, b.Result)
+	return httpkit.WriteJSON(w, status, bookingAnswer{Ticket: b.Ticket, CommandResult: httpkit.Result(b.Result)})
 }
 
 func (a *API) control(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Control(r.Context()); err != nil {
 		return err
 	}
-	return api.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return httpkit.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
 func (a *API) stats(w http.ResponseWriter, _ *http.Request) error {
-	return api.WriteJSON(w, http.StatusOK, a.Stats())
+	return httpkit.WriteJSON(w, http.StatusOK, a.Stats())
 }

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/logbook/logbook/engine/api"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
-	"github.com/logbook/logbook/engine/stream"
+	"github.com/logbook/logbook/engine/ndjson"
 	"github.com/logbook/logbook/services/tickets"
 )
 
@@ -93,7 +93,7 @@ func (a *API) liveStats(w http.ResponseWriter, r *http.Request) error {
 	if s := q.Get("interval"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < liveIntervalMin || n > liveIntervalMax {
-			return api.BadRequest("interval %q: want milliseconds, %d–%d", s, liveIntervalMin, liveIntervalMax)
+			return httpkit.BadRequest("interval %q: want milliseconds, %d–%d", s, liveIntervalMin, liveIntervalMax)
 		}
 		interval = n
 	}
@@ -103,14 +103,14 @@ func (a *API) liveStats(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !a.live.acquire() {
 		w.Header().Set("Retry-After", "5")
-		return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Detail: "this server serves as many live streams as it may: try later"}
+		return &httpkit.Error{Status: http.StatusServiceUnavailable, Type: httpkit.TypeUnavailable, Detail: "this server serves as many live streams as it may: try later"}
 	}
 	defer a.live.release()
 	ctx := r.Context()
 	if a.life != nil {
 		select {
 		case <-a.life.Done():
-			return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Detail: "the server is shutting down"}
+			return &httpkit.Error{Status: http.StatusServiceUnavailable, Type: httpkit.TypeUnavailable, Detail: "the server is shutting down"}
 		default:
 		}
 	}
@@ -126,7 +126,7 @@ func (a *API) liveStats(w http.ResponseWriter, r *http.Request) error {
 	prevControl := a.Counters(prevSports, prevNodes)
 	prevAt := time.Now()
 
-	out := stream.Start(w, sse)
+	out := ndjson.Start(w, sse)
 	out.Event("hello", hello)
 	out.Flush()
 	tick := time.NewTicker(time.Duration(interval) * time.Millisecond)
@@ -181,7 +181,7 @@ func wantsSSE(r *http.Request) (bool, error) {
 		return true, nil
 	case "":
 	default:
-		return false, api.BadRequest("format %q: want ndjson or sse", f)
+		return false, httpkit.BadRequest("format %q: want ndjson or sse", f)
 	}
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
 		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
@@ -207,9 +207,9 @@ func (a *API) session(w http.ResponseWriter, r *http.Request) error {
 	tok, _ := auth.FromRequest(r)
 	role, ok := a.tokens.Lookup(tok)
 	if !ok { // RequireRole has refused unknown tokens already
-		return &api.Error{Status: http.StatusUnauthorized, Detail: "unknown bearer token"}
+		return &httpkit.Error{Status: http.StatusUnauthorized, Detail: "unknown bearer token"}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	c := a.Catalogue
-	return api.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(auth.Booker), Arch: a.Arch, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
+	return httpkit.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(auth.Booker), Arch: a.Arch, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
 }

@@ -1,0 +1,43 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/lab/bench"
+)
+
+// TestAppendIDs: by default the writers' ids are eventstore.NewID's
+// (version 7, time-ordered); with RandomIDs they are not.
+func TestAppendIDs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, random := range []bool{false, true} {
+		s, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := bench.AppendConfig{Events: 200, Batch: 10, Writers: 2, Payload: 10, Streams: 4, RandomIDs: random}
+		r, err := bench.RunAppend(ctx, s, cfg, nil)
+		if err != nil || r.Events != 200 {
+			t.Fatalf("random %v: %+v, %v", random, r, err)
+		}
+		evs, err := s.ReadAll(ctx, 0, 1000)
+		if err != nil || len(evs) != 200 {
+			t.Fatalf("random %v: read %d events, %v", random, len(evs), err)
+		}
+		v7 := 0
+		for _, ev := range evs {
+			if ev.ID[6]>>4 == 7 && ev.ID[8]>>6 == 2 {
+				v7++
+			}
+		}
+		// A random id has the version 7 layout by chance once in 64.
+		if want := !random; (v7 == len(evs)) != want {
+			t.Fatalf("random %v: %d of %d ids in the version 7 layout", random, v7, len(evs))
+		}
+		_ = s.Close()
+	}
+}

@@ -1,0 +1,622 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/logbook/logbook/lab/plot"
+	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/services/kv"
+	"github.com/logbook/logbook/services/kv/etcdkv"
+	"github.com/logbook/logbook/services/kv/pebblekv"
+	"github.com/logbook/logbook/services/kv/pgkv"
+	"github.com/logbook/logbook/services/kv/rediskv"
+)
+
+// KVConfig is the kv benchmark: puts per second into each backend, by
+// batch size, payload, connections and persistence mode.
+type KVConfig struct {
+	Backends []string // embedded, postgres, redis, etcd, kafka
+	Tables   []string // batch, payload, connections, partitions, persistence
+	// Duration of each measurement (each row).
+	Duration time.Duration
+	// Clients put concurrently (except in the connections table).
+	Clients int
+	DataDir string   // the embedded backend's parent directory
+	PG      string   // PostgreSQL URL
+	Redis   string   // host:port
+	Etcd    []string // endpoints
+	Kafka   []string // brokers
+	// UpdateClients compare-and-set one key each in the CAS row of the
+	// embedded backend (0: no CAS row).
+	UpdateClients int
+	Progress      *progress.Counter
+}
+
+// KVRow is one measurement.
+type KVRow struct {
+	Backend         string  `json:"backend"`
+	Table           string  `json:"table"`
+	Setting         string  `json:"setting"`
+	OpsPerSec       float64 `json:"ops_per_sec"`
+	P99Ms           float64 `json:"p99_ms"`
+	BytesPerMessage float64 `json:"bytes_per_message"`
+	// Seed is the seed's figure for the same setting, for Redis and
+	// Kafka, where it has one (0: none).
+	Seed float64 `json:"seed,omitempty"`
+	// Error says why the setting could not be measured.
+	Error string `json:"error,omitempty"`
+}
+
+// KVResult is every row measured.
+type KVResult struct {
+	Rows []KVRow `json:"rows"`
+}
+
+// Table prints the result as aligned columns.
+func (r *KVResult) Table() [][]string {
+	out := [][]string{{"table", "setting", "backend", "puts/s", "p99 ms", "B/msg", "seed puts/s"}}
+	for _, row := range r.Rows {
+		seed := ""
+		if row.Seed > 0 {
+			seed = fmt.Sprintf("%.0f", row.Seed)
+		}
+		bpm := ""
+		if row.BytesPerMessage > 0 {
+			bpm = fmt.Sprintf("%.0f", row.BytesPerMessage)
+		}
+		if row.Error != "" {
+			out = append(out, []string{row.Table, row.Setting, row.Backend, "failed: " + row.Error, "", "", seed})
+			continue
+		}
+		out = append(out, []string{row.Table, row.Setting, row.Backend, fmt.Sprintf("%.0f", row.OpsPerSec), fmt.Sprintf("%.2f", row.P99Ms), bpm, seed})
+	}
+	return out
+}
+
+// The seed's figures (100-byte messages unless the setting says): Redis
+// LPUSH and Kafka producers on a 32-core server over 10 Gbit/s.
+var kvSeed = map[string]float64{
+	"kafka/partitions/1": 535e3, "kafka/partitions/2": 457e3, "kafka/partitions/4": 493e3, "kafka/partitions/8": 284e3,
+	"redis/batch/128": 570e3, "redis/batch/256": 570e3, "redis/batch/1024": 557e3, "redis/batch/32768": 600e3,
+	"kafka/batch/128": 392e3, "kafka/batch/256": 432e3, "kafka/batch/512": 433e3, "kafka/batch/1024": 495e3, "kafka/batch/32768": 396e3,
+	"redis/payload/100": 960e3, "redis/payload/20000": 38e3, "redis/payload/500000": 1418, "redis/payload/5000000": 85,
+	"kafka/payload/100": 640e3, "kafka/payload/20000": 6e3, "kafka/payload/500000": 314,
+	"redis/persistence/none": 960e3, "redis/persistence/everysec": 800e3, "redis/persistence/always": 330e3,
+	"redis/connections/2": 750e3, "redis/connections/4": 646e3, "redis/connections/8": 560e3, "redis/connections/32": 960e3,
+}
+
+// putter puts one batch of values under fresh ids.
+type putter interface {
+	put(ctx context.Context, ids []string, value []byte) error
+	// bytes is the backend's storage in use (disk, or Redis's memory).
+	bytes(ctx context.Context) (int64, error)
+	close() error
+}
+
+type setting struct {
+	table, name string
+	batch       int
+	payload     int
+	clients     int
+	mode        string // persistence: sync nosync | none everysec always
+	// partitions: Kafka's topic partitions; for the other engines, the
+	// key prefixes the ids are spread over (where the data resides). 0:
+	// the default (8 topic partitions, one prefix per client).
+	partitions int
+}
+
+func kvSettings(cfg KVConfig) []setting {
+	var out []setting
+	for _, t := range cfg.Tables {
+		switch t {
+		case "batch":
+			for _, b := range []int{128, 256, 1024, 8192, 32768} {
+				out = append(out, setting{table: t, name: strconv.Itoa(b), batch: b, payload: 100, clients: cfg.Clients})
+			}
+		case "payload":
+			for _, p := range []int{100, 1000, 5000, 20000, 500000, 5000000} {
+				b := max(1, min(256, (4<<20)/p))
+				out = append(out, setting{table: t, name: strconv.Itoa(p), batch: b, payload: p, clients: cfg.Clients})
+			}
+		case "connections":
+			for _, c := range []int{1, 2, 4, 8, 32, 128} {
+				out = append(out, setting{table: t, name: strconv.Itoa(c), batch: 256, payload: 100, clients: c})
+			}
+		case "partitions":
+			// The seed's: 8 connections, batches of 256, 100 bytes.
+			for _, n := range []int{1, 2, 4, 8, 16, 64} {
+				out = append(out, setting{table: t, name: strconv.Itoa(n), batch: 256, payload: 100, clients: 8, partitions: n})
+			}
+		case "persistence":
+			for _, m := range []string{"sync", "nosync", "none", "everysec", "always"} {
+				out = append(out, setting{table: t, name: m, batch: 256, payload: 100, clients: cfg.Clients, mode: m})
+			}
+		}
+	}
+	return out
+}
+
+// RunKV measures every backend for every setting of the tables asked.
+func RunKV(ctx context.Context, cfg KVConfig) (*KVResult, error) {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 2 * time.Second
+	}
+	if cfg.Clients <= 0 {
+		cfg.Clients = 8
+	}
+	res := &KVResult{}
+	for _, b := range cfg.Backends {
+		for _, s := range kvSettings(cfg) {
+			if s.mode != "" && !modeApplies(b, s.mode) {
+				continue
+			}
+			row, err := measure(ctx, cfg, b, s)
+			if err != nil {
+				// One engine refusing one setting (etcd's request
+				// timeout on huge transactions) is a result too.
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				row = KVRow{Backend: b, Table: s.table, Setting: s.name, Error: err.Error()}
+			}
+			res.Rows = append(res.Rows, row)
+		}
+		if b == "embedded" && cfg.UpdateClients > 0 {
+			row, err := measureCAS(ctx, cfg)
+			if err != nil {
+				return res, fmt.Errorf("embedded CAS: %w", err)
+			}
+			res.Rows = append(res.Rows, row)
+		}
+	}
+	return res, nil
+}
+
+func modeApplies(backend, mode string) bool {
+	switch backend {
+	case "embedded":
+		return mode == "sync" || mode == "nosync"
+	case "redis":
+		return mode == "none" || mode == "everysec" || mode == "always"
+	}
+	return false
+}
+
+func randomTag() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter, error) {
+	tag := randomTag()
+	switch backend {
+	case "embedded":
+		dir := filepath.Join(cfg.DataDir, "kv-"+tag)
+		b, err := pebblekv.Open(dir, pebblekv.Options{NoSync: s.mode == "nosync"})
+		if err != nil {
+			return nil, err
+		}
+		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(context.Context) (int64, error) { return dirSize(dir) }, dir: dir}, nil
+	case "postgres":
+		if cfg.PG == "" {
+			return nil, errors.New("no PostgreSQL URL (--postgres)")
+		}
+		url := cfg.PG
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		schema := "kvbench_" + tag
+		b, err := pgkv.Open(ctx, url+sep+"search_path="+schema, pgkv.Options{MaxConns: int32(max(8, s.clients))})
+		if err != nil {
+			return nil, err
+		}
+		pool := b.Pool()
+		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(ctx context.Context) (int64, error) {
+			var n int64
+			err := pool.QueryRow(ctx, `SELECT pg_total_relation_size('kv')`).Scan(&n)
+			return n, err
+		}, cleanup: func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) }}, nil
+	case "redis":
+		if cfg.Redis == "" {
+			return nil, errors.New("no Redis address (--redis)")
+		}
+		b, err := rediskv.Open(ctx, cfg.Redis, rediskv.Options{Prefix: "kvbench-" + tag + ":", PoolSize: max(10, s.clients)})
+		if err != nil {
+			return nil, err
+		}
+		c := b.Client()
+		// The server is left in the persistence mode it was found in.
+		was, err := c.ConfigGet(ctx, "append*").Result()
+		if err != nil {
+			return nil, err
+		}
+		restore := func() {
+			bg := context.Background()
+			_ = c.ConfigSet(bg, "appendfsync", was["appendfsync"]).Err()
+			_ = c.ConfigSet(bg, "appendonly", was["appendonly"]).Err()
+		}
+		mode := s.mode
+		if mode == "" {
+			mode = "none"
+		}
+		if mode == "none" {
+			err = c.ConfigSet(ctx, "appendonly", "no").Err()
+		} else {
+			if err = c.ConfigSet(ctx, "appendonly", "yes").Err(); err == nil {
+				err = c.ConfigSet(ctx, "appendfsync", mode).Err()
+			}
+		}
+		if err != nil {
+			restore()
+			return nil, fmt.Errorf("redis persistence %s: %w", mode, err)
+		}
+		base, _ := redisMemory(ctx, b)
+		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(ctx context.Context) (int64, error) {
+			m, err := redisMemory(ctx, b)
+			return m - base, err
+		}, cleanup: func() {
+			// Only this run's keys: the server may hold others.
+			bg := context.Background()
+			iter := c.Scan(bg, 0, "kvbench-"+tag+":*", 10000).Iterator()
+			var keys []string
+			for iter.Next(bg) {
+				if keys = append(keys, iter.Val()); len(keys) == 10000 {
+					_ = c.Unlink(bg, keys...).Err()
+					keys = keys[:0]
+				}
+			}
+			if len(keys) > 0 {
+				_ = c.Unlink(bg, keys...).Err()
+			}
+			restore()
+		}}, nil
+	case "etcd":
+		if len(cfg.Etcd) == 0 {
+			return nil, errors.New("no etcd endpoints (--etcd)")
+		}
+		b, err := etcdkv.Open(ctx, cfg.Etcd, etcdkv.Options{Prefix: "kvbench-" + tag + "/"})
+		if err != nil {
+			return nil, err
+		}
+		prefix := "kvbench-" + tag + "/"
+		return &repoPutter{r: kv.New(b, kv.Limits{}), cleanup: func() {
+			_, _ = b.Client().Delete(context.Background(), prefix, clientv3.WithPrefix())
+		}}, nil
+	case "kafka":
+		if len(cfg.Kafka) == 0 {
+			return nil, errors.New("no Kafka brokers (--kafka)")
+		}
+		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag, cmp.Or(s.partitions, 8))
+	}
+	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, kafka)", backend)
+}
+
+func redisMemory(ctx context.Context, b *rediskv.Backend) (int64, error) {
+	info, err := b.Client().Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("no used_memory in INFO")
+}
+
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+type repoPutter struct {
+	r       *kv.Repository
+	size    func(context.Context) (int64, error)
+	cleanup func()
+	dir     string // removed after Close
+}
+
+func (p *repoPutter) put(ctx context.Context, ids []string, value []byte) error {
+	items := make([]kv.Item, len(ids))
+	for i, id := range ids {
+		items[i] = kv.Item{ID: id, Value: value}
+	}
+	return p.r.AddBatch(ctx, items)
+}
+
+func (p *repoPutter) bytes(ctx context.Context) (int64, error) {
+	if p.size == nil {
+		return 0, nil
+	}
+	return p.size(ctx)
+}
+
+func (p *repoPutter) close() error {
+	if p.cleanup != nil {
+		p.cleanup() // before Close: it may use the backend's client
+	}
+	err := p.r.Close()
+	if p.dir != "" {
+		_ = os.RemoveAll(p.dir)
+	}
+	return err
+}
+
+type kafkaPutter struct {
+	cl    *kgo.Client
+	topic string
+}
+
+func openKafka(ctx context.Context, brokers []string, topic string, partitions int) (*kafkaPutter, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(0))
+	if err != nil {
+		return nil, err
+	}
+	mmb := strconv.Itoa(16 << 20)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, map[string]*string{"max.message.bytes": &mmb}, topic); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	k := &kafkaPutter{cl: cl, topic: topic}
+	// A new topic's partitions have no leader for a moment: produce to
+	// every partition once before the clock starts.
+	warm := make([]*kgo.Record, partitions)
+	for i := range warm {
+		warm[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("warm-up")}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err := cl.ProduceSync(wctx, warm...).FirstErr()
+		if err == nil {
+			return k, nil
+		}
+		if wctx.Err() != nil {
+			k.close()
+			return nil, fmt.Errorf("topic %s: %w", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (k *kafkaPutter) put(ctx context.Context, ids []string, value []byte) error {
+	recs := make([]*kgo.Record, len(ids))
+	for i, id := range ids {
+		recs[i] = &kgo.Record{Topic: k.topic, Key: []byte(id), Value: value}
+	}
+	return k.cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+func (k *kafkaPutter) bytes(context.Context) (int64, error) { return 0, nil }
+
+func (k *kafkaPutter) close() error {
+	_, _ = kadm.NewClient(k.cl).DeleteTopics(context.Background(), k.topic)
+	k.cl.Close()
+	return nil
+}
+
+// measure runs one setting for cfg.Duration: s.clients put batches of
+// fresh ids in a closed loop.
+func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRow, error) {
+	p, err := open(ctx, cfg, backend, s)
+	if err != nil {
+		return KVRow{}, err
+	}
+	defer p.close()
+	value := make([]byte, s.payload)
+	_, _ = rand.Read(value)
+	var puts atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	deadline := time.Now().Add(cfg.Duration)
+	errs := make(chan error, s.clients)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range s.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]string, s.batch)
+			var mine []time.Duration
+			for n := 0; time.Now().Before(deadline); n++ {
+				for i := range ids {
+					if s.partitions > 0 {
+						ids[i] = fmt.Sprintf("p%d/c%d/%d/%d", (n*len(ids)+i)%s.partitions, c, n, i)
+					} else {
+						ids[i] = fmt.Sprintf("c%d/%d/%d", c, n, i)
+					}
+				}
+				t0 := time.Now()
+				if err := p.put(ctx, ids, value); err != nil {
+					errs <- err
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				puts.Add(int64(s.batch))
+				if cfg.Progress != nil {
+					cfg.Progress.Add(s.batch)
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return KVRow{}, err
+	}
+	row := KVRow{Backend: backend, Table: s.table, Setting: s.name, OpsPerSec: float64(puts.Load()) / elapsed.Seconds(),
+		P99Ms: p99(lat), Seed: kvSeed[backend+"/"+s.table+"/"+s.name]}
+	if n, err := p.bytes(ctx); err == nil && n > 0 && puts.Load() > 0 {
+		row.BytesPerMessage = float64(n) / float64(puts.Load())
+	}
+	return row, nil
+}
+
+func p99(lat []time.Duration) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	slices.Sort(lat)
+	return float64(lat[len(lat)*99/100]) / 1e6
+}
+
+// measureCAS: UpdateClients clients each compare-and-set their own key on
+// the embedded backend, durable, for cfg.Duration.
+func measureCAS(ctx context.Context, cfg KVConfig) (KVRow, error) {
+	p, err := open(ctx, cfg, "embedded", setting{})
+	if err != nil {
+		return KVRow{}, err
+	}
+	defer p.close()
+	r := p.(*repoPutter).r
+	n := cfg.UpdateClients
+	for c := range n {
+		if err := r.Add(ctx, "cas/"+strconv.Itoa(c), make([]byte, 100)); err != nil {
+			return KVRow{}, err
+		}
+	}
+	var done atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	deadline := time.Now().Add(cfg.Duration)
+	errs := make(chan error, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, v := "cas/"+strconv.Itoa(c), uint64(1)
+			value := make([]byte, 100)
+			var mine []time.Duration
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				nv, err := r.Update(ctx, id, v, value)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				v = nv
+				done.Add(1)
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return KVRow{}, err
+	}
+	return KVRow{Backend: "embedded", Table: "cas", Setting: strconv.Itoa(n) + " clients", OpsPerSec: float64(done.Load()) / elapsed.Seconds(), P99Ms: p99(lat)}, nil
+}
+
+// kvAxis names each table's setting, the x axis of its figure.
+var kvAxis = map[string]string{
+	"batch":       "puts per batch",
+	"payload":     "value size, bytes",
+	"connections": "concurrent clients",
+	"partitions":  "partitions (Kafka: topic partitions; others: key prefixes)",
+	"persistence": "persistence mode",
+	"cas":         "compare-and-set clients",
+}
+
+// Figures draws each table of the run as the storage benchmarks draw
+// them: puts per second against the table's setting, one line per
+// backend. A table whose settings are not numbers (persistence modes)
+// numbers them in order and names them in the axis label.
+func (r *KVResult) Figures() map[string]plot.Figure {
+	out := map[string]plot.Figure{}
+	var tables []string
+	settings := map[string][]string{}
+	for _, row := range r.Rows {
+		if _, ok := settings[row.Table]; !ok {
+			tables = append(tables, row.Table)
+		}
+		if !slices.Contains(settings[row.Table], row.Setting) {
+			settings[row.Table] = append(settings[row.Table], row.Setting)
+		}
+	}
+	for _, t := range tables {
+		numeric := true
+		for _, s := range settings[t] {
+			if _, err := strconv.ParseFloat(s, 64); err != nil {
+				numeric = false
+			}
+		}
+		xLabel := kvAxis[t]
+		if xLabel == "" {
+			xLabel = t
+		}
+		if !numeric {
+			names := make([]string, len(settings[t]))
+			for i, s := range settings[t] {
+				names[i] = fmt.Sprintf("%d = %s", i+1, s)
+			}
+			xLabel += " (" + strings.Join(names, ", ") + ")"
+		}
+		byBackend := map[string]*plot.Series{}
+		var order []string
+		for _, row := range r.Rows {
+			if row.Table != t || row.Error != "" {
+				continue
+			}
+			x := float64(slices.Index(settings[t], row.Setting) + 1)
+			if numeric {
+				x, _ = strconv.ParseFloat(row.Setting, 64)
+			}
+			s := byBackend[row.Backend]
+			if s == nil {
+				s = &plot.Series{Name: row.Backend}
+				byBackend[row.Backend] = s
+				order = append(order, row.Backend)
+			}
+			s.X, s.Y = append(s.X, x), append(s.Y, row.OpsPerSec)
+		}
+		panel := plot.Panel{YLabel: "puts per second"}
+		for _, b := range order {
+			panel.Series = append(panel.Series, *byBackend[b])
+		}
+		out[t] = plot.Figure{Title: "kv: puts per second by " + kvAxis[t], XLabel: xLabel, Panels: []plot.Panel{panel}}
+	}
+	return out
+}

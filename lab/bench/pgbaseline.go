@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/logbook/logbook/lab/stats"
+)
+
+// baselineTable is where RunBaseline writes; it is made and dropped by
+// each run, in the store's schema.
+const baselineTable = "logbook_baseline_events"
+
+// RunBaseline writes the rows an append workload writes — the same
+// events, payloads, batches and writers — straight into a plain table
+// with only a primary key, each batch one binary COPY in its own
+// transaction: the fastest way PostgreSQL offers to store them, with none
+// of the store's guarantees (no stream versions, no id uniqueness, no log
+// order). It returns events/s: what the database itself can do, for the
+// store's figure to be read against.
+func RunBaseline(ctx context.Context, pool *pgxpool.Pool, cfg AppendConfig) (float64, error) {
+	if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
+		return 0, errors.New("bench baseline: events, batch, writers and streams must be positive, payload not negative")
+	}
+	table := pgx.Identifier{baselineTable}
+	if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS `+table.Sanitize()+`;
+		CREATE TABLE `+table.Sanitize()+` (position bigint PRIMARY KEY, stream text COLLATE "C" NOT NULL, seq bigint NOT NULL,
+			id uuid NOT NULL, type text NOT NULL, version integer NOT NULL, tags text[] NOT NULL, meta text,
+			data bytea NOT NULL, time timestamptz NOT NULL)`); err != nil {
+		return 0, fmt.Errorf("bench baseline: %w", err)
+	}
+	defer pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table.Sanitize()) //nolint:errcheck // best effort
+	columns := []string{"position", "stream", "seq", "id", "type", "version", "tags", "meta", "data", "time"}
+	appends := (cfg.Events + cfg.Batch - 1) / cfg.Batch
+	runID := newRunID()
+	var next, position atomic.Int64
+	errs := make(chan error, cfg.Writers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range cfg.Writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			payload := make([]byte, cfg.Payload)
+			for i := range payload {
+				payload[i] = byte(rng.Uint32())
+			}
+			rows := make([][]any, cfg.Batch)
+			seq := 0
+			for {
+				n := next.Add(1) - 1
+				if n >= int64(appends) {
+					return
+				}
+				size := min(cfg.Batch, cfg.Events-int(n)*cfg.Batch)
+				stream := fmt.Sprintf("bench-%s-%d", runID, rng.IntN(cfg.Streams))
+				first := position.Add(int64(size)) - int64(size)
+				now := time.Now()
+				for i := range rows[:size] {
+					seq++
+					id := cfg.newID(rng)
+					rows[i] = []any{first + int64(i) + 1, stream, int64(seq), id, "bench.Event", int32(0), []string{}, nil, payload, now}
+				}
+				if _, err := pool.CopyFrom(ctx, table, columns, pgx.CopyFromRows(rows[:size])); err != nil {
+					errs <- fmt.Errorf("bench baseline: %w", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return stats.Round(float64(cfg.Events)/elapsed.Seconds(), 0), nil
+}

@@ -1,0 +1,457 @@
+// Package cluster runs logbook on several processes of one machine, the
+// way docs/deployment.md lays it out on several: write nodes sharing a
+// PostgreSQL store, read replicas, and nginx in front, routing commands by
+// aggregate id with consistent hashing and reads round-robin. The cluster
+// test and the scaling benchmark use it; `logbook cluster` starts one.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/template"
+	"time"
+
+	"github.com/logbook/logbook/engine/httpkit"
+	"github.com/logbook/logbook/engine/query"
+	"github.com/logbook/logbook/services/flights/httpapi"
+)
+
+// Config describes a cluster.
+type Config struct {
+	Binary   string // the logbook binary
+	Store    string // postgres:// URL shared by every node
+	Bus      string // kafka://host:port/topic, or empty
+	Writers  int
+	Replicas int
+	Dir      string // logs, tokens, nginx's files
+	Addr     string // where nginx listens, host:port (port 0: any free one)
+	Tokens   string // "token role" lines; the nodes and nginx's clients use them
+	// Nginx is the nginx binary; default /usr/sbin/nginx.
+	Nginx string
+	// ExtraArgs are added to every node's serve command line.
+	ExtraArgs []string
+	// Env is added to every node's environment.
+	Env []string
+	// WriterViews keeps a validation view on every write node too. By
+	// default, with replicas to answer the queries, write nodes run
+	// commands only.
+	WriterViews bool
+}
+
+// Node is one logbook process.
+type Node struct {
+	Name     string
+	Addr     string
+	ReadOnly bool
+	// CommandsOnly: a write node without a validation view.
+	CommandsOnly bool
+	args         []string
+	env          []string
+	logPath      string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	cfg      Config
+	URL      string // nginx's base URL
+	Writers  []*Node
+	Replicas []*Node
+	nginx    *exec.Cmd
+	nginxEnd chan struct{}
+}
+
+// Start starts the nodes and nginx and waits until they answer. Replicas
+// answer only once their view has caught up, so nginx sends them nothing
+// before.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Nginx == "" {
+		cfg.Nginx = "/usr/sbin/nginx"
+	}
+	if cfg.Writers < 1 || cfg.Replicas < 0 {
+		return nil, errors.New("cluster: want at least one write node and no negative replica count")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	tokens := filepath.Join(cfg.Dir, "tokens")
+	if err := os.WriteFile(tokens, []byte(cfg.Tokens), 0o600); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg}
+	for i := range cfg.Writers + cfg.Replicas {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		// The store's URL, which may carry a password, goes in the
+		// environment: a command line is visible to every user in ps.
+		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: append([]string{"LOGBOOK_STORE=" + cfg.Store}, cfg.Env...)}
+		n.args = []string{"serve", "--addr", n.Addr, "--tokens", tokens}
+		if cfg.Bus != "" {
+			n.args = append(n.args, "--bus", cfg.Bus)
+		}
+		if i < cfg.Writers {
+			n.Name = fmt.Sprintf("writer-%d", i+1)
+			if cfg.Replicas > 0 && !cfg.WriterViews {
+				n.args = append(n.args, "--commands-only")
+				n.CommandsOnly = true
+			}
+			c.Writers = append(c.Writers, n)
+		} else {
+			n.Name = fmt.Sprintf("replica-%d", i-cfg.Writers+1)
+			n.ReadOnly = true
+			n.args = append(n.args, "--read-only")
+			c.Replicas = append(c.Replicas, n)
+		}
+		n.args = append(n.args, cfg.ExtraArgs...)
+		n.logPath = filepath.Join(cfg.Dir, n.Name+".log")
+	}
+	for _, n := range c.Nodes() {
+		if err := n.start(cfg.Binary); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes() {
+		if err := n.WaitReady(ctx, 120*time.Second); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if err := c.startNginx(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Nodes lists the write nodes, then the replicas.
+func (c *Cluster) Nodes() []*Node {
+	return append(append([]*Node(nil), c.Writers...), c.Replicas...)
+}
+
+// Stop ends every process.
+func (c *Cluster) Stop() {
+	if c.nginx != nil && c.nginx.Process != nil {
+		_ = c.nginx.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-c.nginxEnd:
+		case <-time.After(5 * time.Second):
+			_ = c.nginx.Process.Kill()
+			<-c.nginxEnd
+		}
+	}
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes() {
+		wg.Go(func() { n.Stop() })
+	}
+	wg.Wait()
+}
+
+func (n *Node) start(binary string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(binary, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), n.env...)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("cluster: start %s: %w", n.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	n.cmd, n.done = cmd, done
+	return nil
+}
+
+// Restart starts a node that was killed or stopped, with the same
+// command line.
+func (n *Node) Restart(binary string) error { return n.start(binary) }
+
+// Kill ends the node with SIGKILL: no shutdown, no flush.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Stop ends the node with SIGTERM, and SIGKILL after a grace period.
+func (n *Node) Stop() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Log returns the node's output so far.
+func (n *Node) Log() string {
+	b, _ := os.ReadFile(n.logPath)
+	return string(b)
+}
+
+// WaitReady waits until the node answers /healthz.
+func (n *Node) WaitReady(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		if !n.Running() {
+			return fmt.Errorf("cluster: %s exited; its log:\n%s", n.Name, tail(n.Log(), 2000))
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.Addr+"/healthz", nil)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %s not ready after %v; its log:\n%s", n.Name, limit, tail(n.Log(), 2000))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// nginxConf routes commands and aggregate reads to the write nodes by
+// aggregate id, with consistent hashing, so an aggregate usually stays
+// cached on one node (correctness does not depend on it: the store's
+// optimistic concurrency catches a stale cache); view queries, live
+// streams and persistence queries go round-robin to the replicas. A
+// request that fails to reach a node goes to the next one — commands too
+// (non_idempotent): the API's Idempotency-Key makes a retried command
+// harmless, and a node that died mid-request may or may not have
+// committed it. A command without an Idempotency-Key is not retried: it
+// might be applied twice.
+var nginxConf = template.Must(template.New("nginx").Parse(`# written by logbook's cluster package
+worker_processes 2;
+daemon off;
+master_process on;
+{{if .Root}}user root;{{end}}
+pid {{.Dir}}/nginx.pid;
+error_log {{.Dir}}/nginx-error.log warn;
+events { worker_connections 8192; }
+http {
+	access_log off;
+	client_body_temp_path {{.Dir}}/nginx-body;
+	proxy_temp_path {{.Dir}}/nginx-proxy;
+	fastcgi_temp_path {{.Dir}}/nginx-fastcgi;
+	uwsgi_temp_path {{.Dir}}/nginx-uwsgi;
+	scgi_temp_path {{.Dir}}/nginx-scgi;
+	client_max_body_size 64m;
+
+	# Uploads and their status polls go to one node: an import's
+	# progress lives in the memory of the node that runs it.
+	map $uri $aggregate {
+		{{range .Affinity}}"~{{.Regexp}}" {{.Key}};
+		{{end}}default $request_id;
+	}
+	map $http_idempotency_key $keyed {
+		"" 0;
+		default 1;
+	}
+	map "$request_method $uri" $pool {
+		{{if .Replicas}}{{range .ReplicaRoutes}}"~^{{.}}" replicas;
+		{{end}}{{end}}default writers;
+	}
+	upstream writers {
+		hash $aggregate consistent;
+		{{range .Writers}}server {{.}} max_fails=1 fail_timeout=2s;
+		{{end}}keepalive 256;
+		keepalive_requests 1000000;
+	}
+	{{if .Replicas}}upstream replicas {
+		{{range .Replicas}}server {{.}} max_fails=1 fail_timeout=2s;
+		{{end}}keepalive 256;
+		keepalive_requests 1000000;
+	}{{end}}
+	server {
+		listen {{.Listen}} backlog=4096;
+		# Load generators pipeline many requests per connection; nginx's
+		# default of closing one after 1000 requests fails those in flight.
+		keepalive_requests 1000000;
+		keepalive_timeout 300s;
+		proxy_http_version 1.1;
+		proxy_set_header Connection "";
+		proxy_set_header Host $host;
+		proxy_next_upstream_tries 4;
+		proxy_connect_timeout 2s;
+		proxy_read_timeout 1h;
+		proxy_buffering off;
+		# A command is retried on the next node only when it carries an
+		# Idempotency-Key (then a second delivery is answered as a
+		# duplicate); reads are always retried.
+		location / {
+			error_page 418 = @keyed;
+			if ($keyed) { return 418; }
+			proxy_pass http://$pool;
+			proxy_next_upstream error timeout http_502 http_503;
+		}
+		location @keyed {
+			proxy_pass http://$pool;
+			proxy_next_upstream error timeout http_502 http_503 non_idempotent;
+		}
+	}
+}
+`))
+
+// affinity is a line of nginx's map from a request path to the key that
+// picks its write node.
+type affinity struct{ Regexp, Key string }
+
+// proxyRoutes derives nginx's routing from the route tables: commands and
+// aggregate reads hash on their first path wildcard (the aggregate id);
+// pinned routes all go to one node; view queries go to the replicas
+// (as "METHOD path" regular expressions).
+func proxyRoutes(specs []httpkit.Spec) (aff []affinity, replicas []string) {
+	seen := map[string]bool{}
+	add := func(a affinity) {
+		if !seen[a.Regexp] {
+			seen[a.Regexp] = true
+			aff = append(aff, a)
+		}
+	}
+	for _, s := range specs {
+		if s.Pinned {
+			add(affinity{s.PathRegexp(""), "pinned"})
+		}
+	}
+	for _, s := range specs {
+		if !s.Pinned && (s.Kind == httpkit.Command || s.Kind == httpkit.AggregateRead) && len(s.Wildcards()) > 0 {
+			add(affinity{s.PathRegexp("id"), "$id"})
+		}
+	}
+	for _, s := range specs {
+		if s.Kind == httpkit.ViewQuery {
+			replicas = append(replicas, s.Method+" "+strings.TrimPrefix(s.PathRegexp(""), "^"))
+		}
+	}
+	return aff, replicas
+}
+
+func (c *Cluster) startNginx(ctx context.Context) error {
+	listen := c.cfg.Addr
+	if listen == "" || strings.HasSuffix(listen, ":0") {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		listen = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	aff, replicaRoutes := proxyRoutes(append(httpkit.Specs(httpapi.Routes), query.Route))
+	data := struct {
+		Dir, Listen       string
+		Root              bool
+		Writers, Replicas []string
+		Affinity          []affinity
+		ReplicaRoutes     []string
+	}{Dir: c.cfg.Dir, Listen: listen, Root: os.Geteuid() == 0, Affinity: aff, ReplicaRoutes: replicaRoutes}
+	for _, n := range c.Writers {
+		data.Writers = append(data.Writers, n.Addr)
+	}
+	for _, n := range c.Replicas {
+		data.Replicas = append(data.Replicas, n.Addr)
+	}
+	var b strings.Builder
+	if err := nginxConf.Execute(&b, data); err != nil {
+		return err
+	}
+	conf := filepath.Join(c.cfg.Dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(c.cfg.Dir, "nginx.out"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.cfg.Nginx, "-c", conf, "-p", c.cfg.Dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("cluster: start nginx (%s; scripts/test.sh installs it): %w", c.cfg.Nginx, err)
+	}
+	c.nginx, c.nginxEnd = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(c.nginxEnd) }()
+	c.URL = "http://" + listen
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if conn, err := net.DialTimeout("tcp", listen, time.Second); err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-c.nginxEnd:
+			out, _ := os.ReadFile(filepath.Join(c.cfg.Dir, "nginx-error.log"))
+			out2, _ := os.ReadFile(filepath.Join(c.cfg.Dir, "nginx.out"))
+			return fmt.Errorf("cluster: nginx exited: %s%s", out, out2)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("cluster: nginx did not listen within 10s")
+		}
+	}
+}

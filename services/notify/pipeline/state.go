@@ -1,0 +1,357 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// state is the service's view of its events.
+type state struct {
+	reqs    map[string]*reqState
+	order   []*reqState // by position
+	pending map[string]*reqState
+
+	dls     map[string]*dlState
+	dlOrder []*dlState
+
+	replays        map[string]*replayState
+	pendingReplays map[string]*replayState
+}
+
+type reqState struct {
+	Requested
+	position   uint64
+	acceptedAt time.Time
+	done       []bool
+	doneCount  int
+	counts     Counts
+	openDLs    int
+}
+
+type dlState struct {
+	DeadLetter
+	position   uint64
+	at         time.Time
+	replayedBy string
+}
+
+type replayState struct {
+	ReplayRequested
+	position uint64
+	done     bool
+}
+
+func newState() state {
+	return state{reqs: map[string]*reqState{}, pending: map[string]*reqState{}, dls: map[string]*dlState{},
+		replays: map[string]*replayState{}, pendingReplays: map[string]*replayState{}}
+}
+
+func (st *state) apply(ev eventstore.Event) error {
+	switch ev.Type {
+	case TypeRequested:
+		var r Requested
+		if err := json.Unmarshal(ev.Data, &r); err != nil {
+			return err
+		}
+		if st.reqs[r.ID] != nil {
+			return nil
+		}
+		rs := &reqState{Requested: r, position: ev.Position, acceptedAt: ev.Time, done: make([]bool, r.Chunks)}
+		st.reqs[r.ID] = rs
+		st.order = append(st.order, rs)
+		if r.Chunks > 0 {
+			st.pending[r.ID] = rs
+		}
+	case TypeOutcome:
+		var o Outcome
+		if err := json.Unmarshal(ev.Data, &o); err != nil {
+			return err
+		}
+		if o.Request == "" && o.Replay != "" {
+			// A replay whose letters were all replayed by others.
+			if rp := st.replays[o.Replay]; rp != nil {
+				rp.done = true
+				delete(st.pendingReplays, rp.ID)
+			}
+			return nil
+		}
+		rs := st.reqs[o.Request]
+		if rs == nil {
+			return fmt.Errorf("outcome of unknown request %s", o.Request)
+		}
+		if o.Replay == "" {
+			if o.Chunk < 0 || o.Chunk >= len(rs.done) {
+				return fmt.Errorf("request %s: outcome of chunk %d, which it does not have", o.Request, o.Chunk)
+			}
+			if rs.done[o.Chunk] {
+				// A second process on the store did the chunk too: its
+				// outcome counts once (the metrics, which count every
+				// outcome, would count it twice; run one pipeline per
+				// store).
+				return nil
+			}
+			rs.counts.add(o.Counts)
+			rs.done[o.Chunk] = true
+			if rs.doneCount++; rs.doneCount == rs.Chunks {
+				delete(st.pending, rs.ID)
+			}
+			return nil
+		}
+		rs.counts.add(o.Counts)
+		for _, id := range o.Replayed {
+			if dl := st.dls[id]; dl != nil && dl.replayedBy == "" {
+				dl.replayedBy = o.Replay
+				rs.openDLs--
+			}
+		}
+		if rp := st.replays[o.Replay]; rp != nil {
+			rp.done = true
+			delete(st.pendingReplays, rp.ID)
+		}
+	case TypeDeadLettered:
+		var d DeadLetter
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return err
+		}
+		dl := &dlState{DeadLetter: d, position: ev.Position, at: ev.Time}
+		st.dls[d.ID] = dl
+		st.dlOrder = append(st.dlOrder, dl)
+		if rs := st.reqs[d.Request]; rs != nil {
+			rs.openDLs++
+		}
+	case TypeReplayRequested:
+		var r ReplayRequested
+		if err := json.Unmarshal(ev.Data, &r); err != nil {
+			return err
+		}
+		if st.replays[r.ID] == nil {
+			rp := &replayState{ReplayRequested: r, position: ev.Position}
+			st.replays[r.ID] = rp
+			st.pendingReplays[r.ID] = rp
+		}
+	}
+	return nil
+}
+
+// Status is a request's state and counts.
+type Status struct {
+	Requested
+	Position   uint64    `json:"position"`
+	AcceptedAt time.Time `json:"accepted_at"`
+	// State is accepted (no chunk done yet), running or done (every
+	// chunk's outcome is on the log; dead letters may remain).
+	State           string `json:"state"`
+	ChunksDone      int    `json:"chunks_done"`
+	Counts          Counts `json:"counts"`
+	OpenDeadLetters int    `json:"open_dead_letters"`
+}
+
+func (rs *reqState) status() Status {
+	s := Status{Requested: rs.Requested, Position: rs.position, AcceptedAt: rs.acceptedAt, ChunksDone: rs.doneCount,
+		Counts: rs.counts, OpenDeadLetters: rs.openDLs}
+	s.Counts.RefusedBy = maps(rs.counts.RefusedBy)
+	switch {
+	case rs.doneCount == rs.Chunks:
+		s.State = "done"
+	case rs.doneCount == 0:
+		s.State = "accepted"
+	default:
+		s.State = "running"
+	}
+	return s
+}
+
+func maps(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Get returns a request's status; minPosition, if not 0, waits until the
+// state reflects the log up to it.
+func (s *Service) Get(ctx context.Context, id string, minPosition uint64) (Status, error) {
+	if err := s.waitFor(ctx, minPosition); err != nil {
+		return Status{}, err
+	}
+	var out Status
+	found := false
+	s.view.Read(func(st *state, _ uint64) {
+		if rs := st.reqs[id]; rs != nil {
+			out, found = rs.status(), true
+		}
+	})
+	if !found {
+		return Status{}, fmt.Errorf("%w: no notification request %q", ErrNotFound, id)
+	}
+	return out, nil
+}
+
+func (s *Service) waitFor(ctx context.Context, pos uint64) error {
+	if pos == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return s.state.WaitFor(ctx, pos)
+}
+
+// List returns the most recent requests, newest first.
+func (s *Service) List(limit int) []Status {
+	var out []Status
+	s.view.Read(func(st *state, _ uint64) {
+		for i := len(st.order) - 1; i >= 0 && len(out) < limit; i-- {
+			out = append(out, st.order[i].status())
+		}
+	})
+	return out
+}
+
+// DeadLetterInfo is a dead letter as listed.
+type DeadLetterInfo struct {
+	DeadLetter
+	Position uint64    `json:"position"`
+	At       time.Time `json:"at"`
+	// State is open, or replayed (ReplayedBy names the replay; what
+	// failed again in it is a dead letter of its own).
+	State      string `json:"state"`
+	ReplayedBy string `json:"replayed_by,omitempty"`
+}
+
+// DeadLetters lists dead letters in log order: of one request (or all),
+// after the one with id after (or from the first), at most limit.
+func (s *Service) DeadLetters(request, after string, limit int) ([]DeadLetterInfo, error) {
+	var out []DeadLetterInfo
+	var err error
+	s.view.Read(func(st *state, _ uint64) {
+		start := 0
+		if after != "" {
+			dl := st.dls[after]
+			if dl == nil {
+				err = fmt.Errorf("%w: no dead letter %q", ErrNotFound, after)
+				return
+			}
+			start, _ = slices.BinarySearchFunc(st.dlOrder, dl.position, func(d *dlState, p uint64) int { return cmpU(d.position, p) })
+			start++
+		}
+		for _, dl := range st.dlOrder[start:] {
+			if len(out) == limit {
+				break
+			}
+			if request != "" && dl.Request != request {
+				continue
+			}
+			info := DeadLetterInfo{DeadLetter: dl.DeadLetter, Position: dl.position, At: dl.at, State: "open", ReplayedBy: dl.replayedBy}
+			if dl.replayedBy != "" {
+				info.State = "replayed"
+			}
+			out = append(out, info)
+		}
+	})
+	return out, err
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ReplayInput names the dead letters to replay: by id, or every open one
+// of a request.
+type ReplayInput struct {
+	IDs     []string `json:"ids,omitempty"`
+	Request string   `json:"request,omitempty"`
+}
+
+// ReplayAccepted is the answer to a replay.
+type ReplayAccepted struct {
+	ID          string   `json:"id"`
+	DeadLetters []string `json:"dead_letters"`
+	Position    uint64   `json:"position"`
+}
+
+// Replay asks the pipeline to deliver dead letters again, with the
+// idempotency keys they had. key makes a retried replay the same one.
+func (s *Service) Replay(ctx context.Context, key string, in ReplayInput) (ReplayAccepted, error) {
+	switch {
+	case (len(in.IDs) == 0) == (in.Request == ""):
+		return ReplayAccepted{}, fmt.Errorf("%w: give ids or request", ErrInvalid)
+	case len(in.IDs) > MaxReplay:
+		return ReplayAccepted{}, fmt.Errorf("%w: %d ids, at most %d", ErrTooLarge, len(in.IDs), MaxReplay)
+	case len(key) > MaxKey:
+		return ReplayAccepted{}, fmt.Errorf("%w: Idempotency-Key: want at most %d characters", ErrInvalid, MaxKey)
+	}
+	var ids []string
+	var err error
+	s.view.Read(func(st *state, _ uint64) {
+		if in.Request != "" {
+			if st.reqs[in.Request] == nil {
+				err = fmt.Errorf("%w: no notification request %q", ErrNotFound, in.Request)
+				return
+			}
+			for _, dl := range st.dlOrder {
+				if dl.Request == in.Request && dl.replayedBy == "" {
+					ids = append(ids, dl.ID)
+				}
+			}
+			if len(ids) > MaxReplay {
+				ids = ids[:MaxReplay]
+			}
+			return
+		}
+		for _, id := range in.IDs {
+			dl := st.dls[id]
+			if dl == nil {
+				err = fmt.Errorf("%w: no dead letter %q", ErrNotFound, id)
+				return
+			}
+			if dl.replayedBy == "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	})
+	if err != nil {
+		return ReplayAccepted{}, err
+	}
+	if len(ids) == 0 {
+		return ReplayAccepted{}, fmt.Errorf("%w: no open dead letter to replay", ErrUnacceptable)
+	}
+	rid := ""
+	if key != "" {
+		rid = RequestID("replay", key)
+	} else {
+		rid = eventstore.NewID().String()
+	}
+	data, err := json.Marshal(ReplayRequested{ID: rid, DeadLetters: ids})
+	if err != nil {
+		return ReplayAccepted{}, err
+	}
+	res, err := s.cfg.Store.Append(ctx, replayStream(rid), eventstore.NoStream, []eventstore.NewEvent{{ID: eventID("replay", rid), Type: TypeReplayRequested, Tags: []string{Tag}, Data: data}})
+	if isConflict(err) || err == nil && res.Duplicate {
+		evs, rerr := s.cfg.Store.ReadStream(ctx, replayStream(rid), 1, 1)
+		if rerr != nil || len(evs) == 0 {
+			return ReplayAccepted{}, fmt.Errorf("notify: replay %s: %w", rid, errors.Join(err, rerr))
+		}
+		var prev ReplayRequested
+		if err := json.Unmarshal(evs[0].Data, &prev); err != nil {
+			return ReplayAccepted{}, err
+		}
+		return ReplayAccepted{ID: rid, DeadLetters: prev.DeadLetters, Position: evs[0].Position}, nil
+	}
+	if err != nil {
+		return ReplayAccepted{}, err
+	}
+	return ReplayAccepted{ID: rid, DeadLetters: ids, Position: res.LastPosition}, nil
+}

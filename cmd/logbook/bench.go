@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 const benchDataDir = "./data-bench"

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/testenv"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 func benchNotify(t *testing.T, args ...string) (bench.NotifyResult, int, string) {

@@ -3,8 +3,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 func newBenchRegistryCmd(e *env) *cobra.Command {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 func newBenchCrushCmd(e *env) *cobra.Command {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/lab/loadtest"
 	"github.com/logbook/logbook/lab/plot"
-	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/tickets"
 	"github.com/logbook/logbook/services/tickets/httpapi"
 )

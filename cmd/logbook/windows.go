@@ -9,8 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 // newBenchWindowsCmd is `logbook bench windows`: windowed aggregation of a

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/engine/projection"
 	"github.com/logbook/logbook/engine/httpreplica"
+	"github.com/logbook/logbook/engine/projection"
 )
 
 type countView struct{ last atomic.Uint64 }

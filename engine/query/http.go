@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/engine/problem"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/ndjson"
+	"github.com/logbook/logbook/engine/problem"
 )
 
 // Route is the route table entry of NewHandler's queries (mounted at

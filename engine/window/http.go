@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/logbook/logbook/engine/problem"
 	"github.com/logbook/logbook/engine/ndjson"
+	"github.com/logbook/logbook/engine/problem"
 )
 
 // HandlerOptions configure NewHandler.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/testenv"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 // bench cdc end to end at a small size, twice on one schema name (a run

@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/logbook/logbook/lab/plot"
 	"github.com/logbook/logbook/internal/progress"
+	"github.com/logbook/logbook/lab/plot"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/etcdkv"
 	"github.com/logbook/logbook/services/kv/pebblekv"

@@ -19,10 +19,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/logbook/logbook/lab/notifymonolith"
 	"github.com/logbook/logbook/lab/stats"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
-	"github.com/logbook/logbook/lab/notifymonolith"
 	"github.com/logbook/logbook/services/notify/pipeline"
 	"github.com/logbook/logbook/services/notify/sink"
 	"github.com/logbook/logbook/services/notify/userscdc"

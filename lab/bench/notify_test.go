@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/logbook/logbook/lab/bench"
 	"github.com/logbook/logbook/internal/testenv"
+	"github.com/logbook/logbook/lab/bench"
 )
 
 // leftBehind counts the run's slot, publication and schema still there.

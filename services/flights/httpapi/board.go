@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/services/flights"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/logbook/logbook/services/flights"
 
 	"github.com/logbook/logbook/engine/auth"
-	"github.com/logbook/logbook/engine/query"
 	"github.com/logbook/logbook/engine/httpreplica"
+	"github.com/logbook/logbook/engine/query"
 )
 
 // TestReplicaInAnotherProcess runs the validation view on a replica store

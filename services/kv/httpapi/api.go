@@ -22,8 +22,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/problem"
 	"github.com/logbook/logbook/services/kv"
 )

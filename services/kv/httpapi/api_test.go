@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/httpkit/openapitest"
-	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/pebblekv"
 )

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/problem"
 	"github.com/logbook/logbook/services/notify/pipeline"
 )

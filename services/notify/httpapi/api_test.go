@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
 	"github.com/logbook/logbook/services/notify/pipeline"

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/aggregate"
-	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/problem"
 	"github.com/logbook/logbook/services/tickets"
 )

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/ndjson"
 	"github.com/logbook/logbook/services/tickets"
 )

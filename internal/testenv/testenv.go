@@ -1,10 +1,19 @@
 // Package testenv gives integration tests the real servers that
 // scripts/test.sh starts: PostgreSQL (scripts/postgres.sh, named in
-// LOGBOOK_TEST_POSTGRES), with a fresh schema per test, and a Kafka broker
+// LOGBOOK_TEST_POSTGRES), with a fresh schema per test, a Kafka broker
 // (scripts/kafka.sh, LOGBOOK_TEST_KAFKA), Redis (scripts/redis.sh,
-// LOGBOOK_TEST_REDIS) and etcd (scripts/etcd.sh, LOGBOOK_TEST_ETCD). Without them a test fails,
-// unless LOGBOOK_SKIP_EXTERNAL=1 says to skip the tests that need them: a
-// suite that silently skipped them would hide failures.
+// LOGBOOK_TEST_REDIS), etcd (scripts/etcd.sh, LOGBOOK_TEST_ETCD),
+// Confluent's Python client (scripts/pyenv.sh, LOGBOOK_TEST_PYTHON) and
+// nginx (LOGBOOK_TEST_NGINX, default /usr/sbin/nginx).
+//
+// Every test that needs one of them asks this package for it, and nothing
+// else reads those variables. A test whose server is missing skips, with a
+// message naming the variable, so that go test ./... on a fresh clone is
+// green with no server running. With LOGBOOK_REQUIRE_EXTERNAL=1 a missing
+// server fails the test instead: scripts/test.sh sets it after starting the
+// servers, so that a suite which silently skipped them cannot pass there.
+// LOGBOOK_SKIP_EXTERNAL=1 (the old opt-in to skipping) also skips the
+// Python client tests when a virtual environment exists.
 package testenv
 
 import (
@@ -20,15 +29,30 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// RequireEnv is the variable that turns a missing server from a skip into
+// a failure.
+const RequireEnv = "LOGBOOK_REQUIRE_EXTERNAL"
+
+// Required reports whether a missing server fails a test
+// (LOGBOOK_REQUIRE_EXTERNAL=1) rather than skipping it.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// missing ends the test for want of what (named by env; how says how to
+// provide it): it skips, or fails when Required.
+func missing(t testing.TB, env, what, how string) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("%s not set (no %s) and %s=1: run scripts/test.sh, or %s", env, what, RequireEnv, how)
+	}
+	t.Skipf("%s not set: skipping; set %s=1 to fail instead (no %s: %s)", env, RequireEnv, what, how)
+}
+
 // server returns the address in env, or ends the test.
 func server(t testing.TB, env, what, script string) string {
 	t.Helper()
 	v := os.Getenv(env)
 	if v == "" {
-		if os.Getenv("LOGBOOK_SKIP_EXTERNAL") == "1" {
-			t.Skip("LOGBOOK_SKIP_EXTERNAL=1: no " + what)
-		}
-		t.Fatalf("%s is not set: run scripts/test.sh, or start %s and export what it prints (LOGBOOK_SKIP_EXTERNAL=1 skips)", env, script)
+		missing(t, env, what, "start it with "+script+" start and export "+env+"=<what it prints>")
 	}
 	return v
 }
@@ -82,13 +106,14 @@ func Schema(t testing.TB) string {
 
 // Python returns the python of the virtual environment scripts/pyenv.sh
 // makes, with Confluent's confluent-kafka client (or LOGBOOK_TEST_PYTHON),
-// or ends the test: it fails without one unless LOGBOOK_SKIP_EXTERNAL=1.
+// or ends the test as a missing server does.
 func Python(t testing.TB) string {
 	t.Helper()
-	if os.Getenv("LOGBOOK_SKIP_EXTERNAL") == "1" {
+	const env = "LOGBOOK_TEST_PYTHON"
+	if os.Getenv("LOGBOOK_SKIP_EXTERNAL") == "1" && !Required() {
 		t.Skip("LOGBOOK_SKIP_EXTERNAL=1: no Python client")
 	}
-	python := os.Getenv("LOGBOOK_TEST_PYTHON")
+	python := os.Getenv(env)
 	if python == "" {
 		// The module root: testenv's tests run in a package directory.
 		dir, err := os.Getwd()
@@ -106,9 +131,12 @@ func Python(t testing.TB) string {
 			t.Fatalf("testenv: no go.mod above the test's directory: %v", err)
 		}
 		python = filepath.Join(dir, ".cache", "pyenv", "bin", "python")
+		if _, err := os.Stat(python); err != nil {
+			missing(t, env, "Python with confluent-kafka at "+python, "run scripts/pyenv.sh")
+		}
 	}
 	if _, err := os.Stat(python); err != nil {
-		t.Fatalf("no Python with confluent-kafka at %s: run scripts/pyenv.sh (LOGBOOK_SKIP_EXTERNAL=1 skips): %v", python, err)
+		t.Fatalf("%s=%s: %v", env, python, err) // named but absent: a broken setup, not a missing one
 	}
 	return python
 }
@@ -125,4 +153,20 @@ func Redis(t testing.TB) string {
 func Etcd(t testing.TB) []string {
 	t.Helper()
 	return strings.Split(server(t, "LOGBOOK_TEST_ETCD", "etcd", "scripts/etcd.sh"), ",")
+}
+
+// Nginx returns the nginx binary the cluster tests run (LOGBOOK_TEST_NGINX,
+// default /usr/sbin/nginx, which scripts/test.sh installs), or ends the
+// test as a missing server does.
+func Nginx(t testing.TB) string {
+	t.Helper()
+	const env = "LOGBOOK_TEST_NGINX"
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	const path = "/usr/sbin/nginx"
+	if _, err := os.Stat(path); err != nil {
+		missing(t, env, "nginx at "+path, "install nginx")
+	}
+	return path
 }

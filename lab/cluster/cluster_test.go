@@ -44,12 +44,13 @@ func buildBinary(t *testing.T) string {
 // back, and its schema is in the registry under <topic>-value.
 func TestClusterSurvivesKills(t *testing.T) {
 	url, _ := testenv.SchemaURL(t)
+	nginx := testenv.Nginx(t)
 	bus := kafkaBus(t)
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Config{Binary: bin, Store: url, Bus: bus, Writers: 3, Replicas: 2, Dir: dir, Tokens: tokens,
+	c, err := Start(ctx, Config{Binary: bin, Store: url, Bus: bus, Writers: 3, Replicas: 2, Dir: dir, Tokens: tokens, Nginx: nginx,
 		ExtraArgs: []string{"--bus-format", "avro"}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 // TestNginxRetriesOnlyKeyedCommands: when a write node fails mid-request,
@@ -15,6 +17,7 @@ import (
 // twice). Both nodes here drop every connection, so the count of
 // deliveries is the count of tries.
 func TestNginxRetriesOnlyKeyedCommands(t *testing.T) {
+	nginx := testenv.Nginx(t)
 	var deliveries atomic.Int64
 	drop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		deliveries.Add(1)
@@ -33,7 +36,7 @@ func TestNginxRetriesOnlyKeyedCommands(t *testing.T) {
 	// for a while (max_fails), which would hide the retry being measured.
 	post := func(key string) int64 {
 		t.Helper()
-		c := &Cluster{cfg: Config{Dir: t.TempDir(), Nginx: "/usr/sbin/nginx", Addr: "127.0.0.1:0"}, Writers: nodes}
+		c := &Cluster{cfg: Config{Dir: t.TempDir(), Nginx: nginx, Addr: "127.0.0.1:0"}, Writers: nodes}
 		if err := c.startNginx(context.Background()); err != nil {
 			t.Fatal(err)
 		}

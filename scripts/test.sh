@@ -20,6 +20,9 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
+log "relative links in the Markdown docs"
+./scripts/checklinks.py
+
 log "go vet"
 go vet ./...
 

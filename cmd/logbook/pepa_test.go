@@ -9,7 +9,7 @@ import (
 )
 
 func TestPepaCommands(t *testing.T) {
-	model := "../../docs/models/shared_queue.pepa"
+	model := "../../lab/pepa/models/shared_queue.pepa"
 	code, out, stderr := runCLI(t, "pepa", "solve", model, "--set", "a=10", "--json")
 	if code != 0 {
 		t.Fatalf("solve: %d %s", code, stderr)
@@ -75,7 +75,7 @@ func TestPepaCommands(t *testing.T) {
 func TestPepaErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.pepa")
 	os.WriteFile(bad, []byte("r = 1;\nP = (a, r).Q;\nP\n"), 0o644)
-	model := "../../docs/models/shared_queue.pepa"
+	model := "../../lab/pepa/models/shared_queue.pepa"
 	for _, c := range []struct {
 		args []string
 		code int
@@ -106,7 +106,7 @@ func TestPepaErrors(t *testing.T) {
 // legend names them.
 func TestPepaSweepPlot(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "sweep.svg")
-	code, _, stderr := runCLI(t, "pepa", "sweep", "../../docs/models/shared_queue.pepa", "--param", "a", "--from", "1", "--to", "5", "--actions", "athletics,cycling", "--plot", file)
+	code, _, stderr := runCLI(t, "pepa", "sweep", "../../lab/pepa/models/shared_queue.pepa", "--param", "a", "--from", "1", "--to", "5", "--actions", "athletics,cycling", "--plot", file)
 	if code != 0 {
 		t.Fatalf("sweep --plot: %d %s", code, stderr)
 	}
@@ -119,7 +119,7 @@ func TestPepaSweepPlot(t *testing.T) {
 			t.Errorf("the figure lacks %q", want)
 		}
 	}
-	if code, _, _ := runCLI(t, "pepa", "sweep", "../../docs/models/shared_queue.pepa", "--param", "a", "--plot", "x.gif"); code != 2 {
+	if code, _, _ := runCLI(t, "pepa", "sweep", "../../lab/pepa/models/shared_queue.pepa", "--param", "a", "--plot", "x.gif"); code != 2 {
 		t.Errorf("--plot x.gif: exit %d, want 2", code)
 	}
 }

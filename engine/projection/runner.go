@@ -168,8 +168,8 @@ func (r *Runner) follow(ctx context.Context) (applied bool, err error) {
 	// The batches' slices go back to the reader once applied (Apply may
 	// keep the events, not the slice): a catch-up gathering 65,536 events
 	// per batch otherwise grew a new slice by doubling for each, which
-	// was 41 % of the bytes the windows benchmark allocated, and the
-	// collections it caused stalled queries beside the runner. Three
+	// was the largest share of what the windows benchmark allocated, and
+	// the collections it caused stalled queries beside the runner. Three
 	// slices: one applied, one waiting, one being read.
 	free := make(chan []eventstore.Event, 3)
 	readCtx, stopReading := context.WithCancel(ctx)

@@ -27,7 +27,8 @@ import (
 // caller's. A backend call is deep (Pebble's iterators, a SQL driver), and
 // a goroutine's stack keeps the size of its deepest call until the garbage
 // collector shrinks it, so with a hundred thousand consumers each making
-// its own calls, stacks alone took 0.7–1.8 GB in the crush test; on Max
+// its own calls, the stacks alone dominated the crush test's memory
+// (docs/benchmarks.md, "Figures behind choices in the code"); on Max
 // workers the deep stacks are Max, and the consumers' stay small.
 type Permitter struct {
 	mu      sync.Mutex

@@ -561,9 +561,10 @@ func (a *Aggregation) isClosed(end int64) bool {
 	return a.st != noTime && end <= a.st-int64(a.def.Grace)
 }
 
-// Queries first. On 2 cores a pull query (about a millisecond of CPU)
-// that ran beside a catching-up or live ingest waited for the writer's
-// time slices: its p99 was 50 ms. So the writer looks for running
+// Queries first. On a machine with few cores a pull query that ran
+// beside a catching-up or live ingest waited for the writer's time
+// slices, and that wait was its tail latency (docs/benchmarks.md, "Figures
+// behind choices in the code"). So the writer looks for running
 // queries every yieldEvery events and between the buckets it writes,
 // and while one runs it steps aside until it ends, for at most maxYield
 // at a time and at most half of its time; queries that come one after

@@ -213,9 +213,11 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 			res.StreamTime = time.Unix(0, st).UTC()
 		}
 		// Sized like the last answer: growing a map of a thousand
-		// groups step by step was a tenth of the benchmark's query. At
-		// most maxPresize: after one wide answer (up to MaxRows groups)
-		// the narrow ones that follow would each allocate its size.
+		// groups step by step was a large part of the benchmark's
+		// query (docs/benchmarks.md, "Figures behind choices in the
+		// code"). At most maxPresize: after one wide answer (up to
+		// MaxRows groups) the narrow ones that follow would each
+		// allocate its size.
 		byKey := make(map[string]*group, min(int(a.lastGroups.Load()), p.limit, maxPresize))
 		var gslab []group
 		var dslab []string

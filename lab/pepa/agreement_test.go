@@ -134,7 +134,7 @@ func TestFluidLargePopulation(t *testing.T) {
 // 1/(1/q + 1/db) = 4.7619 requests per time unit, and a full queue admits
 // each sport in proportion to its demand.
 func TestFluidImplicitLargeQueues(t *testing.T) {
-	src, err := os.ReadFile("../../docs/models/queue_db.pepa")
+	src, err := os.ReadFile("models/queue_db.pepa")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestFluidImplicitLargeQueues(t *testing.T) {
 // Where explicit integration converges, the implicit solver finds the same
 // steady state.
 func TestFluidImplicitAgreesWithRK4(t *testing.T) {
-	src, err := os.ReadFile("../../docs/models/shared_queue.pepa")
+	src, err := os.ReadFile("models/shared_queue.pepa")
 	if err != nil {
 		t.Fatal(err)
 	}

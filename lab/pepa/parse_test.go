@@ -28,7 +28,7 @@ Sys = P <a, d> Q[n] || R;
 `
 
 func TestParseRoundTrip(t *testing.T) {
-	files, _ := filepath.Glob("../../docs/models/*.pepa")
+	files, _ := filepath.Glob("models/*.pepa")
 	if len(files) < 6 {
 		t.Fatalf("found %d models", len(files))
 	}

@@ -13,7 +13,7 @@ import (
 // simulation of skewed demand in complex systems", Newcastle University,
 // 2017), as printed there: throughputs from the PEPA Eclipse plug-in to
 // two decimals, with the athletics rate a swept from 1 to 10. Every value
-// must come out of our solver from the .pepa files in docs/models.
+// must come out of our solver from the .pepa files in lab/pepa/models.
 //
 // A printed value p matches ours x when |x − p| ≤ 0.005 (+1e-9 for the
 // solver's residual): x rounds to p. One value sits exactly on a tie:
@@ -24,7 +24,7 @@ import (
 
 func loadModel(t testing.TB, name string) *Model {
 	t.Helper()
-	src, err := os.ReadFile("../../docs/models/" + name)
+	src, err := os.ReadFile("models/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,10 +227,10 @@ a	athletics	cycling
 // Website <athletics, cycling> DB_1 || DB_2 <dbsrv1, dbsrv2> Service_1 ||
 // Service_2. Cooperation associates to the left, so read literally the
 // model blocks cycling between Website and DB_1 and leaves DB_2's passive
-// cycling with no partner: it cannot be solved. docs/models brackets the
+// cycling with no partner: it cannot be solved. lab/pepa/models brackets the
 // parallel groups, which gives Table 2.
 func TestSeedFiguresNeedBrackets(t *testing.T) {
-	src, err := os.ReadFile("../../docs/models/distributed_db.pepa")
+	src, err := os.ReadFile("models/distributed_db.pepa")
 	if err != nil {
 		t.Fatal(err)
 	}

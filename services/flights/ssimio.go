@@ -129,8 +129,9 @@ type ImportOptions struct {
 
 // DefaultMaxImportLegs is the most dated legs one import may expand into
 // unless ImportOptions.MaxLegs says otherwise: a large airline's season
-// is some 600,000, and a million legs take about 300 MB while they are
-// sorted and chained.
+// is some 600,000, and every leg is held in memory while the legs are
+// sorted and chained (docs/benchmarks.md, "Figures behind choices in the
+// code").
 const DefaultMaxImportLegs = 1_000_000
 
 // ErrTooManyLegs refuses a schedule that expands beyond its limit of

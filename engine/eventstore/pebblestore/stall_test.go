@@ -17,8 +17,7 @@ import (
 
 // TestStalledDisk: when the WAL's fsync hangs (a stalled network disk),
 // appends give up when their context says so instead of piling up, and
-// Close returns, with an error, instead of waiting for the disk for ever
-// (review finding M1).
+// Close returns, with an error, instead of waiting for the disk for ever.
 func TestStalledDisk(t *testing.T) {
 	var stalled atomic.Bool
 	release := make(chan struct{})

@@ -504,7 +504,7 @@ func testLinearizable(t *testing.T, r *kv.Repository, clients, ops int) {
 	t.Logf("%d operations linearizable: %v", len(history), kinds)
 }
 
-// Full returns o at the full size (64 clients × 10,000 contended
+// Full returns o at the specified full size (64 clients × 10,000 contended
 // updates) when LOGBOOK_KV_FULL=1, else o.
 func Full(o Options) Options {
 	if os.Getenv("LOGBOOK_KV_FULL") == "1" {

@@ -69,8 +69,8 @@ type Options struct {
 	// each table that might hold it: under a fast write load level 0
 	// holds many tables, and with 64 or 128 MiB their filter blocks did
 	// not stay cached — each check read and checksummed them from the
-	// file again (83 % of the CPU; 146k puts/s against 330k with 256 MiB,
-	// docs/benchmarks.md).
+	// file again, which was most of the CPU of a put (docs/benchmarks.md,
+	// "Figures behind choices in the code").
 	CacheBytes int64
 }
 

@@ -426,7 +426,7 @@ func TestRandomizedAgainstSource(t *testing.T) {
 }
 
 // The preference check sees a settings change within a second (p99): the
-// issue's floor. The test checks a generous bound on a shared machine;
+// project's target. The test checks a generous bound on a shared machine;
 // docs/benchmarks.md has the measured figure.
 func TestSettingsChangeLag(t *testing.T) {
 	e := newEnv(t)

@@ -129,10 +129,12 @@ func decodeUser(b []byte) (userRow, error) {
 type ViewOptions struct {
 	// Logger receives Pebble's errors (default slog.Default()).
 	Logger *slog.Logger
-	// CacheBytes sizes the block cache (default 256 MiB). A million
-	// users make a view of about 200 MB; with Pebble's default 8 MiB the
-	// lookups of a million-recipient send read and decompressed the same
-	// index and data blocks again and again (85 % of the send's CPU).
+	// CacheBytes sizes the block cache (default 256 MiB), enough to hold
+	// the index and data blocks of a view of a million users; with
+	// Pebble's default 8 MiB the lookups of a million-recipient send read
+	// and decompressed the same blocks again and again, which was most of
+	// the send's CPU (docs/benchmarks.md, "Figures behind choices in the
+	// code").
 	CacheBytes int64
 }
 
@@ -192,7 +194,8 @@ func OpenView(dir string, opts ViewOptions) (*View, error) {
 		Logger:             pebbleLogger{opts.Logger},
 		// A snapshot writes a million users in 16 MiB batches, which
 		// the default 4 MiB memtable flushed as tables of their own,
-		// stalling writes on level 0 (docs/benchmarks.md).
+		// stalling writes on level 0 (docs/benchmarks.md, "Figures
+		// behind choices in the code").
 		MemTableSize:          64 << 20,
 		L0CompactionThreshold: 4,
 		L0StopWritesThreshold: 24,

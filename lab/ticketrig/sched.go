@@ -1,42 +1,70 @@
-package tickets
+// Package ticketrig is the experiment rig of the tickets service
+// (services/tickets): emulated store nodes and the schedulers that put
+// requests on them, as gates (tickets.Gate) the service runs every
+// request through. It reproduces the experiments of "Performance
+// modelling and simulation of skewed demand in complex systems"
+// (Shephard, 2017), "the paper" below: a ticketing system for a
+// multi-sport event whose demand is skewed — one sport (athletics) is
+// wanted far more than the others — measured on store nodes of limited
+// capacity under three architectures, to see how the hot sport's demand
+// spreads to the cold ones.
+//
+// A Node (node.go) emulates one of the paper's store nodes: a partition of
+// the tickets (some sports) behind one server with exponentially
+// distributed service times (an M/M/1 server, kept in virtual time).
+// NewScheduler builds the nodes and one of four schedulers:
+//
+//   - micro (the paper's microservices architecture): each sport has its
+//     own queue, its own single worker and its own node; nothing is
+//     shared.
+//   - queue (the paper's queue architecture): one FIFO queue every
+//     request goes through, a pool of workers (16), one node per sport.
+//     Under skewed demand the workers all end up waiting on the hot
+//     sport's node, and cold sports starve.
+//   - queue-rep (the paper's queue architecture with replication): queue
+//     with every sport on two nodes of a ring, a worker picking one of
+//     them at random.
+//   - fair (not in the paper; fair.go): fair queuing per sport in front
+//     of queue-rep's ring — round robin per node, one request in service
+//     per node, the least loaded replica — which keeps every cold sport
+//     at its demand while the hot one uses the capacity left.
+//
+// lab/loadtest's tickets experiment drives a tickets server running
+// these gates, and lab/ticketmodel predicts the same runs from PEPA
+// models of the four architectures.
+package ticketrig
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+
+	"github.com/logbook/logbook/services/tickets"
 )
 
 // A Scheduler stands between requests and the store nodes: it decides
 // which request a node serves next, and on which replica. The four
-// architectures differ only here.
+// architectures differ only here. A Scheduler is a tickets.Gate: Do runs
+// a request's op on a node holding its sport (or, for sport
+// tickets.Control, on no node), and returns tickets.ErrBusy or
+// tickets.ErrKeyBusy at once if the request cannot be queued.
 type Scheduler interface {
-	// Do runs op on a node holding sport (sport is an index into the
-	// catalogue's sports), or, for sport Control, on no node. It returns
-	// ErrBusy or ErrKeyBusy at once if the request cannot be queued, and
-	// ctx's error if the caller gives up first.
-	Do(ctx context.Context, sport int, op func() error) error
+	tickets.Gate
 	// Nodes are the store nodes, in name order.
 	Nodes() []*Node
-	// Close stops the scheduler's goroutines. Requests still queued get
-	// ErrClosed.
-	Close()
 }
 
-// Control is the sport of a control request: it touches no store node
-// and measures the overhead of everything else, as in the paper.
-const Control = -1
+// Control is the sport of a control request (tickets.Control).
+const Control = tickets.Control
 
-// Overload and shutdown errors of Do.
+// Overload and shutdown errors of Do: the service's (tickets.ErrBusy,
+// ErrKeyBusy, ErrClosed), which its HTTP API answers with 503, 429 and
+// 503.
 var (
-	// ErrBusy: every queue the request could wait in is full (HTTP 503).
-	ErrBusy = errors.New("the service's queues are full")
-	// ErrKeyBusy: the request's sport has as many requests waiting as
-	// one sport may have (HTTP 429); other sports are still served.
-	ErrKeyBusy = errors.New("too many requests for this sport are waiting")
-	// ErrClosed: the scheduler stopped.
-	ErrClosed = errors.New("the scheduler is closed")
+	ErrBusy    = tickets.ErrBusy
+	ErrKeyBusy = tickets.ErrKeyBusy
+	ErrClosed  = tickets.ErrClosed
 )
 
 // Arch names an architecture.
@@ -144,13 +172,18 @@ func NewScheduler(c SchedConfig, sportNames []string) (Scheduler, error) {
 			placement[j] = append(placement[j], nodes[(j-1+c.Sports)%c.Sports])
 		}
 	}
+	info := tickets.GateInfo{Name: string(c.Arch)}
+	for _, n := range nodes {
+		info.Nodes = append(info.Nodes, tickets.GateNode{Name: n.Name, Sports: n.Sports, Rate: n.Rate, Meter: n})
+	}
 	switch c.Arch {
 	case Micro:
-		return newMicro(c, nodes), nil
+		return newMicro(c, nodes, info), nil
 	case Queue, QueueRep:
-		return newShared(c, nodes, placement), nil
+		info.Workers = c.Workers
+		return newShared(c, nodes, placement, info), nil
 	case Fair:
-		return newFair(c, nodes, placement), nil
+		return newFair(c, nodes, placement, info), nil
 	}
 	return nil, fmt.Errorf("scheduler: unknown architecture %q (micro, queue, queue-rep, fair)", c.Arch)
 }
@@ -190,11 +223,14 @@ func (j *job) wait(closed <-chan struct{}) error {
 // taking jobs from channels until closed.
 type workerPool struct {
 	nodes  []*Node
+	info   tickets.GateInfo
 	closed chan struct{}
 	wg     sync.WaitGroup
 }
 
 func (p *workerPool) Nodes() []*Node { return p.nodes }
+
+func (p *workerPool) Describe() tickets.GateInfo { return p.info }
 
 // run is one worker: it serves jobs from q, each on the node pick chooses.
 func (p *workerPool) run(q <-chan *job, pick func(sport int) *Node) {
@@ -255,8 +291,8 @@ type micro struct {
 	queues []chan *job
 }
 
-func newMicro(c SchedConfig, nodes []*Node) *micro {
-	m := &micro{workerPool: workerPool{nodes: nodes, closed: make(chan struct{})}}
+func newMicro(c SchedConfig, nodes []*Node, info tickets.GateInfo) *micro {
+	m := &micro{workerPool: workerPool{nodes: nodes, info: info, closed: make(chan struct{})}}
 	m.queues = make([]chan *job, len(nodes))
 	for i := range nodes {
 		m.queues[i] = make(chan *job, c.QueueLimit)
@@ -289,8 +325,8 @@ type shared struct {
 	q chan *job
 }
 
-func newShared(c SchedConfig, nodes []*Node, placement [][]*Node) *shared {
-	s := &shared{workerPool: workerPool{nodes: nodes, closed: make(chan struct{})}, q: make(chan *job, c.QueueLimit)}
+func newShared(c SchedConfig, nodes []*Node, placement [][]*Node, info tickets.GateInfo) *shared {
+	s := &shared{workerPool: workerPool{nodes: nodes, info: info, closed: make(chan struct{})}, q: make(chan *job, c.QueueLimit)}
 	for range c.Workers {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		s.wg.Add(1)

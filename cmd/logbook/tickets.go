@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/internal/webui"
+	labcli "github.com/logbook/logbook/lab/cli"
 	"github.com/logbook/logbook/lab/loadtest"
 	"github.com/logbook/logbook/lab/plot"
 	"github.com/logbook/logbook/services/tickets"
@@ -51,7 +51,7 @@ func (c *catalogueFlags) catalogue() (tickets.Catalogue, error) {
 }
 
 func newTicketsServeCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]", Short: "serve the tickets API (search, book, return, control, live throughput) and its web page, with emulated store nodes behind a scheduler", Args: noArgs}
+	cmd := &cobra.Command{Use: "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]", Short: "serve the tickets API (search, book, return, control, live throughput) and its web page; with --arch, on the experiment rig's emulated store nodes", Args: noArgs}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data-tickets")
@@ -62,26 +62,17 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and booker (default: LOGBOOK_TOKENS, token:role,…)")
-	var sc tickets.SchedConfig
-	arch := fs.String("arch", "fair", "how requests reach the store nodes: micro, queue, queue-rep or fair")
-	fs.Float64Var(&sc.NodeRate, "node-rate", 100, "each emulated store node's capacity in requests/s (exponential service times); 0: unlimited, the real store only")
-	fs.IntVar(&sc.Workers, "workers", 16, "workers of the queue architectures")
-	fs.IntVar(&sc.Replicas, "replicas", 0, "nodes holding each sport, 1 or 2 (default: 2 for queue-rep and fair, else 1)")
-	fs.IntVar(&sc.QueueLimit, "queue-limit", 4096, "requests waiting at most (then 503)")
-	fs.IntVar(&sc.KeyLimit, "key-limit", 1024, "requests of one sport waiting at most under fair (then 429)")
-	fs.IntVar(&sc.NodeInFlight, "node-inflight", 0, "requests fair lets into one node at once (default 1, or 64 with --node-rate 0)")
+	rig := labcli.TicketsRigFlags(fs) // the lab's emulated store nodes, on --arch
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		sc.Arch = tickets.Arch(*arch)
-		if !slices.Contains(tickets.Archs, sc.Arch) {
-			return usagef("--arch %q: want micro, queue, queue-rep or fair", *arch)
-		}
-		if sc.NodeRate < 0 || sc.Workers < 1 || sc.QueueLimit < 1 || sc.KeyLimit < 1 || sc.NodeInFlight < 0 || sc.Replicas < 0 || sc.Replicas > 2 {
-			return usageError{"--node-rate, --node-inflight must not be negative; --workers, --queue-limit, --key-limit positive; --replicas 1 or 2"}
-		}
 		cat, err := cf.catalogue()
 		if err != nil {
 			return err
 		}
+		gate, err := rig.Gate(cat.Sports)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		defer gate.Close() // the service closes it too; closing twice is harmless
 		tokens, err := auth.Load(*tokensFile)
 		if err != nil {
 			return fmt.Errorf("tokens: %w", err)
@@ -92,12 +83,12 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 		if *debugAddr != "" {
 			defer startDebug(*debugAddr, tokens, e.log)()
 		}
-		return serveTickets(cmd.Context(), e, &sf, cat, sc, tokens, *addr)
+		return serveTickets(cmd.Context(), e, &sf, cat, gate, tokens, *addr)
 	}
 	return cmd
 }
 
-func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, sc tickets.SchedConfig, tokens *auth.Tokens, addr string) error {
+func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, gate tickets.Gate, tokens *auth.Tokens, addr string) error {
 	// As serve's: requests allocate briefly and the live heap is small,
 	// so the default collector ran dozens of times a second under load.
 	tuneGC(ctx)
@@ -111,7 +102,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	if err != nil {
 		return err
 	}
-	svc, err := tickets.New(ctx, store, tickets.Config{Catalogue: cat, Sched: sc, Registerer: reg})
+	svc, err := tickets.New(ctx, store, tickets.Config{Catalogue: cat, Gate: gate, Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -130,8 +121,9 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	// coalesceDelay to leave costs it nothing.
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
+	st := svc.Stats()
 	return serveOn(ctx, e.log, coalescingListener{ln}, mux, "logbook tickets serving",
-		[]any{"store", sf.describe(), "arch", sc.Arch, "node_rate", sc.NodeRate, "sports", len(cat.Sports)}, svc.Sched.Close)
+		[]any{"store", sf.describe(), "arch", st.Arch, "node_rate", st.NodeRate, "sports", len(cat.Sports)}, svc.Gate.Close)
 }
 
 func newTicketsCheckCmd(e *env) *cobra.Command {

@@ -25,6 +25,7 @@ func TestTicketsBadUsage(t *testing.T) {
 		{[]string{"tickets", "serve", "--arch", "lifo"}, 2, `--arch "lifo"`},
 		{[]string{"tickets", "serve", "--node-rate", "-1"}, 2, "must not be negative"},
 		{[]string{"tickets", "serve", "--replicas", "3"}, 2, "--replicas 1 or 2"},
+		{[]string{"tickets", "serve", "--node-rate", "50"}, 2, "give --arch too"},
 		{[]string{"tickets", "serve", "--sports", "0"}, 2, "--sports 0"},
 		{[]string{"tickets", "serve", "--tickets-per-sport", "0"}, 2, "tickets per sport"},
 		{[]string{"loadtest", "tickets"}, 2, "--url and --token are required"},

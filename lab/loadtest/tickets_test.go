@@ -14,14 +14,29 @@ import (
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/lab/ticketrig"
 	"github.com/logbook/logbook/services/tickets"
 	"github.com/logbook/logbook/services/tickets/httpapi"
 )
 
-// serveTickets serves the tickets API on a fresh store; it returns the
-// server's URL and the store, closed when the test ends.
-func serveTickets(t *testing.T, sc tickets.SchedConfig, perSport int) (string, *tickets.Service) {
+// rig returns the experiment rig's scheduler of sc for the default
+// sports.
+func rig(t *testing.T, sc ticketrig.SchedConfig) tickets.Gate {
 	t.Helper()
+	sc.Sports = len(tickets.DefaultSports)
+	g, err := ticketrig.NewScheduler(sc, tickets.DefaultSports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// serveTickets serves the tickets API on a fresh store, behind the rig's
+// scheduler of sc; it returns the server's URL and the service, closed
+// when the test ends.
+func serveTickets(t *testing.T, sc ticketrig.SchedConfig, perSport int) (string, *tickets.Service) {
+	t.Helper()
+	gate := rig(t, sc)
 	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +44,7 @@ func serveTickets(t *testing.T, sc tickets.SchedConfig, perSport int) (string, *
 	ctx, cancel := context.WithCancel(context.Background())
 	svc, err := tickets.New(ctx, store, tickets.Config{
 		Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: perSport, Days: 10},
-		Sched:     sc,
+		Gate:      gate,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +64,7 @@ func serveTickets(t *testing.T, sc tickets.SchedConfig, perSport int) (string, *
 // afterwards holds both kinds of event and no seat sold twice, and every
 // answer was a success or a refused booking.
 func TestTicketsMixedOps(t *testing.T) {
-	url, svc := serveTickets(t, tickets.SchedConfig{Arch: tickets.Fair}, 50)
+	url, svc := serveTickets(t, ticketrig.SchedConfig{Arch: ticketrig.Fair}, 50)
 	c, err := NewTicketsClient(url, "booker-token", 256)
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +88,9 @@ func TestTicketsMixedOps(t *testing.T) {
 // runArch serves the tickets API with one architecture (three sports,
 // nodes of 100 requests/s) and runs a short experiment against it: cold
 // sports at 20/s, athletics at 20/s and then 200/s.
-func runArch(t *testing.T, arch tickets.Arch) TicketsResult {
+func runArch(t *testing.T, arch ticketrig.Arch) TicketsResult {
 	t.Helper()
-	url, _ := serveTickets(t, tickets.SchedConfig{Arch: arch, NodeRate: 100}, 500)
+	url, _ := serveTickets(t, ticketrig.SchedConfig{Arch: arch, NodeRate: 100}, 500)
 	ctx := context.Background()
 	c, err := NewTicketsClient(url, "viewer-token", 4096)
 	if err != nil {
@@ -129,7 +144,7 @@ func TestTicketsArchitecturesEndToEnd(t *testing.T) {
 		t.Skip("runs the experiment for about a minute")
 	}
 	t.Run("queue", func(t *testing.T) {
-		r := runArch(t, tickets.Queue)
+		r := runArch(t, ticketrig.Queue)
 		if f := fraction(r, 1, "cycling"); f > 0.8 {
 			t.Errorf("queue: cycling kept %.2f of its demand with athletics ×10; the shared queue should starve it", f)
 		}
@@ -138,13 +153,13 @@ func TestTicketsArchitecturesEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("micro", func(t *testing.T) {
-		r := runArch(t, tickets.Micro)
+		r := runArch(t, ticketrig.Micro)
 		if f := fraction(r, 1, "cycling"); f < 0.85 {
 			t.Errorf("micro: cycling kept only %.2f of its demand; separate services should isolate it", f)
 		}
 	})
 	t.Run("queue-rep", func(t *testing.T) {
-		r := runArch(t, tickets.QueueRep)
+		r := runArch(t, ticketrig.QueueRep)
 		n := r.Steps[1].Nodes
 		if n["db1"] < 0.7*n["db3"] || n["db3"] < 0.7*n["db1"] {
 			t.Errorf("queue-rep: athletics' replicas db1 %.0f/s and db3 %.0f/s should share its load evenly", n["db1"], n["db3"])
@@ -154,7 +169,7 @@ func TestTicketsArchitecturesEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("fair", func(t *testing.T) {
-		r := runArch(t, tickets.Fair)
+		r := runArch(t, ticketrig.Fair)
 		for _, sport := range []string{"cycling", "diving"} {
 			for i := range r.Steps {
 				if f := fraction(r, i, sport); f < 0.9 {
@@ -179,7 +194,7 @@ func TestTicketsPipelined(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	svc, err := tickets.New(ctx, store, tickets.Config{
 		Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 50, Days: 10},
-		Sched:     tickets.SchedConfig{Arch: tickets.Fair},
+		Gate:      rig(t, ticketrig.SchedConfig{Arch: ticketrig.Fair}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
-// Package ticketmodel writes PEPA models of the tickets service's four
-// architectures (services/tickets), calibrates them with what a load test
-// measured — the rate each sport and the control requests were offered,
-// and each emulated store node's measured service rate — and predicts
+// Package ticketmodel writes PEPA models of the four architectures of
+// the tickets experiment rig (lab/ticketrig, in front of the tickets
+// service), calibrates them with what a load test measured — the rate
+// each sport and the control requests were offered, and each emulated
+// store node's measured service rate — and predicts
 // every sport's throughput at every step of the run, to set beside what
 // the service actually served.
 //

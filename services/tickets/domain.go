@@ -3,9 +3,11 @@
 // the use case of "Performance modelling and simulation of skewed demand
 // in complex systems" (Shephard, 2017), called "the paper" below.
 // Demand is skewed — one sport (athletics) is wanted far more than the
-// others — and the package's schedulers (sched.go, fair.go) decide how
-// requests reach the store nodes that hold the tickets, so that the hot
-// sport cannot starve the cold ones.
+// others. Every request runs through a Gate (gate.go): Direct, the
+// default, runs it on the store at once; the experiment rig in
+// lab/ticketrig supplies gates that put requests on emulated store nodes
+// behind the paper's architectures, to measure how the hot sport's demand
+// spreads to the cold ones.
 //
 // The domain (this file) is plain values and functions: one event-sourced
 // aggregate per ticket, so booking is decided against that ticket's state

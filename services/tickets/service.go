@@ -25,15 +25,17 @@ func ticketEvents() *aggregate.JSONCodec[Event] {
 
 // Config configures a Service.
 type Config struct {
-	Catalogue  Catalogue
-	Sched      SchedConfig // Sports is filled in from the catalogue
+	Catalogue Catalogue
+	// Gate is what every request runs through (nil: Direct). The
+	// service closes it when it closes.
+	Gate       Gate
 	Aggregates aggregate.Options
 	Registerer prometheus.Registerer // metrics (nil: none)
 }
 
 // Service is the ticketing service: the ticket aggregates (the write
-// model), the search view (the read model), and the scheduler through
-// which every request reaches an emulated store node.
+// model), the search view (the read model), and the gate through which
+// every request reaches the store.
 //
 // Book and return append events to the ticket's stream; the search view
 // follows the log and answers searches. This is the split by operation
@@ -45,34 +47,28 @@ type Service struct {
 	Store     eventstore.Store
 	Tickets   *aggregate.Runtime[Ticket, Command, Event]
 	Search    *projection.Live[*Search]
-	Sched     Scheduler
-	Arch      Arch
+	Gate      Gate
+	gate      GateInfo // what Gate.Describe said
 
 	served  []atomic.Uint64 // completed requests per sport
 	control atomic.Uint64
-	workers int // the queue architectures' pool, for Stats
 }
 
-// New starts the service on store.
+// New starts the service on store. If it fails, it closes cfg.Gate.
 func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, error) {
+	gate := cfg.Gate
+	if gate == nil {
+		gate = Direct()
+	}
 	cat := cfg.Catalogue
 	if err := cat.Validate(); err != nil {
+		gate.Close()
 		return nil, err
 	}
-	sc := cfg.Sched
-	sc.Sports = len(cat.Sports)
-	sched, err := NewScheduler(sc, cat.Sports)
-	if err != nil {
-		return nil, err
-	}
-	s := &Service{Catalogue: cat, Store: store, Sched: sched, Arch: sc.Arch, served: make([]atomic.Uint64, len(cat.Sports))}
-	if sc.Arch == Queue || sc.Arch == QueueRep {
-		if d, err := sc.withDefaults(); err == nil {
-			s.workers = d.Workers
-		}
-	}
+	s := &Service{Catalogue: cat, Store: store, Gate: gate, gate: gate.Describe(), served: make([]atomic.Uint64, len(cat.Sports))}
 	ao := cfg.Aggregates
 	ao.Registerer = cfg.Registerer
+	var err error
 	s.Tickets, err = aggregate.New(store, aggregate.Definition[Ticket, Command, Event]{
 		Kind: Kind,
 		Initial: func(id string) Ticket {
@@ -87,7 +83,7 @@ func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, err
 		Events: ticketEvents(),
 	}, ao)
 	if err != nil {
-		sched.Close()
+		gate.Close()
 		return nil, err
 	}
 	s.Search, err = projection.StartLive(ctx, store, func(context.Context) (*Search, error) {
@@ -95,7 +91,7 @@ func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, err
 	}, projection.Options{Name: "tickets-search", Filter: eventstore.Tagged(Kind), Registerer: cfg.Registerer})
 	if err != nil {
 		s.Tickets.Close()
-		sched.Close()
+		gate.Close()
 		return nil, fmt.Errorf("tickets: search view: %w", err)
 	}
 	if cfg.Registerer != nil {
@@ -107,21 +103,20 @@ func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, err
 	return s, nil
 }
 
-// Close stops the scheduler, the view and the runtime.
+// Close stops the gate, the view and the runtime.
 func (s *Service) Close() error {
-	s.Sched.Close()
+	s.Gate.Close()
 	return errors.Join(s.Search.Close(), s.Tickets.Close())
 }
 
-// Find answers a search through the scheduler, on a node holding q's
-// sport.
+// Find answers a search through the gate.
 func (s *Service) Find(ctx context.Context, q Query) (Result, error) {
 	if err := q.Validate(s.Catalogue); err != nil {
 		return Result{}, err
 	}
 	sport := s.Catalogue.SportIndex(q.Sport)
 	var res Result
-	err := s.Sched.Do(ctx, sport, func() error {
+	err := s.Gate.Do(ctx, sport, func() error {
 		res = s.Search.Current().Find(q)
 		s.served[sport].Add(1)
 		return nil
@@ -130,15 +125,15 @@ func (s *Service) Find(ctx context.Context, q Query) (Result, error) {
 }
 
 // FindJSON is Find with the answer encoded as JSON (see
-// Search.FindJSON): the node's service time, then the view's cached
-// answer for the position it reflects.
+// Search.FindJSON): the view's cached answer for the position it
+// reflects, once the gate lets the request in.
 func (s *Service) FindJSON(ctx context.Context, q Query) ([]byte, error) {
 	if err := q.Validate(s.Catalogue); err != nil {
 		return nil, err
 	}
 	sport := s.Catalogue.SportIndex(q.Sport)
 	var body []byte
-	err := s.Sched.Do(ctx, sport, func() error {
+	err := s.Gate.Do(ctx, sport, func() error {
 		var err error
 		body, err = s.Search.Current().FindJSON(q)
 		s.served[sport].Add(1)
@@ -172,7 +167,7 @@ func (s *Service) execute(ctx context.Context, id string, cmd Command, opts []ag
 	}
 	sport := s.Catalogue.SportIndex(t.Sport)
 	var b Booking
-	err = s.Sched.Do(ctx, sport, func() error {
+	err = s.Gate.Do(ctx, sport, func() error {
 		s.served[sport].Add(1) // served, whatever the answer
 		var err error
 		if b.Result, err = s.Tickets.Execute(ctx, id, cmd, opts...); err != nil {
@@ -184,10 +179,10 @@ func (s *Service) execute(ctx context.Context, id string, cmd Command, opts []ag
 	return b, err
 }
 
-// Control goes through the scheduler like any request but touches no
-// node: its throughput is the service's overhead ceiling.
+// Control goes through the gate like any request but touches no store:
+// its throughput is the service's overhead ceiling.
 func (s *Service) Control(ctx context.Context) error {
-	return s.Sched.Do(ctx, Control, func() error {
+	return s.Gate.Do(ctx, Control, func() error {
 		s.control.Add(1)
 		return nil
 	})
@@ -195,18 +190,21 @@ func (s *Service) Control(ctx context.Context) error {
 
 // Stats are the service's counters since it started.
 type Stats struct {
-	Arch Arch `json:"arch"`
-	// Sports counts the requests each sport had served by a node,
-	// whatever their answer (a refused booking was served too).
+	// Arch names the gate (GateInfo.Name): direct, or a lab rig's
+	// architecture.
+	Arch string `json:"arch"`
+	// Sports counts the requests each sport had served, whatever their
+	// answer (a refused booking was served too).
 	Sports  map[string]uint64 `json:"sports"`
 	Control uint64            `json:"control"` // control requests served
-	Nodes   map[string]uint64 `json:"nodes"`   // requests completed per node
-	// NodeBusy is each node's server's accepted service time in seconds
-	// (see Node.Busy): with Nodes, it gives each node's measured service
+	// Nodes counts the requests each of the gate's store nodes
+	// completed (none for the direct gate).
+	Nodes map[string]uint64 `json:"nodes"`
+	// NodeBusy is each node's accepted service time in seconds (see
+	// NodeMeter.Busy): with Nodes, it gives each node's measured service
 	// rate over any interval.
 	NodeBusy map[string]float64 `json:"node_busy_seconds"`
-	// Workers is the worker pool of the queue architectures (0 for the
-	// others).
+	// Workers is the gate's worker pool (0 if it has none).
 	Workers int `json:"workers,omitempty"`
 	// NodeRate is each node's capacity in requests/s (0: unlimited), and
 	// Placement which nodes hold each sport.
@@ -216,29 +214,33 @@ type Stats struct {
 }
 
 // Counters writes the requests served per sport, in catalogue order,
-// into sports and those completed per node, in the order of Sched.Nodes,
-// into nodes (each as long as its list), and returns the control
+// into sports and those completed per node, in the order of the gate's
+// nodes (GateInfo), into nodes (each as long as its list), and returns the control
 // requests served: what Stats counts, without building maps, for a
 // caller that reads it every second.
 func (s *Service) Counters(sports, nodes []uint64) (control uint64) {
 	for i := range s.served {
 		sports[i] = s.served[i].Load()
 	}
-	for i, n := range s.Sched.Nodes() {
-		nodes[i] = n.Completed()
+	for i, n := range s.gate.Nodes {
+		nodes[i] = n.Meter.Completed()
 	}
 	return s.control.Load()
 }
 
+// GateInfo is what the service's gate said it is: its name, and its
+// store nodes in the order Counters writes them (none for Direct).
+func (s *Service) GateInfo() GateInfo { return s.gate }
+
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
-	st := Stats{Arch: s.Arch, Sports: map[string]uint64{}, Nodes: map[string]uint64{}, NodeBusy: map[string]float64{}, Control: s.control.Load(), Placement: map[string][]string{}, PerSport: s.Catalogue.PerSport, Workers: s.workers}
+	st := Stats{Arch: s.gate.Name, Sports: map[string]uint64{}, Nodes: map[string]uint64{}, NodeBusy: map[string]float64{}, Control: s.control.Load(), Placement: map[string][]string{}, PerSport: s.Catalogue.PerSport, Workers: s.gate.Workers}
 	for i, name := range s.Catalogue.Sports {
 		st.Sports[name] = s.served[i].Load()
 	}
-	for _, n := range s.Sched.Nodes() {
-		st.Nodes[n.Name] = n.Completed()
-		st.NodeBusy[n.Name] = n.Busy().Seconds()
+	for _, n := range s.gate.Nodes {
+		st.Nodes[n.Name] = n.Meter.Completed()
+		st.NodeBusy[n.Name] = n.Meter.Busy().Seconds()
 		st.NodeRate = n.Rate
 		for _, sp := range n.Sports {
 			st.Placement[sp] = append(st.Placement[sp], n.Name)
@@ -260,9 +262,9 @@ func (s *Service) register(reg prometheus.Registerer) error {
 			return err
 		}
 	}
-	for _, n := range s.Sched.Nodes() {
-		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "logbook_tickets_node_completed_total", Help: "Requests completed by each emulated store node.", ConstLabels: prometheus.Labels{"node": n.Name}},
-			func() float64 { return float64(n.Completed()) })
+	for _, n := range s.gate.Nodes {
+		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "logbook_tickets_node_completed_total", Help: "Requests completed by each store node of the service's gate.", ConstLabels: prometheus.Labels{"node": n.Name}},
+			func() float64 { return float64(n.Meter.Completed()) })
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -1,8 +1,8 @@
 // Generated from services/tickets/httpapi/openapi.json by internal/openapits: do not edit.
 // `go test ./internal/webui -update` writes it anew.
 
-/** how requests reach the store nodes */
-export type Arch = "micro" | "queue" | "queue-rep" | "fair";
+/** the gate requests go through: direct (straight to the store), or the architecture of the experiment rig's emulated store nodes (micro, queue, queue-rep, fair) */
+export type Arch = string;
 
 export interface Booking {
   /** the Idempotency-Key was seen: the first answer, nothing done again */
@@ -87,15 +87,15 @@ export interface Session {
 export interface Stats {
   arch: Arch;
   control: number;
-  /** each emulated store node's accepted service time in seconds since the server started; completed requests over busy seconds between two readings is the node's measured service rate */
+  /** each store node's accepted service time in seconds since the server started; completed requests over busy seconds between two readings is the node's measured service rate */
   node_busy_seconds: Record<string, number>;
   /** each node's capacity in requests/s; 0: unlimited */
   node_rate: number;
-  /** requests completed per emulated store node */
+  /** requests completed per store node of the gate (none for direct) */
   nodes: Record<string, number>;
   /** the nodes holding each sport */
   placement: Record<string, string[]>;
-  /** requests served by a node, per sport, whatever their answer */
+  /** requests served, per sport, whatever their answer */
   sports: Record<string, number>;
   /** tickets of each sport, numbered 0 to this minus one */
   tickets_per_sport: number;

@@ -285,7 +285,12 @@ class TicketsPage {
   private hello(m: LiveHello): void {
     this.sportChart.reset(m.sports);
     this.nodeChart.reset(m.nodes);
-    this.archEl.textContent = `architecture ${m.arch} · ${m.node_rate > 0 ? `nodes serve ${m.node_rate} requests/s` : "nodes unlimited"}`;
+    // Store nodes exist only on the experiment rig (tickets serve --arch);
+    // without it requests go straight to the store.
+    const rig = m.nodes.length > 0;
+    this.nodeChart.el.hidden = !rig;
+    this.placementEl.hidden = !rig;
+    this.archEl.textContent = rig ? `architecture ${m.arch} · ${m.node_rate > 0 ? `nodes serve ${m.node_rate} requests/s` : "nodes unlimited"}` : "requests straight to the store";
     const byNode = new Map<string, string[]>();
     for (const [sport, nodes] of Object.entries(m.placement)) for (const n of nodes) byNode.set(n, [...(byNode.get(n) ?? []), sport]);
     const parts = m.nodes.slice(0, 12).map((n) => `${n}: ${(byNode.get(n) ?? []).join(", ")}`);

@@ -1,6 +1,6 @@
 // Package httpapi is the tickets service's HTTP API under /api/tickets/:
 // search (any token), book and return (a booker's token), control (a
-// request that touches no store node), the service's counters and their
+// request that touches no store), the service's counters and their
 // live stream of throughputs (live.go), who the token is, and the
 // OpenAPI document. Its route table (Routes) is what the handler, the
 // node gating and the OpenAPI check read.
@@ -98,7 +98,7 @@ const (
 
 // domainErrors maps the tickets errors: 409 taken or not held, 404 no
 // such ticket or sport, 400 invalid input, 429 the sport's queue full,
-// 503 every queue full or the scheduler closed.
+// 503 every queue full or the service closed.
 func domainErrors(err error) (problem.Details, bool) {
 	switch {
 	case errors.Is(err, tickets.ErrTaken):

@@ -8,9 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
@@ -22,14 +20,14 @@ const (
 	booker = "booker-token"
 )
 
-func newServer(t *testing.T, sc tickets.SchedConfig) *httptest.Server {
+func newServer(t *testing.T, gate tickets.Gate) *httptest.Server {
 	t.Helper()
 	store, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := tickets.New(ctx, store, tickets.Config{Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 20, Days: 4}, Sched: sc})
+	svc, err := tickets.New(ctx, store, tickets.Config{Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 20, Days: 4}, Gate: gate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +73,7 @@ func call(t *testing.T, srv *httptest.Server, ctx context.Context, method, path,
 }
 
 func TestAPI(t *testing.T) {
-	srv := newServer(t, tickets.SchedConfig{Arch: tickets.Fair})
+	srv := newServer(t, nil)
 	ctx := context.Background()
 	for _, c := range []struct {
 		method, path, token, body string
@@ -150,65 +148,29 @@ func TestAPI(t *testing.T) {
 }
 
 // Full queues answer at once, with Retry-After: 429 when one sport has
-// as many waiting as it may, 503 when all queues are. A node of rate 0.0001
-// holds its first request for hours, until the test ends it.
+// as many waiting as it may, 503 when all queues are; a closed service
+// 503 without. Control requests are still served.
 func TestOverload(t *testing.T) {
-	srv := newServer(t, tickets.SchedConfig{Arch: tickets.Fair, Replicas: 1, NodeRate: 0.0001, NodeInFlight: 1, KeyLimit: 2, QueueLimit: 2})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	hold := func(sport string) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/tickets/search?sport="+sport, nil)
-			req.Header.Set("Authorization", "Bearer "+viewer)
-			if res, err := srv.Client().Do(req); err == nil {
-				res.Body.Close()
-			}
-		}()
-	}
-	// until retries a request until it is answered with want: the held
-	// requests reach the scheduler in their own time, and a probe that
-	// arrives first waits in their place until it gives up.
-	until := func(sport string, want int) (http.Header, map[string]any) {
-		for range 5000 {
-			pctx, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			req, _ := http.NewRequestWithContext(pctx, "GET", srv.URL+"/api/tickets/search?sport="+sport, nil)
-			req.Header.Set("Authorization", "Bearer "+viewer)
-			res, err := srv.Client().Do(req)
-			if err != nil {
-				stop()
-				continue
-			}
-			raw, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			stop()
-			var m map[string]any
-			_ = json.Unmarshal(raw, &m)
-			if res.StatusCode == want {
-				return res.Header, m
-			}
-			if res.StatusCode == 200 {
-				t.Fatalf("%s served by a node that should be busy", sport)
-			}
+	srv := newServer(t, newTestGate(map[int]error{0: tickets.ErrKeyBusy, 1: tickets.ErrBusy, 2: tickets.ErrClosed}))
+	ctx := context.Background()
+	for _, c := range []struct {
+		sport, typ string
+		status     int
+		retry      bool
+	}{
+		{"athletics", TypeBusy, 429, true},
+		{"cycling", TypeBusy, 503, true},
+		{"diving", "urn:logbook:problem:unavailable", 503, false},
+	} {
+		status, h, m := call(t, srv, ctx, "GET", "/api/tickets/search?sport="+c.sport, viewer, "")
+		if status != c.status || m["type"] != c.typ || (h.Get("Retry-After") != "") != c.retry {
+			t.Errorf("%s refused: %d %v (Retry-After %q), want %d %s, Retry-After %v", c.sport, status, m, h.Get("Retry-After"), c.status, c.typ, c.retry)
 		}
-		t.Fatalf("%s never answered %d", sport, want)
-		return nil, nil
 	}
-	hold("athletics") // on its node
-	hold("cycling")   // on its node
-	hold("athletics") // waits
-	hold("athletics") // waits: athletics at its limit, the queues full
-	h, m := until("athletics", 429)
-	if h.Get("Retry-After") == "" || m["type"] != TypeBusy {
-		t.Errorf("athletics over its limit: %v %v", h, m)
+	if status, h, m := call(t, srv, ctx, "POST", "/api/tickets/athletics.1/book", booker, `{"owner":"ann"}`); status != 429 || h.Get("Retry-After") == "" || m["type"] != TypeBusy {
+		t.Errorf("a booking refused: %d %v %v", status, h, m)
 	}
-	if h, _ = until("cycling", 503); h.Get("Retry-After") == "" {
-		t.Errorf("all queues full: %v", h)
-	}
-	// Control touches no node: still served.
-	if status, _, _ := call(t, srv, context.Background(), "GET", "/api/tickets/control", viewer, ""); status != 200 {
+	if status, _, _ := call(t, srv, ctx, "GET", "/api/tickets/control", viewer, ""); status != 200 {
 		t.Errorf("control under overload: %d", status)
 	}
 }

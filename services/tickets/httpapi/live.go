@@ -12,7 +12,6 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/ndjson"
-	"github.com/logbook/logbook/services/tickets"
 )
 
 // Live throughput: GET /api/tickets/live streams, once per interval, the
@@ -64,7 +63,7 @@ func (l *liveLimit) release() {
 
 // LiveHello is a live stream's first message: what the samples name.
 type LiveHello struct {
-	Arch       tickets.Arch        `json:"arch"`
+	Arch       string              `json:"arch"`
 	NodeRate   float64             `json:"node_rate"`
 	IntervalMS int                 `json:"interval_ms"`
 	Sports     []string            `json:"sports"`
@@ -116,7 +115,7 @@ func (a *API) liveStats(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	st := a.Stats()
-	nodes := a.Sched.Nodes()
+	nodes := a.GateInfo().Nodes
 	hello := LiveHello{Arch: st.Arch, NodeRate: st.NodeRate, IntervalMS: interval, Sports: a.Catalogue.Sports, Nodes: make([]string, len(nodes)), Placement: st.Placement}
 	for i, n := range nodes {
 		hello.Nodes[i] = n.Name
@@ -194,10 +193,10 @@ func wantsSSE(r *http.Request) (bool, error) {
 // Session is who the bearer token is, and the catalogue: what the web UI
 // needs to draw its search form and to offer booking only to bookers.
 type Session struct {
-	Role    auth.Role    `json:"role"`
-	CanBook bool         `json:"can_book"`
-	Arch    tickets.Arch `json:"arch"`
-	Sports  []string     `json:"sports"`
+	Role    auth.Role `json:"role"`
+	CanBook bool      `json:"can_book"`
+	Arch    string    `json:"arch"`
+	Sports  []string  `json:"sports"`
 	// PerSport tickets of each sport, numbered from 0; Days of the event.
 	PerSport int `json:"tickets_per_sport"`
 	Days     int `json:"days"`
@@ -211,5 +210,5 @@ func (a *API) session(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	c := a.Catalogue
-	return httpkit.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(auth.Booker), Arch: a.Arch, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
+	return httpkit.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(auth.Booker), Arch: a.GateInfo().Name, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
 }

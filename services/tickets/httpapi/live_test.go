@@ -29,7 +29,7 @@ func newLiveServer(t *testing.T, maxStreams int) (*httptest.Server, context.Canc
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := tickets.New(ctx, store, tickets.Config{Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 20, Days: 4}, Sched: tickets.SchedConfig{Arch: tickets.Fair}})
+	svc, err := tickets.New(ctx, store, tickets.Config{Catalogue: tickets.Catalogue{Sports: tickets.DefaultSports, PerSport: 20, Days: 4}, Gate: newTestGate(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLive(t *testing.T) {
 	valid(t, schema(t, "LiveHello"), first["hello"])
 	var hello LiveHello
 	_ = json.Unmarshal(first["hello"], &hello)
-	if strings.Join(hello.Sports, ",") != "athletics,cycling,diving" || strings.Join(hello.Nodes, ",") != "db1,db2,db3" || hello.IntervalMS != 100 || hello.Arch != tickets.Fair {
+	if strings.Join(hello.Sports, ",") != "athletics,cycling,diving" || strings.Join(hello.Nodes, ",") != "db1,db2,db3" || hello.IntervalMS != 100 || hello.Arch != testGateName {
 		t.Fatalf("hello %+v", hello)
 	}
 
@@ -288,7 +288,7 @@ func TestSession(t *testing.T) {
 		if m["role"] != c.role || m["can_book"] != c.canBook || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("session as %q: %v, want role %s, can_book %v, not stored", c.token, m, c.role, c.canBook)
 		}
-		if m["days"] != 4.0 || m["tickets_per_sport"] != 20.0 || m["arch"] != "fair" || len(m["sports"].([]any)) != 3 {
+		if m["days"] != 4.0 || m["tickets_per_sport"] != 20.0 || m["arch"] != testGateName || len(m["sports"].([]any)) != 3 {
 			t.Errorf("session's catalogue: %v", m)
 		}
 	}

@@ -1,4 +1,4 @@
-package tickets
+package ticketrig
 
 import (
 	"context"

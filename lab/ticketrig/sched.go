@@ -1,42 +1,36 @@
-package tickets
+package ticketrig
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+
+	"github.com/logbook/logbook/services/tickets"
 )
 
 // A Scheduler stands between requests and the store nodes: it decides
 // which request a node serves next, and on which replica. The four
-// architectures differ only here.
+// architectures differ only here. A Scheduler is a tickets.Gate: Do runs
+// a request's op on a node holding its sport (or, for sport
+// tickets.Control, on no node), and returns tickets.ErrBusy or
+// tickets.ErrKeyBusy at once if the request cannot be queued.
 type Scheduler interface {
-	// Do runs op on a node holding sport (sport is an index into the
-	// catalogue's sports), or, for sport Control, on no node. It returns
-	// ErrBusy or ErrKeyBusy at once if the request cannot be queued, and
-	// ctx's error if the caller gives up first.
-	Do(ctx context.Context, sport int, op func() error) error
+	tickets.Gate
 	// Nodes are the store nodes, in name order.
 	Nodes() []*Node
-	// Close stops the scheduler's goroutines. Requests still queued get
-	// ErrClosed.
-	Close()
 }
 
-// Control is the sport of a control request: it touches no store node
-// and measures the overhead of everything else, as in the paper.
-const Control = -1
+// Control is the sport of a control request (tickets.Control).
+const Control = tickets.Control
 
-// Overload and shutdown errors of Do.
+// Overload and shutdown errors of Do: the service's (tickets.ErrBusy,
+// ErrKeyBusy, ErrClosed), which its HTTP API answers with 503, 429 and
+// 503.
 var (
-	// ErrBusy: every queue the request could wait in is full (HTTP 503).
-	ErrBusy = errors.New("the service's queues are full")
-	// ErrKeyBusy: the request's sport has as many requests waiting as
-	// one sport may have (HTTP 429); other sports are still served.
-	ErrKeyBusy = errors.New("too many requests for this sport are waiting")
-	// ErrClosed: the scheduler stopped.
-	ErrClosed = errors.New("the scheduler is closed")
+	ErrBusy    = tickets.ErrBusy
+	ErrKeyBusy = tickets.ErrKeyBusy
+	ErrClosed  = tickets.ErrClosed
 )
 
 // Arch names an architecture.
@@ -144,13 +138,18 @@ func NewScheduler(c SchedConfig, sportNames []string) (Scheduler, error) {
 			placement[j] = append(placement[j], nodes[(j-1+c.Sports)%c.Sports])
 		}
 	}
+	info := tickets.GateInfo{Name: string(c.Arch)}
+	for _, n := range nodes {
+		info.Nodes = append(info.Nodes, tickets.GateNode{Name: n.Name, Sports: n.Sports, Rate: n.Rate, Meter: n})
+	}
 	switch c.Arch {
 	case Micro:
-		return newMicro(c, nodes), nil
+		return newMicro(c, nodes, info), nil
 	case Queue, QueueRep:
-		return newShared(c, nodes, placement), nil
+		info.Workers = c.Workers
+		return newShared(c, nodes, placement, info), nil
 	case Fair:
-		return newFair(c, nodes, placement), nil
+		return newFair(c, nodes, placement, info), nil
 	}
 	return nil, fmt.Errorf("scheduler: unknown architecture %q (micro, queue, queue-rep, fair)", c.Arch)
 }
@@ -190,11 +189,14 @@ func (j *job) wait(closed <-chan struct{}) error {
 // taking jobs from channels until closed.
 type workerPool struct {
 	nodes  []*Node
+	info   tickets.GateInfo
 	closed chan struct{}
 	wg     sync.WaitGroup
 }
 
 func (p *workerPool) Nodes() []*Node { return p.nodes }
+
+func (p *workerPool) Describe() tickets.GateInfo { return p.info }
 
 // run is one worker: it serves jobs from q, each on the node pick chooses.
 func (p *workerPool) run(q <-chan *job, pick func(sport int) *Node) {
@@ -255,8 +257,8 @@ type micro struct {
 	queues []chan *job
 }
 
-func newMicro(c SchedConfig, nodes []*Node) *micro {
-	m := &micro{workerPool: workerPool{nodes: nodes, closed: make(chan struct{})}}
+func newMicro(c SchedConfig, nodes []*Node, info tickets.GateInfo) *micro {
+	m := &micro{workerPool: workerPool{nodes: nodes, info: info, closed: make(chan struct{})}}
 	m.queues = make([]chan *job, len(nodes))
 	for i := range nodes {
 		m.queues[i] = make(chan *job, c.QueueLimit)
@@ -289,8 +291,8 @@ type shared struct {
 	q chan *job
 }
 
-func newShared(c SchedConfig, nodes []*Node, placement [][]*Node) *shared {
-	s := &shared{workerPool: workerPool{nodes: nodes, closed: make(chan struct{})}, q: make(chan *job, c.QueueLimit)}
+func newShared(c SchedConfig, nodes []*Node, placement [][]*Node, info tickets.GateInfo) *shared {
+	s := &shared{workerPool: workerPool{nodes: nodes, info: info, closed: make(chan struct{})}, q: make(chan *job, c.QueueLimit)}
 	for range c.Workers {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		s.wg.Add(1)

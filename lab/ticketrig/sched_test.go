@@ -1,4 +1,4 @@
-package tickets
+package ticketrig
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/logbook/logbook/services/tickets"
 )
 
 // waiting is how many requests a scheduler holds that no node has taken.
@@ -122,7 +124,7 @@ func TestColdWaitBoundedByTurnsNotBacklog(t *testing.T) {
 // requests equal to the flows' contents.
 func TestFairRandomized(t *testing.T) {
 	const sports = 1000
-	names := Sports(sports)
+	names := tickets.Sports(sports)
 	s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: sports, NodeRate: 20_000, NodeInFlight: 2, QueueLimit: 2000, KeyLimit: 300}, names)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +226,7 @@ func TestFairRandomized(t *testing.T) {
 // The limits answer at once: a sport over its own limit gets ErrKeyBusy
 // while other sports are still queued, and a full scheduler ErrBusy.
 func TestFairLimits(t *testing.T) {
-	s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: 3, Replicas: 1, NodeInFlight: 1, QueueLimit: 5, KeyLimit: 3}, DefaultSports)
+	s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: 3, Replicas: 1, NodeInFlight: 1, QueueLimit: 5, KeyLimit: 3}, tickets.DefaultSports)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +261,7 @@ func TestFairLimits(t *testing.T) {
 }
 
 func TestSchedulerPlacement(t *testing.T) {
-	s, err := NewScheduler(SchedConfig{Arch: QueueRep, Sports: 3}, DefaultSports)
+	s, err := NewScheduler(SchedConfig{Arch: QueueRep, Sports: 3}, tickets.DefaultSports)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,10 +274,10 @@ func TestSchedulerPlacement(t *testing.T) {
 	if want := "db1:[athletics cycling] db2:[cycling diving] db3:[diving athletics] "; got != want {
 		t.Errorf("placement %q, want %q", got, want)
 	}
-	if _, err := NewScheduler(SchedConfig{Arch: Micro, Sports: 3, Replicas: 2}, DefaultSports); err == nil {
+	if _, err := NewScheduler(SchedConfig{Arch: Micro, Sports: 3, Replicas: 2}, tickets.DefaultSports); err == nil {
 		t.Error("micro with replicas accepted")
 	}
-	if _, err := NewScheduler(SchedConfig{Arch: "lifo", Sports: 3}, DefaultSports); err == nil {
+	if _, err := NewScheduler(SchedConfig{Arch: "lifo", Sports: 3}, tickets.DefaultSports); err == nil {
 		t.Error("unknown architecture accepted")
 	}
 }
@@ -314,7 +316,7 @@ func TestFairDefaultInFlight(t *testing.T) {
 		rate float64
 		want int
 	}{{100, 1}, {0, 64}} {
-		s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: 3, NodeRate: c.rate}, DefaultSports)
+		s, err := NewScheduler(SchedConfig{Arch: Fair, Sports: 3, NodeRate: c.rate}, tickets.DefaultSports)
 		if err != nil {
 			t.Fatal(err)
 		}

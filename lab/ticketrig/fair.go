@@ -1,10 +1,12 @@
-package tickets
+package ticketrig
 
 import (
 	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/logbook/logbook/services/tickets"
 )
 
 // fair is the architecture that keeps every cold sport at its full demand
@@ -58,6 +60,7 @@ import (
 // limits requests are refused at once (ErrBusy, ErrKeyBusy).
 type fair struct {
 	nodes []*Node
+	info  tickets.GateInfo
 
 	mu         sync.Mutex
 	closed     bool
@@ -102,8 +105,8 @@ type fairReq struct {
 	node      *fairNode // set when dispatched
 }
 
-func newFair(c SchedConfig, nodes []*Node, placement [][]*Node) *fair {
-	f := &fair{nodes: nodes, queueLimit: c.QueueLimit, keyLimit: c.KeyLimit, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+func newFair(c SchedConfig, nodes []*Node, placement [][]*Node, info tickets.GateInfo) *fair {
+	f := &fair{nodes: nodes, info: info, queueLimit: c.QueueLimit, keyLimit: c.KeyLimit, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 	byNode := map[*Node]*fairNode{}
 	for _, n := range nodes {
 		fn := &fairNode{node: n, limit: c.NodeInFlight}
@@ -121,6 +124,8 @@ func newFair(c SchedConfig, nodes []*Node, placement [][]*Node) *fair {
 }
 
 func (f *fair) Nodes() []*Node { return f.nodes }
+
+func (f *fair) Describe() tickets.GateInfo { return f.info }
 
 func (f *fair) Do(ctx context.Context, sport int, op func() error) error {
 	if sport == Control {

@@ -8,8 +8,9 @@
 // (httpreplica, kafkabus's ReplicaStore). Writing one? The pieces a
 // backend is built from (Tail and NewSubscription, Notifier, input
 // validation against Limits, the ReadOnly base of a replica) are in
-// package backend, as database/sql/driver is apart from database/sql;
-// storetest holds the conformance suite every backend must pass.
+// engine/eventstore/backend, apart from this package as
+// database/sql/driver is apart from database/sql; engine/eventstore/storetest
+// holds the conformance suite every backend must pass.
 package eventstore
 
 import (

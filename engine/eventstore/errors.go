@@ -18,6 +18,10 @@ var (
 	ErrInvalidSnapshot        = errors.New("eventstore: invalid snapshot")
 	ErrVersionConflict        = errors.New("eventstore: version conflict")
 	ErrClosed                 = errors.New("eventstore: store closed")
+	// ErrReadOnly is what a read-only store (a replica following a
+	// primary: httpreplica.Store, kafkabus.ReplicaStore) answers every
+	// write with.
+	ErrReadOnly = errors.New("eventstore: read-only store; send writes to the primary")
 )
 
 // ConflictError is returned when an append's expected version does not
@@ -46,7 +50,3 @@ func (e *LimitError) Error() string { return e.Kind.Error() + ": " + e.Detail }
 
 // Unwrap exposes Kind to errors.Is.
 func (e *LimitError) Unwrap() error { return e.Kind }
-
-func limitErr(kind error, format string, args ...any) error {
-	return &LimitError{Kind: kind, Detail: fmt.Sprintf(format, args...)}
-}

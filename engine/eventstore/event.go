@@ -1,8 +1,16 @@
 // Package eventstore defines the event log every other part of logbook
 // stands on: streams of events with per-stream sequence numbers, a gap-free
-// global order, tags, snapshots and live subscriptions. Backends live in
-// subpackages (pebblestore, pgstore); storetest holds the
-// conformance suite every backend must pass.
+// global order, tags, snapshots and live subscriptions. It is the
+// caller's API: Store and Subscription, the event types, the errors to
+// test for with errors.Is, and the Limits a store is configured with.
+//
+// Backends live in subpackages (pebblestore, pgstore) and elsewhere
+// (httpreplica, kafkabus's ReplicaStore). Writing one? The pieces a
+// backend is built from (Tail and NewSubscription, Notifier, input
+// validation against Limits, the ReadOnly base of a replica) are in
+// engine/eventstore/backend, apart from this package as
+// database/sql/driver is apart from database/sql; engine/eventstore/storetest
+// holds the conformance suite every backend must pass.
 package eventstore
 
 import (

@@ -1,23 +1,20 @@
 package eventstore
 
-import (
-	"fmt"
-	"unicode/utf8"
-)
-
-// Limits bound what one append may carry. The zero value of a field means
-// its default.
+// Limits bound what one append may carry; a backend's options take them
+// (pebblestore.Options.Limits, pgstore.Options.Limits). The zero value of
+// a field means its default. An append that breaks a limit is refused
+// before anything is written, with a *LimitError.
 type Limits struct {
 	MaxStreamIDBytes int // default 256
 	MaxTypeBytes     int // default 256
 	MaxTagBytes      int // default 128
 	MaxTags          int // per event, default 16
-	MaxEventBytes    int // data + type + tags + metadata of one event, default 1 MiB
+	MaxEventBytes    int // data + type + tags + metadata (keys and values) of one event, default 1 MiB
 	MaxAppendBytes   int // all events of one append, default 16 MiB
 	MaxAppendEvents  int // default 10,000
 }
 
-// DefaultLimits are the limits used when a backend is given none.
+// defaultLimits are the limits used when a backend is given none.
 var defaultLimits = Limits{
 	MaxStreamIDBytes: 256,
 	MaxTypeBytes:     256,
@@ -28,7 +25,8 @@ var defaultLimits = Limits{
 	MaxAppendEvents:  10_000,
 }
 
-// WithDefaults fills unset fields with the defaults.
+// WithDefaults fills unset fields with the defaults: the limits a store
+// given l enforces.
 func (l Limits) WithDefaults() Limits {
 	d := defaultLimits
 	set := func(v *int, def int) {
@@ -44,176 +42,4 @@ func (l Limits) WithDefaults() Limits {
 	set(&l.MaxAppendBytes, d.MaxAppendBytes)
 	set(&l.MaxAppendEvents, d.MaxAppendEvents)
 	return l
-}
-
-// ValidateStreamID checks a stream id: non-empty, valid UTF-8, no control
-// characters (backends use NUL as a key separator), within the length limit.
-func (l Limits) ValidateStreamID(stream string) error {
-	if stream == "" {
-		return limitErr(ErrInvalidStreamID, "empty")
-	}
-	if len(stream) > l.MaxStreamIDBytes {
-		return limitErr(ErrInvalidStreamID, "%d bytes, limit %d", len(stream), l.MaxStreamIDBytes)
-	}
-	return checkText(ErrInvalidStreamID, "stream id", stream)
-}
-
-// ValidateTag checks a tag the same way as a stream id, with its own limit.
-func (l Limits) ValidateTag(tag string) error {
-	if tag == "" {
-		return limitErr(ErrInvalidTag, "empty tag")
-	}
-	if len(tag) > l.MaxTagBytes {
-		return limitErr(ErrInvalidTag, "tag of %d bytes, limit %d", len(tag), l.MaxTagBytes)
-	}
-	return checkText(ErrInvalidTag, "tag", tag)
-}
-
-func checkText(kind error, what, s string) error {
-	if !utf8.ValidString(s) {
-		return limitErr(kind, "%s %q is not valid UTF-8", what, s)
-	}
-	for i, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return limitErr(kind, "%s %q has control character %U at byte %d", what, s, r, i)
-		}
-	}
-	return nil
-}
-
-// ValidateAppend checks everything about an append that does not depend on
-// the store's contents, so that a bad append is refused before anything is
-// written.
-func (l Limits) ValidateAppend(stream string, expect ExpectedVersion, events []NewEvent) error {
-	if err := l.ValidateStreamID(stream); err != nil {
-		return err
-	}
-	if expect < NoStream {
-		return limitErr(ErrInvalidExpectedVersion, "%d", int64(expect))
-	}
-	if len(events) == 0 {
-		return ErrEmptyAppend
-	}
-	if len(events) > l.MaxAppendEvents {
-		return limitErr(ErrAppendTooLarge, "%d events, limit %d", len(events), l.MaxAppendEvents)
-	}
-	total := 0
-	for i := range events {
-		ev := &events[i]
-		if ev.Type == "" {
-			return limitErr(ErrInvalidEvent, "event %d has no type", i)
-		}
-		if len(ev.Type) > l.MaxTypeBytes {
-			return limitErr(ErrInvalidEvent, "event %d type of %d bytes, limit %d", i, len(ev.Type), l.MaxTypeBytes)
-		}
-		if err := checkText(ErrInvalidEvent, "event type", ev.Type); err != nil {
-			return err
-		}
-		if ev.Version < 0 {
-			return limitErr(ErrInvalidEvent, "event %d has negative schema version %d", i, ev.Version)
-		}
-		if len(ev.Tags) > l.MaxTags {
-			return limitErr(ErrInvalidTag, "event %d has %d tags, limit %d", i, len(ev.Tags), l.MaxTags)
-		}
-		size := EventSize(ev)
-		for j, tag := range ev.Tags {
-			if err := l.ValidateTag(tag); err != nil {
-				return err
-			}
-			for _, prev := range ev.Tags[:j] {
-				if prev == tag {
-					return limitErr(ErrInvalidTag, "event %d repeats tag %q", i, tag)
-				}
-			}
-		}
-		if size > l.MaxEventBytes {
-			return limitErr(ErrEventTooLarge, "event %d is %d bytes, limit %d", i, size, l.MaxEventBytes)
-		}
-		total += size
-	}
-	if err := checkDistinctIDs(events); err != nil {
-		return err
-	}
-	if total > l.MaxAppendBytes {
-		return limitErr(ErrAppendTooLarge, "%d bytes, limit %d", total, l.MaxAppendBytes)
-	}
-	return nil
-}
-
-// EventSize is the size an event counts for against the limits.
-func EventSize(ev *NewEvent) int {
-	n := len(ev.Data) + len(ev.Type)
-	for _, t := range ev.Tags {
-		n += len(t)
-	}
-	for k, v := range ev.Meta {
-		n += len(k) + len(v)
-	}
-	return n
-}
-
-// checkDistinctIDs refuses an append that gives two of its events the same
-// non-zero ID.
-func checkDistinctIDs(events []NewEvent) error {
-	if len(events) <= 32 {
-		for i := range events {
-			if events[i].ID.IsZero() {
-				continue
-			}
-			for j := range events[:i] {
-				if events[j].ID == events[i].ID {
-					return limitErr(ErrDuplicateEventID, "events %d and %d share id %s", j, i, events[i].ID)
-				}
-			}
-		}
-		return nil
-	}
-	seen := make(map[ID]int, len(events))
-	for i := range events {
-		if events[i].ID.IsZero() {
-			continue
-		}
-		if j, ok := seen[events[i].ID]; ok {
-			return limitErr(ErrDuplicateEventID, "events %d and %d share id %s", j, i, events[i].ID)
-		}
-		seen[events[i].ID] = i
-	}
-	return nil
-}
-
-// ValidateFilter checks what a subscription follows: a valid stream id
-// or tag, or the whole log.
-func (l Limits) ValidateFilter(f Filter) error {
-	switch f.Kind {
-	case FilterStream:
-		return l.ValidateStreamID(f.Stream)
-	case FilterTag:
-		return l.ValidateTag(f.Tag)
-	case FilterAll:
-		return nil
-	default:
-		return fmt.Errorf("unknown filter kind %d", f.Kind)
-	}
-}
-
-// ValidateSnapshot checks a snapshot before a backend compares it with its
-// stream: a valid stream id, a seq, a schema version, a size within the
-// append limit.
-func (l Limits) ValidateSnapshot(snap Snapshot) error {
-	if err := l.ValidateStreamID(snap.Stream); err != nil {
-		return err
-	}
-	if snap.Seq == 0 || snap.Version < 0 {
-		return fmt.Errorf("%w: stream %q seq %d version %d", ErrInvalidSnapshot, snap.Stream, snap.Seq, snap.Version)
-	}
-	if len(snap.Data) > l.MaxAppendBytes {
-		return fmt.Errorf("%w: snapshot of %q is %d bytes, limit %d", ErrInvalidSnapshot, snap.Stream, len(snap.Data), l.MaxAppendBytes)
-	}
-	return nil
-}
-
-// SnapshotBeyondVersion is the error for a snapshot taken after the
-// stream's last event.
-func SnapshotBeyondVersion(snap Snapshot, version uint64) error {
-	return fmt.Errorf("%w: snapshot of %q at seq %d, but the stream is at version %d", ErrInvalidSnapshot, snap.Stream, snap.Seq, version)
 }

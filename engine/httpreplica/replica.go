@@ -1,4 +1,4 @@
-// Package replica lets a read model run in another process than the
+// Package httpreplica lets a read model run in another process than the
 // store: Store is a read-only eventstore.Store that follows a logbook
 // server over HTTP — the log's head from /healthz, the events from the
 // live persistence query /queries/all — so that projection runners (and
@@ -22,12 +22,9 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 	"github.com/logbook/logbook/engine/query"
 )
-
-// ErrReadOnly is returned by every write and by reads a replica does not
-// offer.
-var ErrReadOnly = errors.New("replica: read-only store following a primary; send writes to the primary")
 
 // Errors of the primary's stream that reading again cannot mend: they end
 // a read or a subscription.
@@ -51,7 +48,13 @@ var errMalformed = errors.New("replica: malformed event line")
 const MaxLine = 8 << 20
 
 // Store follows the primary at base (http://host:port) with a bearer token.
+// Its writes return eventstore.ErrReadOnly; the reads a projection of the
+// whole log does not need (ReadStream, ReadStreamBackward, ReadTag,
+// ListStreams, StreamVersion, LoadSnapshot, and Subscribe with a stream or
+// tag filter) return an error that matches errors.ErrUnsupported.
 type Store struct {
+	backend.ReadOnly // Append and SaveSnapshot
+
 	// Log receives the subscription's warnings: malformed lines, broken
 	// streams, reconnects. Nil means slog.Default().
 	Log    *slog.Logger
@@ -167,7 +170,7 @@ func max1(v uint64) uint64 {
 // needs.
 func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64) (eventstore.Subscription, error) {
 	if f.Kind != eventstore.FilterAll {
-		return nil, fmt.Errorf("%w: only the all-events subscription", ErrReadOnly)
+		return nil, unsupported("Subscribe to " + f.String() + " (only the all-events subscription)")
 	}
 	subCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel) // the connect obeys ctx; the stream outlives it
@@ -405,26 +408,30 @@ func fromJSON(j query.EventJSON) (eventstore.Event, error) {
 	return ev, nil
 }
 
-// The rest of eventstore.Store: a replica neither writes nor offers the
-// reads no projection of the whole log needs.
+// The rest of eventstore.Store's reads: a projection of the whole log
+// needs none of them.
 
-func (s *Store) Append(context.Context, string, eventstore.ExpectedVersion, []eventstore.NewEvent) (eventstore.AppendResult, error) {
-	return eventstore.AppendResult{}, ErrReadOnly
+func unsupported(what string) error {
+	return fmt.Errorf("httpreplica: %s: %w by a replica following over HTTP", what, errors.ErrUnsupported)
 }
+
 func (s *Store) ReadStream(context.Context, string, uint64, int) ([]eventstore.Event, error) {
-	return nil, ErrReadOnly
+	return nil, unsupported("ReadStream")
 }
 func (s *Store) ReadStreamBackward(context.Context, string, uint64, int) ([]eventstore.Event, error) {
-	return nil, ErrReadOnly
+	return nil, unsupported("ReadStreamBackward")
 }
 func (s *Store) ReadTag(context.Context, string, uint64, int) ([]eventstore.Event, error) {
-	return nil, ErrReadOnly
+	return nil, unsupported("ReadTag")
 }
-func (s *Store) ListStreams(context.Context, string, int) ([]string, error) { return nil, ErrReadOnly }
-func (s *Store) StreamVersion(context.Context, string) (uint64, error)      { return 0, ErrReadOnly }
-func (s *Store) SaveSnapshot(context.Context, eventstore.Snapshot) error    { return ErrReadOnly }
+func (s *Store) ListStreams(context.Context, string, int) ([]string, error) {
+	return nil, unsupported("ListStreams")
+}
+func (s *Store) StreamVersion(context.Context, string) (uint64, error) {
+	return 0, unsupported("StreamVersion")
+}
 func (s *Store) LoadSnapshot(context.Context, string) (eventstore.Snapshot, bool, error) {
-	return eventstore.Snapshot{}, false, ErrReadOnly
+	return eventstore.Snapshot{}, false, unsupported("LoadSnapshot")
 }
 
 // Close drops idle connections.

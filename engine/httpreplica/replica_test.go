@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,4 +112,34 @@ func TestCursorRace(t *testing.T) {
 		}
 	}
 	<-done
+}
+
+// TestWritesAndUnofferedReads: writes are refused as read-only, the reads a
+// replica does not offer as unsupported, and neither reaches the primary.
+func TestWritesAndUnofferedReads(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "unexpected", http.StatusTeapot)
+	}))
+	defer srv.Close()
+	s := httpreplica.New(srv.URL, "tok")
+	defer s.Close()
+	ctx := t.Context()
+	if _, err := s.Append(ctx, "s", eventstore.Any, []eventstore.NewEvent{{Type: "T"}}); !errors.Is(err, eventstore.ErrReadOnly) {
+		t.Errorf("Append: %v, want ErrReadOnly", err)
+	}
+	if err := s.SaveSnapshot(ctx, eventstore.Snapshot{Stream: "s", Seq: 1}); !errors.Is(err, eventstore.ErrReadOnly) {
+		t.Errorf("SaveSnapshot: %v, want ErrReadOnly", err)
+	}
+	_, err := s.ReadStream(ctx, "s", 1, 10)
+	if !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, eventstore.ErrReadOnly) {
+		t.Errorf("ReadStream: %v, want ErrUnsupported", err)
+	}
+	if _, err := s.Subscribe(ctx, eventstore.Tagged("x"), 1); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Subscribe to a tag: %v, want ErrUnsupported", err)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d requests reached the primary", n)
+	}
 }

@@ -13,14 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 )
-
-// ErrReadOnly is returned by a ReplicaStore's writes.
-var ErrReadOnly = errors.New("kafkabus: read-only replica store; send writes to the primary")
 
 // ReplicaStore is a read-only eventstore.Store for a read replica: it
 // delivers the live log from Kafka and everything else from a fallback
-// store (the primary's database, or a replica.Store).
+// store (the primary's database, or an httpreplica.Store).
 //
 //   - Subscribe(All, from) catches up from the fallback while it is more
 //     than a window behind the fallback's head, then reads every
@@ -30,10 +28,12 @@ var ErrReadOnly = errors.New("kafkabus: read-only replica store; send writes to 
 //   - Subscribe with a tag or stream filter, and every read (Head,
 //     ReadAll, ReadStream, ReadStreamBackward, ReadTag, ListStreams,
 //     StreamVersion, LoadSnapshot), are the fallback's.
-//   - Append and SaveSnapshot return ErrReadOnly.
+//   - Append and SaveSnapshot return eventstore.ErrReadOnly.
 //   - Close does nothing: each subscription's Close stops its own Kafka
 //     client, and the fallback belongs to the caller.
 type ReplicaStore struct {
+	backend.ReadOnly // Append and SaveSnapshot
+
 	cfg      Config
 	topic    string
 	fallback eventstore.Store
@@ -443,10 +443,6 @@ func (s *ReplicaStore) StreamVersion(ctx context.Context, stream string) (uint64
 func (s *ReplicaStore) LoadSnapshot(ctx context.Context, stream string) (eventstore.Snapshot, bool, error) {
 	return s.fallback.LoadSnapshot(ctx, stream)
 }
-func (s *ReplicaStore) Append(context.Context, string, eventstore.ExpectedVersion, []eventstore.NewEvent) (eventstore.AppendResult, error) {
-	return eventstore.AppendResult{}, ErrReadOnly
-}
-func (s *ReplicaStore) SaveSnapshot(context.Context, eventstore.Snapshot) error { return ErrReadOnly }
 
 // Close does nothing: subscriptions close themselves, and the fallback is
 // the caller's to close.

@@ -2,6 +2,7 @@ package kafkabus
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -147,5 +148,15 @@ func TestReplicaStoreViewEqualsStoreView(t *testing.T) {
 		r    *projection.Runner
 	}{{"direct", direct, directRunner}, {"live", liveView, liveRunner}, {"late", lateView, lateRunner}} {
 		checkView(t, st, c.v, c.r, c.name)
+	}
+}
+
+func TestReplicaStoreRefusesWrites(t *testing.T) {
+	s := NewReplicaStore(Config{}, "topic", nil)
+	if _, err := s.Append(t.Context(), "s", eventstore.Any, []eventstore.NewEvent{{Type: "T"}}); !errors.Is(err, eventstore.ErrReadOnly) {
+		t.Errorf("Append: %v, want ErrReadOnly", err)
+	}
+	if err := s.SaveSnapshot(t.Context(), eventstore.Snapshot{Stream: "s", Seq: 1}); !errors.Is(err, eventstore.ErrReadOnly) {
+		t.Errorf("SaveSnapshot: %v, want ErrReadOnly", err)
 	}
 }

@@ -2,7 +2,6 @@ package projection
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/engine/pebbleformat"
+	"github.com/logbook/logbook/engine/pebblekit"
 )
 
 // PebbleView is the storage of a durable view: a Pebble database of its
@@ -49,10 +48,9 @@ type PebbleOptions struct {
 }
 
 var (
-	checkpointKey    = []byte("\x00checkpoint")
-	viewFormatKey    = []byte("\x00format")
-	viewFormat       = "logbook-view-1"
-	errBadCheckpoint = errors.New("malformed checkpoint")
+	checkpointKey = []byte("\x00checkpoint")
+	viewFormatKey = []byte("\x00format")
+	viewFormat    = "logbook-view-1"
 )
 
 // OpenPebbleView opens (creating if needed) the view database in dir.
@@ -69,7 +67,7 @@ func OpenPebbleView(dir string, opts PebbleOptions, update func(b *pebble.Batch,
 	}
 	popts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             viewLogger{opts.Logger},
+		Logger:             pebblekit.Logger(opts.Logger, "view"),
 	}
 	if opts.Tune != nil {
 		opts.Tune(popts)
@@ -91,27 +89,12 @@ func OpenPebbleView(dir string, opts PebbleOptions, update func(b *pebble.Batch,
 
 // load checks the format marker and reads the checkpoint.
 func (v *PebbleView) load() error {
-	if err := pebbleformat.Claim(v.db, viewFormatKey, viewFormat, "view"); err != nil {
+	if err := pebblekit.Claim(v.db, viewFormatKey, viewFormat, "view"); err != nil {
 		return err
 	}
 	var err error
-	v.pos, err = readCheckpoint(v.db)
+	v.pos, err = pebblekit.ReadCheckpoint(v.db, checkpointKey)
 	return err
-}
-
-func readCheckpoint(r pebble.Reader) (uint64, error) {
-	b, closer, err := r.Get(checkpointKey)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer closer.Close()
-	if len(b) != 8 {
-		return 0, errBadCheckpoint
-	}
-	return binary.BigEndian.Uint64(b), nil
 }
 
 // Checkpoint implements View.
@@ -139,9 +122,8 @@ func (v *PebbleView) Apply(_ context.Context, batch []eventstore.Event) error {
 	}
 	last := batch[len(batch)-1].Position
 	var cp [8]byte
-	binary.BigEndian.PutUint64(cp[:], last)
 	// Set last: should update have touched the key, this write wins.
-	if err := b.Set(checkpointKey, cp[:], nil); err != nil {
+	if err := b.Set(checkpointKey, pebblekit.AppendCheckpoint(cp[:0], last), nil); err != nil {
 		return err
 	}
 	if err := b.Commit(v.write); err != nil {
@@ -203,7 +185,7 @@ func (v *PebbleView) Reset(mark func(b *pebble.Batch) error) error {
 func (v *PebbleView) Read(fn func(r pebble.Reader, pos uint64) error) error {
 	snap := v.db.NewSnapshot()
 	defer snap.Close()
-	pos, err := readCheckpoint(snap)
+	pos, err := pebblekit.ReadCheckpoint(snap, checkpointKey)
 	if err != nil {
 		return fmt.Errorf("projection: read view checkpoint: %w", err)
 	}
@@ -219,16 +201,4 @@ func (v *PebbleView) Close() error {
 	}
 	v.closed = true
 	return v.db.Close()
-}
-
-type viewLogger struct{ l *slog.Logger }
-
-func (p viewLogger) Infof(string, ...any) {}
-func (p viewLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble (view): " + fmt.Sprintf(format, args...))
-}
-func (p viewLogger) Fatalf(format string, args ...any) {
-	msg := "pebble (view): " + fmt.Sprintf(format, args...)
-	p.l.Error(msg)
-	panic(msg)
 }

@@ -51,7 +51,7 @@
 //
 // # Live queries: woken, not polling
 //
-// If the store can signal commits (it has eventstore.Tail's Changed
+// If the store can signal commits (it has backend.Tail's Changed
 // method, as pebblestore does, also when wrapped by a decorator that
 // offers Unwrap() eventstore.Store), a live query that has caught up sleeps on
 // that signal, taken before its last read so that a commit between the

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 	"github.com/logbook/logbook/engine/metrics"
 )
 
@@ -42,7 +43,7 @@ type Options struct {
 }
 
 // changer is what a backend implements to wake live queries on commit
-// (eventstore.Tail's Changed). A decorator that hides it should offer
+// (backend.Tail's Changed). A decorator that hides it should offer
 // Unwrap() eventstore.Store, through which New finds it.
 type changer interface {
 	Changed(eventstore.Filter) <-chan struct{}
@@ -56,7 +57,7 @@ type ReadJournal struct {
 	changes changer // nil: poll every RefreshInterval
 	opts    Options
 	permits *Permitter
-	limits  eventstore.Limits
+	limits  backend.Limits
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -78,7 +79,7 @@ func New(store eventstore.Store, opts Options) (*ReadJournal, error) {
 		store:   store,
 		opts:    opts,
 		permits: NewPermitter(opts.MaxConcurrentQueries),
-		limits:  eventstore.Limits{}.WithDefaults(),
+		limits:  backend.NewLimits(eventstore.Limits{}),
 		done:    make(chan struct{}),
 	}
 	if c, ok := find[changer](store); ok {
@@ -87,7 +88,7 @@ func New(store eventstore.Store, opts Options) (*ReadJournal, error) {
 	// The store's own limits, where it tells them, decide which stream ids
 	// and tags the HTTP handler accepts.
 	if l, ok := find[interface{ Limits() eventstore.Limits }](store); ok {
-		j.limits = l.Limits()
+		j.limits = backend.NewLimits(l.Limits())
 	}
 	if opts.Registerer != nil {
 		if err := registerMetrics(opts.Registerer, j.permits); err != nil {

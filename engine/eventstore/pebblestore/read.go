@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 )
 
 // Head implements eventstore.Store.
@@ -306,12 +307,12 @@ func (s *Store) lastSeq(stream string, maxPos uint64) (uint64, error) {
 	return seq, iter.Close()
 }
 
-// ReadFiltered implements eventstore.Tail.
+// ReadFiltered implements backend.Tail.
 func (s *Store) ReadFiltered(ctx context.Context, f eventstore.Filter, cursor uint64, max int) ([]eventstore.Event, error) {
-	return eventstore.ReadFiltered(ctx, s, f, cursor, max)
+	return backend.ReadFiltered(ctx, s, f, cursor, max)
 }
 
-// Changed implements eventstore.Tail.
+// Changed implements backend.Tail.
 func (s *Store) Changed(f eventstore.Filter) <-chan struct{} { return s.notify.Changed(f) }
 
 // Subscribe implements eventstore.Store.
@@ -322,7 +323,7 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 	if err := s.limits.ValidateFilter(f); err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)
 	}
-	return eventstore.NewSubscription(s, f, from, 0), nil
+	return backend.NewSubscription(s, f, from, 0), nil
 }
 
 // SaveSnapshot implements eventstore.Store.
@@ -342,7 +343,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap eventstore.Snapshot) erro
 		return err
 	}
 	if snap.Seq > v {
-		return eventstore.SnapshotBeyondVersion(snap, v)
+		return backend.SnapshotBeyondVersion(snap, v)
 	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()

@@ -24,7 +24,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/logbook/logbook/engine/eventstore"
-	"github.com/logbook/logbook/engine/pebbleformat"
+	"github.com/logbook/logbook/engine/eventstore/backend"
+	"github.com/logbook/logbook/engine/pebblekit"
 )
 
 // Options configure a Store. The zero value is the production setting.
@@ -63,13 +64,13 @@ type Options struct {
 type Store struct {
 	db     *pebble.DB
 	opts   Options
-	limits eventstore.Limits
+	limits backend.Limits
 	fs     *countingFS
 
 	// durable is the position of the last event whose batch is synced.
 	// Readers bound every read by it.
 	durable atomic.Uint64
-	notify  eventstore.Notifier
+	notify  backend.Notifier
 
 	mu     sync.RWMutex // guards closed against concurrent sends on reqs
 	closed bool
@@ -124,7 +125,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts:    opts,
-		limits:  opts.Limits.WithDefaults(),
+		limits:  backend.NewLimits(opts.Limits),
 		fs:      &countingFS{FS: opts.FS},
 		reqs:    make(chan *appendReq, 1024),
 		groups:  make(chan *group, 2),
@@ -138,7 +139,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		Cache:              cache,
 		MemTableSize:       opts.MemTableBytes,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{opts.Logger},
+		Logger:             pebblekit.Logger(opts.Logger, "store"),
 	}
 	popts.EnsureDefaults()
 	// Index lookups by exact key (ids, stream heads) are common and mostly
@@ -164,7 +165,7 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // recover checks the format marker and finds the last position.
 func (s *Store) recover() error {
-	if err := pebbleformat.Claim(s.db, formatKey, formatVersion, "store"); err != nil {
+	if err := pebblekit.Claim(s.db, formatKey, formatVersion, "store"); err != nil {
 		return err
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
@@ -254,7 +255,7 @@ func (s *Store) Fsyncs() uint64 { return s.fs.syncs.Load() }
 func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
 
 // Limits returns the limits in force.
-func (s *Store) Limits() eventstore.Limits { return s.limits }
+func (s *Store) Limits() eventstore.Limits { return s.limits.Limits }
 
 // Healthy is nil, or the write failure that made the store refuse every
 // append until it is reopened (eventstore.Healthy).
@@ -274,18 +275,6 @@ func (s *Store) fail(err error) {
 	err = fmt.Errorf("pebblestore: write failed, store unusable until reopened: %w", err)
 	s.failed.CompareAndSwap(nil, &err)
 	s.opts.Logger.Error("event store write failed", "err", err)
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(string, ...any) {}
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
-}
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := "pebble: " + fmt.Sprintf(format, args...)
-	p.l.Error(msg)
-	panic(msg)
 }
 
 // countingFS counts fsyncs, so that benchmarks can report how well group

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 )
 
 // An append's outcome.
@@ -68,7 +69,7 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 			m := string(b)
 			req.metas[i] = &m
 		}
-		req.bytes += eventstore.EventSize(ev)
+		req.bytes += backend.EventSize(ev)
 	}
 	if err := s.enter(); err != nil {
 		return eventstore.AppendResult{}, err

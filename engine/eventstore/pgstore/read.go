@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 )
 
 // The columns of an event, from events e and the append a it belongs to.
@@ -176,12 +177,12 @@ func (s *Store) StreamVersion(ctx context.Context, stream string) (uint64, error
 	return uint64(v), nil
 }
 
-// ReadFiltered implements eventstore.Tail.
+// ReadFiltered implements backend.Tail.
 func (s *Store) ReadFiltered(ctx context.Context, f eventstore.Filter, cursor uint64, max int) ([]eventstore.Event, error) {
-	return eventstore.ReadFiltered(ctx, s, f, cursor, max)
+	return backend.ReadFiltered(ctx, s, f, cursor, max)
 }
 
-// Changed implements eventstore.Tail.
+// Changed implements backend.Tail.
 func (s *Store) Changed(f eventstore.Filter) <-chan struct{} { return s.notify.Changed(f) }
 
 // Subscribe implements eventstore.Store.
@@ -192,7 +193,7 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 	if err := s.limits.ValidateFilter(f); err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)
 	}
-	return eventstore.NewSubscription(s, f, from, 0), nil
+	return backend.NewSubscription(s, f, from, 0), nil
 }
 
 // SaveSnapshot implements eventstore.Store. A snapshot never replaces a
@@ -209,7 +210,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap eventstore.Snapshot) erro
 		return err
 	}
 	if snap.Seq > v {
-		return eventstore.SnapshotBeyondVersion(snap, v)
+		return backend.SnapshotBeyondVersion(snap, v)
 	}
 	if err := s.enter(); err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 )
 
 //go:embed schema.sql
@@ -60,10 +61,10 @@ type Store struct {
 	schema  string
 	lockKey int64  // lockKey+1 is the advisory lock schema changes run under
 	headCh  string // NOTIFY channel: the head moved (payload: new head)
-	limits  eventstore.Limits
+	limits  backend.Limits
 	opts    Options
 
-	notify eventstore.Notifier
+	notify backend.Notifier
 
 	mu       sync.Mutex
 	known    uint64            // the head this process has published to its subscribers
@@ -90,7 +91,7 @@ type Store struct {
 }
 
 var _ eventstore.Store = (*Store)(nil)
-var _ eventstore.Tail = (*Store)(nil)
+var _ backend.Tail = (*Store)(nil)
 
 // Open connects to the database at url, creates the schema if needed, and
 // starts following the log.
@@ -135,7 +136,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		schema:   opts.Schema,
 		lockKey:  int64(h.Sum64() >> 1),
 		headCh:   opts.Schema + "_head",
-		limits:   opts.Limits.WithDefaults(),
+		limits:   backend.NewLimits(opts.Limits),
 		opts:     opts,
 		reqs:     make(chan *appendReq, 4096),
 		versions: make(map[string]uint64),
@@ -182,7 +183,7 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // Limits reports the limits appends are checked against.
-func (s *Store) Limits() eventstore.Limits { return s.limits }
+func (s *Store) Limits() eventstore.Limits { return s.limits.Limits }
 
 // Pool is the connection pool, for callers that report its statistics.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 )
 
 // The default limits (eventstore.Limits), which the suite expects open's
@@ -28,10 +29,10 @@ func validationTests() []testCase {
 	}
 }
 
-// sized returns an event whose eventstore.EventSize is exactly size.
+// sized returns an event whose backend.EventSize is exactly size.
 func sized(typ string, size int, tags []string, meta map[string]string) eventstore.NewEvent {
 	e := eventstore.NewEvent{Type: typ, Tags: tags, Meta: meta}
-	e.Data = make([]byte, size-eventstore.EventSize(&e))
+	e.Data = make([]byte, size-backend.EventSize(&e))
 	for i := range e.Data {
 		e.Data[i] = byte(i)
 	}

@@ -33,7 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -41,6 +41,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 
+	"github.com/logbook/logbook/engine/pebblekit"
 	"github.com/logbook/logbook/services/kv"
 )
 
@@ -111,7 +112,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
-	popts := &pebble.Options{Cache: cache, MemTableSize: 64 << 20, FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}}
+	popts := &pebble.Options{Cache: cache, MemTableSize: 64 << 20, FormatMajorVersion: pebble.FormatNewest, Logger: pebblekit.Logger(slog.Default(), "kv")}
 	popts.EnsureDefaults()
 	for i := range popts.Levels {
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
@@ -120,7 +121,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
 	}
-	if err := claim(db); err != nil {
+	if err := pebblekit.Claim(db, []byte(formatKey), formatMarker, "kv database"); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
 	}
@@ -228,32 +229,6 @@ func (b *Backend) removeBlobs(names []string) {
 }
 
 // claim checks the format marker, writing it into an empty database.
-func claim(db *pebble.DB) error {
-	v, closer, err := db.Get([]byte(formatKey))
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		iter, err := db.NewIter(nil)
-		if err != nil {
-			return err
-		}
-		empty := !iter.First()
-		if err := iter.Close(); err != nil {
-			return err
-		}
-		if !empty {
-			return errors.New("not a logbook kv database (no format marker)")
-		}
-		return db.Set([]byte(formatKey), []byte(formatMarker), pebble.Sync)
-	case err != nil:
-		return err
-	}
-	defer closer.Close()
-	if string(v) != formatMarker {
-		return fmt.Errorf("format %q, want %q", v, formatMarker)
-	}
-	return nil
-}
-
 func key(id string) []byte {
 	k := make([]byte, 1+len(id))
 	k[0] = prefixValue
@@ -596,11 +571,3 @@ func (g *group) take(r *request, failed error) {
 		r.versions = nil
 	}
 }
-
-// quiet drops Pebble's informational messages (one per WAL at open) and
-// keeps its errors.
-type quiet struct{}
-
-func (quiet) Infof(string, ...any)           {}
-func (quiet) Errorf(format string, a ...any) { log.Printf("pebblekv: "+format, a...) }
-func (quiet) Fatalf(format string, a ...any) { log.Fatalf("pebblekv: "+format, a...) }

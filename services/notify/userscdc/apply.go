@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/logbook/logbook/engine/pebblekit"
 	"github.com/logbook/logbook/services/notify"
 )
 
@@ -58,7 +59,7 @@ func (b *batch) size() int { return b.b.Len() }
 func (b *batch) commit(end LSN, sync bool) error {
 	defer b.b.Close()
 	if end != 0 {
-		if err := b.b.Set(positionKey, binary.BigEndian.AppendUint64(nil, uint64(end)), nil); err != nil {
+		if err := b.b.Set(positionKey, pebblekit.AppendCheckpoint(nil, uint64(end)), nil); err != nil {
 			return err
 		}
 	}

@@ -30,7 +30,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/jackc/pglogrepl"
 
-	"github.com/logbook/logbook/engine/pebbleformat"
+	"github.com/logbook/logbook/engine/pebblekit"
 	"github.com/logbook/logbook/services/notify"
 )
 
@@ -191,7 +191,7 @@ func OpenView(dir string, opts ViewOptions) (*View, error) {
 	popts := &pebble.Options{
 		Cache:              cache,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{opts.Logger},
+		Logger:             pebblekit.Logger(opts.Logger, "users view"),
 		// A snapshot writes a million users in 16 MiB batches, which
 		// the default 4 MiB memtable flushed as tables of their own,
 		// stalling writes on level 0 (docs/benchmarks.md, "Figures
@@ -213,7 +213,7 @@ func OpenView(dir string, opts ViewOptions) (*View, error) {
 }
 
 func (v *View) load() error {
-	if err := pebbleformat.Claim(v.db, formatKey, viewFormat, "users view"); err != nil {
+	if err := pebblekit.Claim(v.db, formatKey, viewFormat, "users view"); err != nil {
 		return err
 	}
 	pos, err := readPosition(v.db)
@@ -227,18 +227,11 @@ func (v *View) load() error {
 }
 
 func readPosition(r pebble.Reader) (LSN, error) {
-	b, closer, err := r.Get(positionKey)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
+	pos, err := pebblekit.ReadCheckpoint(r, positionKey)
+	if errors.Is(err, pebblekit.ErrBadCheckpoint) {
+		return 0, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	if err != nil {
-		return 0, err
-	}
-	defer closer.Close()
-	if len(b) != 8 {
-		return 0, errCorrupt
-	}
-	return LSN(binary.BigEndian.Uint64(b)), nil
+	return LSN(pos), err
 }
 
 // snapshotting reports the slot whose snapshot was being copied when the
@@ -631,16 +624,4 @@ func (v *View) Close() error {
 		r.close()
 	}
 	return err
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(string, ...any) {}
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble (users view): " + fmt.Sprintf(format, args...))
-}
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := "pebble (users view): " + fmt.Sprintf(format, args...)
-	p.l.Error(msg)
-	panic(msg)
 }

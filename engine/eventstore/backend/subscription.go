@@ -1,41 +1,44 @@
-package eventstore
+package backend
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/logbook/logbook/engine/eventstore"
 )
 
 // Tail is what a backend provides so that NewSubscription can follow it.
 type Tail interface {
 	// ReadFiltered reads the events selected by f from cursor on (a
 	// position, or a sequence number for a stream filter).
-	ReadFiltered(ctx context.Context, f Filter, cursor uint64, max int) ([]Event, error)
+	ReadFiltered(ctx context.Context, f eventstore.Filter, cursor uint64, max int) ([]eventstore.Event, error)
 	// Changed returns a channel that is closed once an event selected by f
 	// may have become readable after the call (and when the store closes).
 	// Taking the channel before reading is what makes the switch from
 	// catch-up to live free of gaps.
-	Changed(f Filter) <-chan struct{}
+	Changed(f eventstore.Filter) <-chan struct{}
 }
 
 // ReadFiltered is Tail.ReadFiltered for a Store: the read that matches
 // f's kind.
-func ReadFiltered(ctx context.Context, s Store, f Filter, cursor uint64, max int) ([]Event, error) {
+func ReadFiltered(ctx context.Context, s eventstore.Store, f eventstore.Filter, cursor uint64, max int) ([]eventstore.Event, error) {
 	switch f.Kind {
-	case FilterStream:
+	case eventstore.FilterStream:
 		return s.ReadStream(ctx, f.Stream, cursor, max)
-	case FilterTag:
+	case eventstore.FilterTag:
 		return s.ReadTag(ctx, f.Tag, cursor, max)
 	default:
 		return s.ReadAll(ctx, cursor, max)
 	}
 }
 
-// NewSubscription returns a Subscription that pulls from t: it reads pages
-// of at most batch events from its cursor, and when it finds nothing it
-// sleeps until t signals a commit. Because the subscriber's own calls do
+// NewSubscription returns a Subscription that pulls from t: it reads
+// pages of at most batch events (default 512) from its cursor, and when
+// it finds nothing it sleeps until t signals a commit. A backend's
+// Subscribe returns it, after checking the filter (Limits.ValidateFilter). Because the subscriber's own calls do
 // the reading, nothing is buffered on its behalf, however slow it is.
-func NewSubscription(t Tail, f Filter, from uint64, batch int) Subscription {
+func NewSubscription(t Tail, f eventstore.Filter, from uint64, batch int) eventstore.Subscription {
 	if from == 0 {
 		from = 1
 	}
@@ -49,7 +52,7 @@ func NewSubscription(t Tail, f Filter, from uint64, batch int) Subscription {
 
 type tailSub struct {
 	tail   Tail
-	filter Filter
+	filter eventstore.Filter
 	batch  int
 
 	mu     sync.Mutex // serializes Next calls
@@ -59,13 +62,13 @@ type tailSub struct {
 	done      chan struct{}
 }
 
-func (s *tailSub) Next(ctx context.Context) ([]Event, error) {
+func (s *tailSub) Next(ctx context.Context) ([]eventstore.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
 		select {
 		case <-s.done:
-			return nil, ErrClosed
+			return nil, eventstore.ErrClosed
 		default:
 		}
 		changed := s.tail.Changed(s.filter)
@@ -75,7 +78,7 @@ func (s *tailSub) Next(ctx context.Context) ([]Event, error) {
 		}
 		if len(evs) > 0 {
 			last := evs[len(evs)-1]
-			if s.filter.Kind == FilterStream {
+			if s.filter.Kind == eventstore.FilterStream {
 				s.cursor.Store(last.Seq + 1)
 			} else {
 				s.cursor.Store(last.Position + 1)
@@ -87,7 +90,7 @@ func (s *tailSub) Next(ctx context.Context) ([]Event, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.done:
-			return nil, ErrClosed
+			return nil, eventstore.ErrClosed
 		}
 	}
 }

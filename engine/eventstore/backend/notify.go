@@ -1,8 +1,12 @@
-package eventstore
+package backend
 
-import "sync"
+import (
+	"sync"
 
-// Notifier is the Changed half of a Tail, for backends: it wakes
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// Notifier is the Changed half of a Tail: it wakes
 // subscriptions when the backend publishes newly readable events. Waiters
 // are keyed by what they follow, so a commit to one stream wakes only that
 // stream's subscribers, not every idle one of a hundred thousand. The zero
@@ -18,16 +22,16 @@ type Notifier struct {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Changed implements Tail.Changed.
-func (n *Notifier) Changed(f Filter) <-chan struct{} {
+func (n *Notifier) Changed(f eventstore.Filter) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return closedChan
 	}
 	switch f.Kind {
-	case FilterStream:
+	case eventstore.FilterStream:
 		return waiter(&n.streams, f.Stream)
-	case FilterTag:
+	case eventstore.FilterTag:
 		return waiter(&n.tags, f.Tag)
 	default:
 		if n.all == nil {

@@ -12,6 +12,8 @@
 //     backends engine/eventstore/pebblestore (embedded, one process) and
 //     engine/eventstore/pgstore (PostgreSQL, several processes), and the
 //     conformance suite every backend passes, engine/eventstore/storetest.
+//     A new backend builds on engine/eventstore/backend, the store
+//     author's API (as database/sql/driver is to database/sql).
 //
 // The read side:
 //
@@ -24,8 +26,8 @@
 //   - engine/kafkabus copies the log to a Kafka topic exactly once and
 //     lets read replicas follow it from there.
 //
-// The other packages serve these over HTTP (httpkit, httpreplica, ndjson,
-// problem, auth, accesslog, metrics) or hold shared formats (registry,
-// pebbleformat); go list ./engine/... names them all, and
+// The other packages serve these over HTTP (server, httpkit, httpreplica,
+// ndjson, problem, auth, accesslog, metrics) or hold shared formats
+// (registry, pebblekit); go list ./engine/... names them all, and
 // docs/ARCHITECTURE.md draws the map.
 package engine

@@ -158,7 +158,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 		return fmt.Errorf("users' database: %w", err)
 	}
 	defer follower.Close()
-	d, err := deliver.New(deliver.Options{
+	d, err := deliver.New(deliver.Config{
 		Endpoints: map[notify.Channel]string{notify.Push: f.pushURL, notify.Email: f.emailURL},
 		Rate:      map[notify.Channel]float64{notify.Push: f.rate, notify.Email: f.rate},
 		Attempts:  f.attempts,

@@ -618,7 +618,7 @@ func startMonolith(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 	if err != nil {
 		return nil, fmt.Errorf("bench notify: monolith: %w", err)
 	}
-	d, err := deliver.New(deliver.Options{Endpoints: map[notify.Channel]string{notify.Push: sinkURL, notify.Email: sinkURL}})
+	d, err := deliver.New(deliver.Config{Endpoints: map[notify.Channel]string{notify.Push: sinkURL, notify.Email: sinkURL}})
 	if err != nil {
 		pool.Close()
 		return nil, err

@@ -70,7 +70,7 @@ func newServer(t *testing.T) *server {
 	}
 	ss := httptest.NewServer(sk)
 	t.Cleanup(ss.Close)
-	d, err := deliver.New(deliver.Options{Endpoints: map[notify.Channel]string{notify.Push: ss.URL + sink.Path, notify.Email: ss.URL + sink.Path}})
+	d, err := deliver.New(deliver.Config{Endpoints: map[notify.Channel]string{notify.Push: ss.URL + sink.Path, notify.Email: ss.URL + sink.Path}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ type harness struct {
 	users *users
 	sinks map[notify.Channel]*sink.Sink
 	urls  map[notify.Channel]string
-	opt   deliver.Options
+	opt   deliver.Config
 	cfg   Config
 	svc   *Service
 }
@@ -113,7 +113,7 @@ func newHarness(t *testing.T, u *users, sinkOpt map[notify.Channel]sink.Options)
 	}
 	h.store = st
 	t.Cleanup(func() { _ = st.Close() })
-	h.opt = deliver.Options{Endpoints: h.urls, Attempts: 6, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	h.opt = deliver.Config{Endpoints: h.urls, Attempts: 6, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
 	h.cfg = Config{Store: st, Users: u, StateDir: h.dir + "/state", ChunkSize: 1000}
 	return h
 }

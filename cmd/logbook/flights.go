@@ -29,7 +29,7 @@ func newFlightsGenerateCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "generate --out DIR", Short: "generate a season's schedule with injected violations, as SSIM and a rotation file", Args: noArgs}
 	fs := cmd.Flags()
 	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into (required)")
-	var cfg flights.GenerateConfig
+	var cfg flights.GenerateOptions
 	fs.IntVar(&cfg.Weeks, "weeks", 31, "weeks in the season")
 	fs.IntVar(&cfg.FlightsPerWeek, "flights-per-week", 12_850, "flights a week")
 	fs.Float64Var(&cfg.Violations, "violations", 0.01, "fraction of legs given each kind of violation (0–0.2)")
@@ -41,7 +41,7 @@ func newFlightsGenerateCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func runFlightsGenerate(cmd *cobra.Command, e *env, out string, cfg flights.GenerateConfig, asJSON bool) error {
+func runFlightsGenerate(cmd *cobra.Command, e *env, out string, cfg flights.GenerateOptions, asJSON bool) error {
 	if out == "" {
 		return usageError{"--out DIR is required"}
 	}
@@ -167,7 +167,7 @@ func runFlightsImport(cmd *cobra.Command, e *env, sf *storeFlags, ssimFile, rotF
 		return err
 	}
 	defer s.Close()
-	svc, err := flights.NewService(ctx, s, serviceOptions(e))
+	svc, err := flights.New(ctx, s, serviceOptions(e))
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func openService(ctx context.Context, e *env, sf *storeFlags) (*openedStore, *fl
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := flights.NewService(ctx, s, serviceOptions(e))
+	svc, err := flights.New(ctx, s, serviceOptions(e))
 	if err != nil {
 		s.Close()
 		return nil, nil, err

@@ -158,7 +158,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 		return fmt.Errorf("users' database: %w", err)
 	}
 	defer follower.Close()
-	d, err := deliver.New(deliver.Options{
+	d, err := deliver.New(deliver.Config{
 		Endpoints: map[notify.Channel]string{notify.Push: f.pushURL, notify.Email: f.emailURL},
 		Rate:      map[notify.Channel]float64{notify.Push: f.rate, notify.Email: f.rate},
 		Attempts:  f.attempts,
@@ -184,9 +184,9 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 			return s.pg.Exclusive(ctx, "notify pipeline", run)
 		}
 	}
-	svc, err := pipeline.New(ctx, pipeline.Config{
+	svc, err := pipeline.New(ctx, store, pipeline.Config{
 		Exclusive: exclusive,
-		Store:     store, Follow: follow, Users: view, Deliverer: d, StateDir: f.state,
+		Follow:    follow, Users: view, Deliverer: d, StateDir: f.state,
 		ChunkSize: f.chunk, MaxRecipients: f.maxRecipients, Parallel: f.parallel, Senders: f.senders,
 		MetricsGrace: f.metricsGrace, Registerer: reg, Logger: e.log,
 	})
@@ -216,7 +216,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", notifyHealthz(store, view, e.log))
-	httpapi.New(mux, svc, tokens)
+	httpapi.Mount(mux, svc, tokens)
 	mux.Handle("/api/windows/", tokens.Require(window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = serveUntil(ctx, e.log, f.addr, defaultMaxConns, mux, "logbook notify serving",

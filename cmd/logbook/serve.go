@@ -245,7 +245,7 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 	if err != nil {
 		return err
 	}
-	n.svc, err = flights.NewService(ctx, store, flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly})
+	n.svc, err = flights.New(ctx, store, flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly})
 	if err != nil {
 		return err
 	}

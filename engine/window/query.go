@@ -200,9 +200,11 @@ type group struct {
 	st         *state
 }
 
+// run reads the windows p selects from one snapshot and merges them into
+// groups, sorted by key.
 func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 	var res Result
-	var out []*group
+	var s *scan
 	err := a.read(func(r pebble.Reader, pos uint64) error {
 		res.Position = pos
 		st, err := streamTime(r)
@@ -212,204 +214,9 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 		if st != noTime {
 			res.StreamTime = time.Unix(0, st).UTC()
 		}
-		// Sized like the last answer: growing a map of a thousand
-		// groups step by step was a large part of the benchmark's
-		// query (docs/benchmarks.md, "Figures behind choices in the
-		// code"). At most maxPresize: after one wide answer (up to
-		// MaxRows groups) the narrow ones that follow would each
-		// allocate its size.
-		byKey := make(map[string]*group, min(int(a.lastGroups.Load()), p.limit, maxPresize))
-		var gslab []group
-		var dslab []string
-		slabs := stateSlab{nValues: len(a.def.Values), nDistinct: len(a.def.Distinct)}
-		var dims [][]byte
-		var gk []byte
-		grace := int64(a.def.Grace)
-		scratch := newState(len(a.def.Values), len(a.def.Distinct), 0)
-		withDistinct := len(a.def.Distinct) > 0
-		scanned := 0
-		// add merges one window of one key into its group.
-		add := func(start int64, rawDims []byte, decode func(*state) error) error {
-			if scanned++; scanned > a.opts.MaxScan {
-				return fmt.Errorf("%w: more than %d windows to read; narrow the time range or use a larger unit", ErrTooLarge, a.opts.MaxScan)
-			}
-			var err error
-			if dims, err = splitDims(rawDims, dims); err != nil {
-				return err
-			}
-			if len(dims) != len(a.def.Dims) {
-				return errBadKey
-			}
-			for _, f := range p.filter {
-				if string(dims[f.i]) != f.value {
-					return nil
-				}
-			}
-			if err := decode(scratch); err != nil {
-				return err
-			}
-			bstart, bend := start, scratch.end
-			if p.unit > 0 {
-				bstart = floorDiv(start, p.unit)
-				bend = bstart + p.unit
-			}
-			if p.final && (st == noTime || bend > st-grace) {
-				return nil
-			}
-			gk = appendTime(appendTime(gk[:0], bstart), bend)
-			for _, i := range p.group {
-				gk = appendDim(gk, string(dims[i]))
-			}
-			g := byKey[string(gk)]
-			if g == nil {
-				if len(byKey) >= p.limit {
-					return fmt.Errorf("%w: more than %d rows; narrow the query or group by fewer dimensions", ErrTooLarge, p.limit)
-				}
-				// Groups, their states and dimensions come from chunks:
-				// a query's allocations are what a live ingest's
-				// collections wait for.
-				if len(gslab) == 0 {
-					gslab = make([]group, 64)
-				}
-				g, gslab = &gslab[0], gslab[1:]
-				*g = group{key: string(gk), start: bstart, end: bend, st: slabs.state(bend)}
-				if len(dslab) < len(p.group) {
-					dslab = make([]string, 64*len(p.group))
-				}
-				g.dims, dslab = dslab[:0:len(p.group)], dslab[len(p.group):]
-				for _, i := range p.group {
-					g.dims = append(g.dims, string(dims[i]))
-				}
-				byKey[g.key] = g
-				out = append(out, g)
-			}
-			g.st.merge(scratch, a.exact)
-			return nil
-		}
+		s = a.newScan(p, st)
 		for _, prefix := range []byte{prefixWindow, prefixLate} {
-			lo := bucketKey(nil, prefix, p.level, p.from)
-			hi := []byte{prefix, p.level + 1}
-			if p.to != math.MaxInt64 {
-				hi = bucketKey(nil, prefix, p.level, p.to)
-			}
-			it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-			if err != nil {
-				return err
-			}
-			// A bucket's deltas come before its base, newest first: seen
-			// holds the keys of the entries read from its newer records,
-			// which override the same keys' entries in older ones.
-			seen := map[string]struct{}{}
-			cur, curLevel, more := int64(0), uint8(0), false
-			for it.First(); it.Valid(); it.Next() {
-				k, v := it.Key(), it.Value()
-				if len(k) < 10 || prefix == prefixWindow && !validBucketKey(k) {
-					it.Close()
-					return errBadKey
-				}
-				start := readTime(k[2:10])
-				if prefix == prefixLate {
-					// A late count of a window closed before it came.
-					err = add(start, k[10:], func(s *state) error {
-						if len(v) < 9 {
-							return errBadState
-						}
-						s.reset()
-						s.end = readTime(v)
-						s.late, _ = binary.Uvarint(v[8:])
-						return nil
-					})
-				} else {
-					var entries, index []byte
-					if _, entries, index, err = splitRecord(v); err != nil {
-						it.Close()
-						return err
-					}
-					if start != cur || k[1] != curLevel {
-						cur, curLevel, more = start, k[1], false
-						clear(seen)
-					}
-					// Records of this bucket follow this one unless it is
-					// the base; only then must its keys be remembered.
-					follow := k[10] == suffixDelta
-					// A delta's keys are remembered as substrings of one
-					// copy of it: one allocation per delta, not per entry.
-					var copied string
-					if follow {
-						copied = string(entries)
-					}
-					remember := func(d []byte) {
-						at := cap(entries) - cap(d) // d lies in entries
-						seen[copied[at:at+len(d)]] = struct{}{}
-					}
-					one := func(e []byte) error {
-						d, sv, _, err := nextEntry(e)
-						if err != nil {
-							return err
-						}
-						if more {
-							if _, ok := seen[string(d)]; ok {
-								return nil
-							}
-						}
-						if follow {
-							remember(d)
-						}
-						return add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
-					}
-					if offsets, ok, ierr := a.filtered(p, index); ierr != nil {
-						err = ierr
-					} else if ok {
-						// Only the entries the index lists for the filter.
-						for off := uint64(0); len(offsets) > 0 && err == nil; {
-							d, n := binary.Uvarint(offsets)
-							if n <= 0 || off+d >= uint64(len(entries)) {
-								err = errBadState
-								break
-							}
-							off += d
-							offsets = offsets[n:]
-							err = one(entries[off:])
-						}
-					} else {
-						for rest := entries; len(rest) > 0 && err == nil; {
-							var d, sv []byte
-							if d, sv, rest, err = nextEntry(rest); err != nil {
-								break
-							}
-							// An entry the filter drops is dropped from the
-							// older records too (same key, same values): it
-							// need not be remembered. A live ingest's deltas
-							// hold up to half a bucket, and remembering all
-							// of them was most of a filtered query's work.
-							if len(p.filter) > 0 {
-								var keep bool
-								if keep, err = a.keeps(p, d, &dims); err != nil {
-									break
-								}
-								if !keep {
-									continue
-								}
-							}
-							if more {
-								if _, ok := seen[string(d)]; ok {
-									continue
-								}
-							}
-							if follow {
-								remember(d)
-							}
-							err = add(start, d, func(s *state) error { return s.decode(sv, withDistinct) })
-						}
-					}
-					more = more || follow
-				}
-				if err != nil {
-					it.Close()
-					return err
-				}
-			}
-			if err := it.Close(); err != nil {
+			if err := s.prefix(r, prefix); err != nil {
 				return err
 			}
 		}
@@ -418,9 +225,286 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 	if err != nil {
 		return nil, res, err
 	}
-	a.lastGroups.Store(int64(len(out)))
-	slices.SortFunc(out, func(x, y *group) int { return cmp.Compare(x.key, y.key) })
-	return out, res, nil
+	a.lastGroups.Store(int64(len(s.out)))
+	slices.SortFunc(s.out, func(x, y *group) int { return cmp.Compare(x.key, y.key) })
+	return s.out, res, nil
+}
+
+// scan is one query's pass over the buckets: the groups it builds, the
+// scratch it reuses, and which bucket's records it is reading.
+type scan struct {
+	a     *Aggregation
+	p     *plan
+	st    int64 // the stream time of the snapshot
+	grace int64
+
+	byKey map[string]*group
+	out   []*group
+	// Groups, their states and dimensions come from chunks: a query's
+	// allocations are what a live ingest's collections wait for.
+	gslab []group
+	dslab []string
+	slabs stateSlab
+
+	dims         [][]byte
+	gk           []byte
+	scratch      *state
+	withDistinct bool
+	scanned      int
+
+	// A bucket's deltas come before its base, newest first: seen holds
+	// the keys of the entries read from its newer records, which override
+	// the same keys' entries in older ones. cur and curLevel name the
+	// bucket; more tells whether a newer record of it was read.
+	seen     map[string]struct{}
+	cur      int64
+	curLevel uint8
+	more     bool
+}
+
+func (a *Aggregation) newScan(p *plan, st int64) *scan {
+	return &scan{
+		a: a, p: p, st: st, grace: int64(a.def.Grace),
+		// Sized like the last answer: growing a map of a thousand
+		// groups step by step was a large part of the benchmark's
+		// query (docs/benchmarks.md, "Figures behind choices in the
+		// code"). At most maxPresize: after one wide answer (up to
+		// MaxRows groups) the narrow ones that follow would each
+		// allocate its size.
+		byKey:        make(map[string]*group, min(int(a.lastGroups.Load()), p.limit, maxPresize)),
+		slabs:        stateSlab{nValues: len(a.def.Values), nDistinct: len(a.def.Distinct)},
+		scratch:      newState(len(a.def.Values), len(a.def.Distinct), 0),
+		withDistinct: len(a.def.Distinct) > 0,
+		seen:         map[string]struct{}{},
+	}
+}
+
+// prefix reads the records under one key prefix (windows or late counts)
+// in the plan's level and time range.
+func (s *scan) prefix(r pebble.Reader, prefix byte) error {
+	lo := bucketKey(nil, prefix, s.p.level, s.p.from)
+	hi := []byte{prefix, s.p.level + 1}
+	if s.p.to != math.MaxInt64 {
+		hi = bucketKey(nil, prefix, s.p.level, s.p.to)
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	s.cur, s.curLevel, s.more = 0, 0, false
+	clear(s.seen)
+	for it.First(); it.Valid(); it.Next() {
+		if err := s.key(prefix, it.Key(), it.Value()); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// key reads one record: a late count, or a bucket's base or delta.
+func (s *scan) key(prefix byte, k, v []byte) error {
+	if len(k) < 10 || prefix == prefixWindow && !validBucketKey(k) {
+		return errBadKey
+	}
+	start := readTime(k[2:10])
+	if prefix == prefixLate {
+		return s.addLate(start, k[10:], v)
+	}
+	return s.record(start, k, v)
+}
+
+// record is one bucket record being read.
+type record struct {
+	start   int64
+	entries []byte
+	// follow tells that older records of the bucket follow this one (it
+	// is a delta, not the base): only then must its keys be remembered.
+	follow bool
+	// copied is one copy of entries, which the remembered keys are
+	// substrings of: one allocation per delta, not per entry.
+	copied string
+}
+
+// record reads the entries of one bucket record, through its index when
+// the filter can use it.
+func (s *scan) record(start int64, k, v []byte) error {
+	_, entries, index, err := splitRecord(v)
+	if err != nil {
+		return err
+	}
+	if start != s.cur || k[1] != s.curLevel {
+		s.cur, s.curLevel, s.more = start, k[1], false
+		clear(s.seen)
+	}
+	rec := &record{start: start, entries: entries, follow: k[10] == suffixDelta}
+	if rec.follow {
+		rec.copied = string(entries)
+	}
+	if offsets, ok, ierr := s.a.filtered(s.p, index); ierr != nil {
+		err = ierr
+	} else if ok {
+		err = s.indexed(rec, offsets)
+	} else {
+		err = s.all(rec)
+	}
+	s.more = s.more || rec.follow
+	return err
+}
+
+// indexed reads only the entries the index lists for the filter.
+func (s *scan) indexed(rec *record, offsets []byte) error {
+	for off := uint64(0); len(offsets) > 0; {
+		d, n := binary.Uvarint(offsets)
+		if n <= 0 || off+d >= uint64(len(rec.entries)) {
+			return errBadState
+		}
+		off += d
+		offsets = offsets[n:]
+		dims, sv, _, err := nextEntry(rec.entries[off:])
+		if err != nil {
+			return err
+		}
+		if err := s.entry(rec, dims, sv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// all reads every entry of the record.
+func (s *scan) all(rec *record) error {
+	for rest := rec.entries; len(rest) > 0; {
+		d, sv, next, err := nextEntry(rest)
+		if err != nil {
+			return err
+		}
+		rest = next
+		// An entry the filter drops is dropped from the older records
+		// too (same key, same values): it need not be remembered. A live
+		// ingest's deltas hold up to half a bucket, and remembering all
+		// of them was most of a filtered query's work.
+		if len(s.p.filter) > 0 {
+			keep, err := s.a.keeps(s.p, d, &s.dims)
+			if err != nil {
+				return err
+			}
+			if !keep {
+				continue
+			}
+		}
+		if err := s.entry(rec, d, sv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry adds the entry of a record with encoded dimensions d and state
+// sv, unless a newer record of the bucket had the same key.
+func (s *scan) entry(rec *record, d, sv []byte) error {
+	if s.more {
+		if _, ok := s.seen[string(d)]; ok {
+			return nil
+		}
+	}
+	if rec.follow {
+		at := cap(rec.entries) - cap(d) // d lies in entries
+		s.seen[rec.copied[at:at+len(d)]] = struct{}{}
+	}
+	ok, err := s.admit(d)
+	if err != nil || !ok {
+		return err
+	}
+	if err := s.scratch.decode(sv, s.withDistinct); err != nil {
+		return err
+	}
+	return s.merge(rec.start)
+}
+
+// addLate adds the late count of a window closed before it came, its
+// encoded dimensions d, its value v.
+func (s *scan) addLate(start int64, d, v []byte) error {
+	ok, err := s.admit(d)
+	if err != nil || !ok {
+		return err
+	}
+	if len(v) < 9 {
+		return errBadState
+	}
+	s.scratch.reset()
+	s.scratch.end = readTime(v)
+	s.scratch.late, _ = binary.Uvarint(v[8:])
+	return s.merge(start)
+}
+
+// admit counts one window read against MaxScan, splits its encoded
+// dimensions into s.dims and tells whether they pass the filter.
+func (s *scan) admit(rawDims []byte) (bool, error) {
+	if s.scanned++; s.scanned > s.a.opts.MaxScan {
+		return false, fmt.Errorf("%w: more than %d windows to read; narrow the time range or use a larger unit", ErrTooLarge, s.a.opts.MaxScan)
+	}
+	var err error
+	if s.dims, err = splitDims(rawDims, s.dims); err != nil {
+		return false, err
+	}
+	if len(s.dims) != len(s.a.def.Dims) {
+		return false, errBadKey
+	}
+	for _, f := range s.p.filter {
+		if string(s.dims[f.i]) != f.value {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// merge merges the window in s.scratch, starting at start, with the
+// dimensions in s.dims into its group, which it makes if it is new.
+func (s *scan) merge(start int64) error {
+	p := s.p
+	bstart, bend := start, s.scratch.end
+	if p.unit > 0 {
+		bstart = floorDiv(start, p.unit)
+		bend = bstart + p.unit
+	}
+	if p.final && (s.st == noTime || bend > s.st-s.grace) {
+		return nil
+	}
+	s.gk = appendTime(appendTime(s.gk[:0], bstart), bend)
+	for _, i := range p.group {
+		s.gk = appendDim(s.gk, string(s.dims[i]))
+	}
+	g := s.byKey[string(s.gk)]
+	if g == nil {
+		if len(s.byKey) >= p.limit {
+			return fmt.Errorf("%w: more than %d rows; narrow the query or group by fewer dimensions", ErrTooLarge, p.limit)
+		}
+		g = s.newGroup(bstart, bend)
+	}
+	g.st.merge(s.scratch, s.a.exact)
+	return nil
+}
+
+// newGroup makes the group of key s.gk, from the chunks.
+func (s *scan) newGroup(start, end int64) *group {
+	n := len(s.p.group)
+	if len(s.gslab) == 0 {
+		s.gslab = make([]group, 64)
+	}
+	g := &s.gslab[0]
+	s.gslab = s.gslab[1:]
+	*g = group{key: string(s.gk), start: start, end: end, st: s.slabs.state(end)}
+	if len(s.dslab) < n {
+		s.dslab = make([]string, 64*n)
+	}
+	g.dims, s.dslab = s.dslab[:0:n], s.dslab[n:]
+	for _, i := range s.p.group {
+		g.dims = append(g.dims, string(s.dims[i]))
+	}
+	s.byKey[g.key] = g
+	s.out = append(s.out, g)
+	return g
 }
 
 // keeps tells whether the entry with encoded dimensions d passes the

@@ -194,11 +194,92 @@ type sentRequest struct {
 // per size per run to users 1…size, timing each from the moment it is
 // sent until the sink acknowledges its last new delivery.
 func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
+	sizes, err := cfg.check()
+	if err != nil {
+		return NotifyResult{}, err
+	}
+	users := sizes[len(sizes)-1]
+	r := &notifyRun{cfg: cfg, sizes: sizes,
+		res:     NotifyResult{Mode: cfg.Mode, Users: users, SinkErrorRate: cfg.SinkErrorRate},
+		samples: map[int][]time.Duration{}, reasons: map[int]string{}}
+
+	// The users' database.
+	admin, err := pgx.Connect(ctx, cfg.UsersDB)
+	if err != nil {
+		return r.res, fmt.Errorf("bench notify: users' database: %w", err)
+	}
+	defer admin.Close(context.Background())
+	if err := clearNotifyRun(ctx, admin, cfg); err != nil {
+		return r.res, fmt.Errorf("bench notify: clear an earlier run: %w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := clearNotifyRun(ctx, admin, cfg); err != nil {
+			cfg.Log.Warn("bench notify: drop the run's schema and the service's replication slot", "schema", cfg.Schema, "slot", pipelineSlot(cfg), "err", err)
+		}
+	}()
+	start := time.Now()
+	src, err := userscdc.OpenSource(ctx, cfg.UsersDB, cfg.Schema)
+	if err != nil {
+		return r.res, err
+	}
+	defer src.Close()
+	if err := r.makeUsers(ctx, src, users, start); err != nil {
+		return r.res, err
+	}
+
+	// The sink.
+	r.sink, err = sink.New(sink.Options{ErrorRate: cfg.SinkErrorRate, Seed: 1})
+	if err != nil {
+		return r.res, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return r.res, err
+	}
+	sinkSrv := &http.Server{Handler: r.sink, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = sinkSrv.Serve(ln) }()
+	defer sinkSrv.Close()
+	sinkURL := "http://" + ln.Addr().String() + sink.Path
+
+	// The system under test, and its cold start.
+	r.started = time.Now()
+	switch cfg.Mode {
+	case ModeMonolith:
+		r.tg, err = startMonolith(ctx, cfg, sinkURL)
+	case ModePipeline:
+		r.tg, err = startPipeline(ctx, cfg, sinkURL)
+	}
+	if err != nil {
+		return r.res, err
+	}
+	defer r.tg.close()
+	if err := r.coldStart(ctx); err != nil {
+		return r.res, err
+	}
+	r.warm(ctx)
+	if err := ctx.Err(); err != nil {
+		return r.res, err
+	}
+	if err := r.coldRestart(ctx); err != nil {
+		return r.res, err
+	}
+	r.tabulate()
+	if err := r.check(ctx); err != nil {
+		return r.res, err
+	}
+	return r.res, nil
+}
+
+// check fills in the defaults and returns the sizes, sorted and without
+// duplicates.
+func (cfg *NotifyConfig) check() ([]int, error) {
 	if cfg.UsersDB == "" || len(cfg.Sizes) == 0 || cfg.Runs <= 0 || cfg.LatencyRuns < 0 {
-		return NotifyResult{}, errors.New("bench notify: a users database, sizes and a positive number of runs are needed")
+		return nil, errors.New("bench notify: a users database, sizes and a positive number of runs are needed")
 	}
 	if cfg.Mode != ModePipeline && cfg.Mode != ModeMonolith {
-		return NotifyResult{}, fmt.Errorf("bench notify: mode %q: want %s or %s", cfg.Mode, ModePipeline, ModeMonolith)
+		return nil, fmt.Errorf("bench notify: mode %q: want %s or %s", cfg.Mode, ModePipeline, ModeMonolith)
 	}
 	if cfg.Schema == "" {
 		cfg.Schema = "logbook_notify_bench"
@@ -213,221 +294,217 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 	slices.Sort(sizes)
 	sizes = slices.Compact(sizes)
 	if sizes[0] <= 0 {
-		return NotifyResult{}, errors.New("bench notify: sizes must be positive")
+		return nil, errors.New("bench notify: sizes must be positive")
 	}
-	users := sizes[len(sizes)-1]
-	res := NotifyResult{Mode: cfg.Mode, Users: users, SinkErrorRate: cfg.SinkErrorRate}
+	return sizes, nil
+}
 
-	// The users' database.
-	admin, err := pgx.Connect(ctx, cfg.UsersDB)
-	if err != nil {
-		return res, fmt.Errorf("bench notify: users' database: %w", err)
-	}
-	defer admin.Close(context.Background())
-	clear := func(ctx context.Context) error {
-		if err := dropSlot(ctx, admin, pipelineSlot(cfg)); err != nil {
-			return err
-		}
-		_, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{cfg.Schema}.Sanitize()+` CASCADE`)
+// clearNotifyRun drops what a run leaves in the users' database: its
+// schema and the service's replication slot.
+func clearNotifyRun(ctx context.Context, admin *pgx.Conn, cfg NotifyConfig) error {
+	if err := dropSlot(ctx, admin, pipelineSlot(cfg)); err != nil {
 		return err
 	}
-	if err := clear(ctx); err != nil {
-		return res, fmt.Errorf("bench notify: clear an earlier run: %w", err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := clear(ctx); err != nil {
-			cfg.Log.Warn("bench notify: drop the run's schema and the service's replication slot", "schema", cfg.Schema, "slot", pipelineSlot(cfg), "err", err)
-		}
-	}()
-	start := time.Now()
-	src, err := userscdc.OpenSource(ctx, cfg.UsersDB, cfg.Schema)
-	if err != nil {
-		return res, err
-	}
-	defer src.Close()
+	_, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{cfg.Schema}.Sanitize()+` CASCADE`)
+	return err
+}
+
+// notifyRun is one RunNotify: the system under test, the sink, and what
+// was sent and measured so far.
+type notifyRun struct {
+	cfg   NotifyConfig
+	sizes []int
+	res   NotifyResult
+
+	// expected is the deliveries a request to users 1…n should make, by
+	// n, as the recount found.
+	expected map[int]int64
+	sink     *sink.Sink
+	tg       target
+	started  time.Time // when the system under test was started
+
+	want    int64 // unique keys the sink should have taken so far
+	checks  NotifyChecks
+	sent    []sentRequest
+	seq     int
+	samples map[int][]time.Duration
+	reasons map[int]string // why a size's request failed, its first failure
+}
+
+// makeUsers generates the users in the run's schema and recounts the
+// deliveries each size should make; GenerateS is the time since start.
+func (r *notifyRun) makeUsers(ctx context.Context, src *userscdc.Source, users int, start time.Time) error {
 	pop := NotifyPopulation
 	pop.Users = users
-	cfg.Log.Info("bench notify: generating users", "users", users, "schema", cfg.Schema)
+	r.cfg.Log.Info("bench notify: generating users", "users", users, "schema", r.cfg.Schema)
 	if err := src.Generate(ctx, pop); err != nil {
-		return res, err
+		return err
 	}
 	// User 1, the one notified by the size-1 requests, gets the
 	// notification on at least one channel.
 	if _, err := src.Pool.Exec(ctx, `UPDATE `+src.Table("users")+` SET opt_out = false, email = 'user1@example.org' WHERE id = 1;
 		DELETE FROM `+src.Table("user_settings")+` WHERE user_id = 1`); err != nil {
-		return res, err
+		return err
 	}
 	if _, err := src.Pool.Exec(ctx, `ANALYZE `+src.Table("users")+`; ANALYZE `+src.Table("user_settings")+`; ANALYZE `+src.Table("user_devices")); err != nil {
-		return res, err
+		return err
 	}
-	res.GenerateS = stats.Round(time.Since(start).Seconds(), 2)
-	expected := map[int]int64{}
-	for _, n := range sizes {
-		if expected[n], err = recount(ctx, src, n); err != nil {
-			return res, err
+	r.res.GenerateS = stats.Round(time.Since(start).Seconds(), 2)
+	r.expected = map[int]int64{}
+	for _, n := range r.sizes {
+		var err error
+		if r.expected[n], err = recount(ctx, src, n); err != nil {
+			return err
 		}
 	}
-	if n := expected[1]; slices.Contains(sizes, 1) && n == 0 {
-		return res, errors.New("bench notify: user 1 is notified on no channel")
+	if n := r.expected[1]; slices.Contains(r.sizes, 1) && n == 0 {
+		return errors.New("bench notify: user 1 is notified on no channel")
 	}
+	return nil
+}
 
-	// The sink.
-	sk, err := sink.New(sink.Options{ErrorRate: cfg.SinkErrorRate, Seed: 1})
+// one sends a request to users 1…n and waits for its deliveries; it
+// returns the time from sending to the last new delivery.
+func (r *notifyRun) one(ctx context.Context, n int) (time.Duration, error) {
+	r.seq++
+	id := fmt.Sprintf("bench-%s-%d-%d-%d", r.cfg.Mode, n, r.seq, r.started.UnixNano())
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	at := time.Now()
+	a, err := r.tg.send(rctx, id, ids, at)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	expected := r.expected[n]
+	r.want += expected
+	st, err := r.sink.WaitUnique(rctx, r.want)
 	if err != nil {
-		return res, err
+		return 0, fmt.Errorf("%d of %d deliveries acknowledged after %v: %w", st.UniqueKeys-(r.want-expected), expected, time.Since(at).Round(time.Millisecond), err)
 	}
-	sinkSrv := &http.Server{Handler: sk, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = sinkSrv.Serve(ln) }()
-	defer sinkSrv.Close()
-	sinkURL := "http://" + ln.Addr().String() + sink.Path
+	if err := r.tg.finish(rctx, &a); err != nil {
+		return 0, err
+	}
+	r.checks.Retries += a.retries
+	r.checks.FailedDeliveries += a.failed
+	if a.counted && a.delivered != expected {
+		r.checks.CountMismatches++
+	}
+	r.sent = append(r.sent, sentRequest{at: at, requested: int64(n), delivered: expected, retries: a.retries})
+	return st.LastNewKeyAt.Sub(at), nil
+}
 
-	// The system under test, and its cold start.
-	started := time.Now()
-	var tg target
-	switch cfg.Mode {
-	case ModeMonolith:
-		tg, err = startMonolith(ctx, cfg, sinkURL)
-	case ModePipeline:
-		tg, err = startPipeline(ctx, cfg, sinkURL)
+// coldStart sends the first request, of size 1 if that is one of the
+// sizes, and times it from the start of the system under test.
+func (r *notifyRun) coldStart(ctx context.Context) error {
+	if !slices.Contains(r.sizes, 1) {
+		return nil
 	}
-	if err != nil {
-		return res, err
+	if _, err := r.one(ctx, 1); err != nil {
+		return fmt.Errorf("bench notify: the cold request: %w", err)
 	}
-	defer tg.close()
+	cold := stats.MS(r.sink.Stats().LastNewKeyAt.Sub(r.started))
+	r.res.ColdMS = &cold
+	if t, ok := r.tg.(interface{ readyAt() time.Time }); ok {
+		ready := stats.MS(t.readyAt().Sub(r.started))
+		r.res.ColdReadyMS = &ready
+	}
+	if t, ok := r.tg.(interface {
+		copied(context.Context) (time.Time, error)
+	}); ok {
+		// Warm is after the cold start has ended: the users' copy in.
+		at, err := t.copied(ctx)
+		if err != nil {
+			return err
+		}
+		copied := stats.MS(at.Sub(r.started))
+		r.res.ColdCopiedMS = &copied
+	}
+	if r.cfg.Mode == ModePipeline {
+		r.res.ColdSeed = "mass comm ≈ 20,000 ms (Lambda cold start, Fig. 5.1)"
+	} else {
+		r.res.ColdSeed = "vg-monolith ≈ 2,000 ms (Fig. 5.1)"
+	}
+	return nil
+}
 
-	var want int64 // unique keys the sink should have taken so far
-	var checks NotifyChecks
-	var sent []sentRequest
-	seq := 0
-	// one sends a request to users 1…n and waits for its deliveries; it
-	// returns the time from sending to the last new delivery.
-	one := func(n int) (time.Duration, error) {
-		seq++
-		id := fmt.Sprintf("bench-%s-%d-%d-%d", cfg.Mode, n, seq, started.UnixNano())
-		ids := make([]int64, n)
-		for i := range ids {
-			ids[i] = int64(i + 1)
-		}
-		rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-		defer cancel()
-		at := time.Now()
-		a, err := tg.send(rctx, id, ids, at)
-		if err != nil {
-			return 0, err
-		}
-		want += expected[n]
-		st, err := sk.WaitUnique(rctx, want)
-		if err != nil {
-			return 0, fmt.Errorf("%d of %d deliveries acknowledged after %v: %w", st.UniqueKeys-(want-expected[n]), expected[n], time.Since(at).Round(time.Millisecond), err)
-		}
-		if err := tg.finish(rctx, &a); err != nil {
-			return 0, err
-		}
-		checks.Retries += a.retries
-		checks.FailedDeliveries += a.failed
-		if a.counted && a.delivered != expected[n] {
-			checks.CountMismatches++
-		}
-		sent = append(sent, sentRequest{at: at, requested: int64(n), delivered: expected[n], retries: a.retries})
-		return st.LastNewKeyAt.Sub(at), nil
-	}
-
-	if slices.Contains(sizes, 1) {
-		if _, err := one(1); err != nil {
-			return res, fmt.Errorf("bench notify: the cold request: %w", err)
-		}
-		cold := stats.MS(sk.Stats().LastNewKeyAt.Sub(started))
-		res.ColdMS = &cold
-		if r, ok := tg.(interface{ readyAt() time.Time }); ok {
-			ready := stats.MS(r.readyAt().Sub(started))
-			res.ColdReadyMS = &ready
-		}
-		if r, ok := tg.(interface {
-			copied(context.Context) (time.Time, error)
-		}); ok {
-			// Warm is after the cold start has ended: the users' copy in.
-			at, err := r.copied(ctx)
-			if err != nil {
-				return res, err
-			}
-			copied := stats.MS(at.Sub(started))
-			res.ColdCopiedMS = &copied
-		}
-		if cfg.Mode == ModePipeline {
-			res.ColdSeed = "mass comm ≈ 20,000 ms (Lambda cold start, Fig. 5.1)"
-		} else {
-			res.ColdSeed = "vg-monolith ≈ 2,000 ms (Fig. 5.1)"
+// warm sends the latency runs of size 1, then Runs requests of every
+// size, recording each one's time or why it failed.
+func (r *notifyRun) warm(ctx context.Context) {
+	for run := range r.cfg.LatencyRuns {
+		if slices.Contains(r.sizes, 1) {
+			r.send(ctx, 1, run+1)
 		}
 	}
-	samples := map[int][]time.Duration{}
-	reasons := map[int]string{}
-	send := func(n, run int) {
-		if reasons[n] != "" && cfg.Mode == ModeMonolith {
-			return // it failed once; the query is the same every time
-		}
-		cfg.Log.Debug("bench notify: sending", "mode", cfg.Mode, "size", n, "run", run)
-		d, err := one(n)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			cfg.Log.Warn("bench notify: request failed", "size", n, "err", err)
-			if reasons[n] == "" {
-				reasons[n] = err.Error()
-			}
-			return
-		}
-		samples[n] = append(samples[n], d)
-	}
-	for run := range cfg.LatencyRuns {
-		if slices.Contains(sizes, 1) {
-			send(1, run+1)
-		}
-	}
-	for run := range cfg.Runs {
-		for _, n := range sizes {
-			if n == 1 && cfg.LatencyRuns > 0 {
+	for run := range r.cfg.Runs {
+		for _, n := range r.sizes {
+			if n == 1 && r.cfg.LatencyRuns > 0 {
 				continue
 			}
-			send(n, run+1)
+			r.send(ctx, n, run+1)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return res, err
+}
+
+// send sends one warm request of size n and records its time, or why it
+// failed.
+func (r *notifyRun) send(ctx context.Context, n, run int) {
+	if r.reasons[n] != "" && r.cfg.Mode == ModeMonolith {
+		return // it failed once; the query is the same every time
 	}
-	// The pipeline restarted on its data: a cold process whose store and
-	// users' view are in place (the seed's Lambdas found OpenSearch
-	// filled).
-	if r, ok := tg.(interface{ restart(context.Context) error }); ok && slices.Contains(sizes, 1) {
-		restarted := time.Now()
-		if err := r.restart(ctx); err != nil {
-			return res, err
+	r.cfg.Log.Debug("bench notify: sending", "mode", r.cfg.Mode, "size", n, "run", run)
+	d, err := r.one(ctx, n)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
 		}
-		if _, err := one(1); err != nil {
-			return res, fmt.Errorf("bench notify: the request after the restart: %w", err)
+		r.cfg.Log.Warn("bench notify: request failed", "size", n, "err", err)
+		if r.reasons[n] == "" {
+			r.reasons[n] = err.Error()
 		}
-		cold := stats.MS(sk.Stats().LastNewKeyAt.Sub(restarted))
-		res.ColdRestartMS = &cold
-		if r, ok := tg.(interface{ readyAt() time.Time }); ok {
-			ready := stats.MS(r.readyAt().Sub(restarted))
-			res.ColdRestartReadyMS = &ready
-		}
+		return
 	}
-	for _, n := range sizes {
-		row := NotifyRow{Size: n, Mode: cfg.Mode, Runs: len(samples[n]), Deliveries: expected[n], Seed: seedFigure(cfg.Mode, n)}
-		if reasons[n] != "" {
-			row.Failed, row.Reason = true, reasons[n]
+	r.samples[n] = append(r.samples[n], d)
+}
+
+// coldRestart restarts the pipeline on its data — a cold process whose
+// store and users' view are in place (the seed's Lambdas found
+// OpenSearch filled) — and times a request of size 1 from the restart.
+func (r *notifyRun) coldRestart(ctx context.Context) error {
+	t, ok := r.tg.(interface{ restart(context.Context) error })
+	if !ok || !slices.Contains(r.sizes, 1) {
+		return nil
+	}
+	restarted := time.Now()
+	if err := t.restart(ctx); err != nil {
+		return err
+	}
+	if _, err := r.one(ctx, 1); err != nil {
+		return fmt.Errorf("bench notify: the request after the restart: %w", err)
+	}
+	cold := stats.MS(r.sink.Stats().LastNewKeyAt.Sub(restarted))
+	r.res.ColdRestartMS = &cold
+	if t, ok := r.tg.(interface{ readyAt() time.Time }); ok {
+		ready := stats.MS(t.readyAt().Sub(restarted))
+		r.res.ColdRestartReadyMS = &ready
+	}
+	return nil
+}
+
+// tabulate makes a row of each size's samples.
+func (r *notifyRun) tabulate() {
+	for _, n := range r.sizes {
+		row := NotifyRow{Size: n, Mode: r.cfg.Mode, Runs: len(r.samples[n]), Deliveries: r.expected[n], Seed: seedFigure(r.cfg.Mode, n)}
+		if r.reasons[n] != "" {
+			row.Failed, row.Reason = true, r.reasons[n]
 		}
-		if len(samples[n]) > 0 {
-			s := stats.Sort(samples[n])
+		if len(r.samples[n]) > 0 {
+			s := stats.Sort(r.samples[n])
 			var sum time.Duration
-			for _, d := range samples[n] {
+			for _, d := range r.samples[n] {
 				sum += d
 				row.SamplesMS = append(row.SamplesMS, stats.MS(d))
 			}
@@ -436,28 +513,32 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 			row.MinMS, row.MaxMS = stats.MS(s[0]), stats.MS(s.Max())
 			row.PerRecipientU = stats.Round(float64(mean.Nanoseconds())/1e3/float64(n), 2)
 		}
-		res.Rows = append(res.Rows, row)
+		r.res.Rows = append(r.res.Rows, row)
 	}
+}
 
-	// The checks, once late duplicates had a moment to arrive.
+// check runs the exactness checks, once late duplicates had a moment to
+// arrive, and says whether the run passed.
+func (r *notifyRun) check(ctx context.Context) error {
 	time.Sleep(200 * time.Millisecond)
-	st := sk.Stats()
-	checks.ExpectedDeliveries = want
-	checks.UniqueKeys = st.UniqueKeys
-	checks.DuplicateDeliveries = st.Duplicates
-	checks.SinkFailedCalls = st.FailedCalls
-	if checks.MetricsMismatches, err = tg.metricsMismatches(ctx, sent); err != nil {
-		return res, err
+	st := r.sink.Stats()
+	r.checks.ExpectedDeliveries = r.want
+	r.checks.UniqueKeys = st.UniqueKeys
+	r.checks.DuplicateDeliveries = st.Duplicates
+	r.checks.SinkFailedCalls = st.FailedCalls
+	var err error
+	if r.checks.MetricsMismatches, err = r.tg.metricsMismatches(ctx, r.sent); err != nil {
+		return err
 	}
-	res.Checks = checks
-	res.Failures = append([]string{}, checks.failures()...)
-	for _, row := range res.Rows {
-		if row.Failed && cfg.Mode == ModePipeline {
-			res.Failures = append(res.Failures, fmt.Sprintf("size %d failed: %s", row.Size, row.Reason))
+	r.res.Checks = r.checks
+	r.res.Failures = append([]string{}, r.checks.failures()...)
+	for _, row := range r.res.Rows {
+		if row.Failed && r.cfg.Mode == ModePipeline {
+			r.res.Failures = append(r.res.Failures, fmt.Sprintf("size %d failed: %s", row.Size, row.Reason))
 		}
 	}
-	res.Pass = len(res.Failures) == 0
-	return res, nil
+	r.res.Pass = len(r.res.Failures) == 0
+	return nil
 }
 
 // dropSlot drops a replication slot and the publication of the same
@@ -537,7 +618,7 @@ func startMonolith(ctx context.Context, cfg NotifyConfig, sinkURL string) (targe
 	if err != nil {
 		return nil, fmt.Errorf("bench notify: monolith: %w", err)
 	}
-	d, err := deliver.New(deliver.Options{Endpoints: map[notify.Channel]string{notify.Push: sinkURL, notify.Email: sinkURL}})
+	d, err := deliver.New(deliver.Config{Endpoints: map[notify.Channel]string{notify.Push: sinkURL, notify.Email: sinkURL}})
 	if err != nil {
 		pool.Close()
 		return nil, err

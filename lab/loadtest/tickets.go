@@ -192,13 +192,58 @@ type outcome struct {
 
 // RunTickets runs the experiment against the server c talks to.
 func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (TicketsResult, error) {
+	if err := cfg.check(); err != nil {
+		return TicketsResult{}, err
+	}
+	st, err := c.stats()
+	if err != nil {
+		return TicketsResult{}, fmt.Errorf("server not ready: %w", err)
+	}
+	r, err := newTicketsRun(c, cfg, st)
+	if err != nil {
+		return TicketsResult{}, err
+	}
+	res := TicketsResult{Arch: st.Arch, NodeRate: st.NodeRate, ColdRate: cfg.ColdRate, Ops: cfg.Ops, Hot: cfg.Hot, Sports: r.sports, Step: cfg.Step.Seconds(),
+		Placement: st.Placement, Workers: st.Workers}
+	// Pipelined over a few connections when the nodes are unlimited
+	// (every answer takes microseconds, so head-of-line blocking is
+	// negligible and the generator's CPU is what limits the rate),
+	// else one request per connection at a time.
+	if cfg.Pipeline == "on" || (cfg.Pipeline == "auto" && st.NodeRate == 0) {
+		if r.pl, err = newPipeline(c.hc.Addr, c.token, cfg.PipeConns, cfg.BatchDelay); err != nil {
+			return TicketsResult{}, fmt.Errorf("loadtest tickets: %w", err)
+		}
+		defer r.pl.close()
+		res.Pipelined = true
+	}
+	defer r.timer.Stop()
+	for si, m := range cfg.Multipliers {
+		if err := r.step(ctx, si, m); err != nil {
+			return res, err
+		}
+	}
+	r.wg.Wait()
+	if r.firstErr != nil {
+		res.FirstFailure = r.firstErr.Error()
+	}
+	r.tabulate(&res)
+	if st.NodeRate > 0 && len(res.Steps) > 0 {
+		capacity := st.NodeRate * float64(len(st.Placement[cfg.Hot]))
+		res.HotFractionOfCapacity = stats.Round(res.Steps[len(res.Steps)-1].Throughput[cfg.Hot]/capacity, 4)
+	}
+	return res, nil
+}
+
+// check refuses a configuration the experiment cannot run and fills in
+// the defaults.
+func (cfg *TicketsConfig) check() error {
 	if cfg.ColdRate <= 0 || len(cfg.Multipliers) == 0 || cfg.Step <= 0 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Step {
-		return TicketsResult{}, errors.New("loadtest tickets: cold rate > 0, multipliers, step > 0 and 0 ≤ warmup < step required")
+		return errors.New("loadtest tickets: cold rate > 0, multipliers, step > 0 and 0 ≤ warmup < step required")
 	}
 	switch cfg.Ops {
 	case "search", "book", "mixed":
 	default:
-		return TicketsResult{}, fmt.Errorf("loadtest tickets: ops %q (search, book or mixed)", cfg.Ops)
+		return fmt.Errorf("loadtest tickets: ops %q (search, book or mixed)", cfg.Ops)
 	}
 	if cfg.Hot == "" {
 		cfg.Hot = "athletics"
@@ -214,18 +259,46 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 		cfg.Pipeline = "auto"
 	case "auto", "on", "off":
 	default:
-		return TicketsResult{}, fmt.Errorf("loadtest tickets: pipeline %q (auto, on or off)", cfg.Pipeline)
+		return fmt.Errorf("loadtest tickets: pipeline %q (auto, on or off)", cfg.Pipeline)
 	}
 	if cfg.PipeConns <= 0 {
 		cfg.PipeConns = 4
 	}
 	if cfg.BatchDelay < 0 {
-		return TicketsResult{}, errors.New("loadtest tickets: batch delay must not be negative")
+		return errors.New("loadtest tickets: batch delay must not be negative")
 	}
-	st, err := c.stats()
-	if err != nil {
-		return TicketsResult{}, fmt.Errorf("server not ready: %w", err)
-	}
+	return nil
+}
+
+// ticketsRun is one RunTickets: the arrival process, the requests in
+// flight, and the outcomes and server counters of each step.
+type ticketsRun struct {
+	c        *TicketsClient
+	cfg      TicketsConfig
+	sports   []string // sorted; a request's key indexes them
+	hot      int      // the hot sport's key
+	control  int      // the control requests' key: len(sports)
+	rng      *rand.Rand
+	gen      *ticketsGen
+	pl       *pipeline // nil: one request per connection at a time
+	slots    chan struct{}
+	timer    *time.Timer
+	measured time.Duration // the measured part of a step
+
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	outcomes []outcome
+	firstErr error
+
+	// Per step: the nodes' completion rates and service rates over the
+	// measured part, its window, the arrivals dropped at MaxInFlight.
+	nodeRates    []map[string]float64
+	serviceRates []map[string]float64
+	windows      [][2]time.Time
+	dropped      []int
+}
+
+func newTicketsRun(c *TicketsClient, cfg TicketsConfig, st ticketsStats) (*ticketsRun, error) {
 	sports := make([]string, 0, len(st.Sports))
 	for s := range st.Sports {
 		sports = append(sports, s)
@@ -233,256 +306,265 @@ func RunTickets(ctx context.Context, c *TicketsClient, cfg TicketsConfig) (Ticke
 	sort.Strings(sports)
 	hot := slices.Index(sports, cfg.Hot)
 	if hot < 0 {
-		return TicketsResult{}, fmt.Errorf("loadtest tickets: the server has no sport %q", cfg.Hot)
+		return nil, fmt.Errorf("loadtest tickets: the server has no sport %q", cfg.Hot)
 	}
-	res := TicketsResult{Arch: st.Arch, NodeRate: st.NodeRate, ColdRate: cfg.ColdRate, Ops: cfg.Ops, Hot: cfg.Hot, Sports: sports, Step: cfg.Step.Seconds(),
-		Placement: st.Placement, Workers: st.Workers}
-	control := len(sports)
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	rng := rand.New(rand.NewPCG(seed, 1))
-	gen := newTicketsGen(sports, st.PerSport, cfg)
+	n := len(cfg.Multipliers)
+	return &ticketsRun{
+		c: c, cfg: cfg, sports: sports, hot: hot, control: len(sports),
+		rng:          rand.New(rand.NewPCG(seed, 1)),
+		gen:          newTicketsGen(sports, st.PerSport, cfg),
+		slots:        make(chan struct{}, cfg.MaxInFlight),
+		timer:        time.NewTimer(time.Hour),
+		measured:     cfg.Step - cfg.Warmup,
+		nodeRates:    make([]map[string]float64, n),
+		serviceRates: make([]map[string]float64, n),
+		windows:      make([][2]time.Time, n),
+		dropped:      make([]int, n),
+	}, nil
+}
 
-	var (
-		mu       sync.Mutex
-		outcomes []outcome
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	// Pipelined over a few connections when the nodes are unlimited
-	// (every answer takes microseconds, so head-of-line blocking is
-	// negligible and the generator's CPU is what limits the rate),
-	// else one request per connection at a time.
-	var pl *pipeline
-	if cfg.Pipeline == "on" || (cfg.Pipeline == "auto" && st.NodeRate == 0) {
-		if pl, err = newPipeline(c.hc.Addr, c.token, cfg.PipeConns, cfg.BatchDelay); err != nil {
-			return TicketsResult{}, fmt.Errorf("loadtest tickets: %w", err)
+// record notes a request's answer (status, or err if none came).
+func (r *ticketsRun) record(key, step int, due time.Time, method string, after func(int), status int, err error) {
+	now := time.Now()
+	o := outcome{key: key, step: step, lat: now.Sub(due), done: now}
+	switch {
+	case err != nil:
+		o.fail = true
+	case status == 429 || status == 503:
+		o.reject = true
+	case status < 300 || (status == 409 && method == "POST"):
+		o.served = true
+		if after != nil {
+			after(status)
 		}
-		defer pl.close()
-		res.Pipelined = true
+	default:
+		o.fail = true
+		err = fmt.Errorf("%s: %d", method, status)
 	}
-	slots := make(chan struct{}, cfg.MaxInFlight)
-	nodeRates := make([]map[string]float64, len(cfg.Multipliers))
-	serviceRates := make([]map[string]float64, len(cfg.Multipliers))
-	windows := make([][2]time.Time, len(cfg.Multipliers))
-	dropped := make([]int, len(cfg.Multipliers))
-	measured := cfg.Step - cfg.Warmup
-	// record notes a request's answer (status, or err if none came).
-	record := func(key, step int, due time.Time, method string, after func(int), status int, err error) {
-		now := time.Now()
-		o := outcome{key: key, step: step, lat: now.Sub(due), done: now}
-		switch {
-		case err != nil:
-			o.fail = true
-		case status == 429 || status == 503:
-			o.reject = true
-		case status < 300 || (status == 409 && method == "POST"):
-			o.served = true
-			if after != nil {
-				after(status)
+	r.mu.Lock()
+	r.outcomes = append(r.outcomes, o)
+	if err != nil && r.firstErr == nil {
+		r.firstErr = err
+	}
+	r.mu.Unlock()
+}
+
+// step runs step si, the hot sport at m times the cold rate: the
+// arrivals over Step, the server's counters at the end of the warm-up
+// and of the step.
+func (r *ticketsRun) step(ctx context.Context, si int, m float64) error {
+	cfg, pl := r.cfg, r.pl
+	hotRate := cfg.ColdRate * m
+	ctrlRate := cfg.ControlRate
+	if ctrlRate < 0 {
+		ctrlRate = hotRate + cfg.ColdRate*float64(len(r.sports)-1)
+	}
+	total := hotRate + ctrlRate + cfg.ColdRate*float64(len(r.sports)-1)
+	start := time.Now()
+	var before ticketsStats
+	var err error
+	statsTaken := false
+	for next := start; ; {
+		next = next.Add(time.Duration(r.rng.ExpFloat64() / total * float64(time.Second)))
+		if next.Sub(start) >= cfg.Step {
+			break
+		}
+		if !statsTaken && next.Sub(start) >= cfg.Warmup {
+			if pl != nil {
+				pl.flush()
 			}
+			if before, err = r.c.stats(); err != nil {
+				return err
+			}
+			statsTaken = true
+		}
+		if err := r.wait(ctx, next); err != nil {
+			return err
+		}
+		key := r.pick(hotRate, ctrlRate, total)
+		inWindow := next.Sub(start) >= cfg.Warmup
+		select {
+		case r.slots <- struct{}{}:
 		default:
-			o.fail = true
-			err = fmt.Errorf("%s: %d", method, status)
+			if inWindow {
+				r.dropped[si]++
+			}
+			continue
 		}
-		mu.Lock()
-		outcomes = append(outcomes, o)
-		if err != nil && firstErr == nil {
-			firstErr = err
+		step := si
+		if !inWindow {
+			step = -1
 		}
-		mu.Unlock()
+		r.send(key, step, next)
 	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for si, m := range cfg.Multipliers {
-		hotRate := cfg.ColdRate * m
-		ctrlRate := cfg.ControlRate
-		if ctrlRate < 0 {
-			ctrlRate = hotRate + cfg.ColdRate*float64(len(sports)-1)
+	if pl != nil {
+		pl.flush()
+	}
+	if !statsTaken {
+		if before, err = r.c.stats(); err != nil {
+			return err
 		}
-		total := hotRate + ctrlRate + cfg.ColdRate*float64(len(sports)-1)
-		start := time.Now()
-		var before ticketsStats
-		statsTaken := false
-		for next := start; ; {
-			next = next.Add(time.Duration(rng.ExpFloat64() / total * float64(time.Second)))
-			if next.Sub(start) >= cfg.Step {
-				break
-			}
-			if !statsTaken && next.Sub(start) >= cfg.Warmup {
-				if pl != nil {
-					pl.flush()
-				}
-				if before, err = c.stats(); err != nil {
-					return res, err
-				}
-				statsTaken = true
-			}
-			if pl != nil {
-				// Buffered requests that no arrival can join before
-				// their batch delay ends leave now.
-				if u, ok := pl.until(time.Now()); ok && time.Until(next) >= u {
-					pl.flush()
-				}
-			}
-			if d := time.Until(next); d > 50*time.Microsecond {
-				timer.Reset(d)
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					if pl != nil {
-						pl.flush()
-					}
-					wg.Wait()
-					return res, ctx.Err()
-				}
-			}
-			// Which key: the hot sport, control, or a cold one, in
-			// proportion to their rates.
-			var key int
-			u := rng.Float64() * total
-			switch {
-			case u < hotRate:
-				key = hot
-			case u < hotRate+ctrlRate:
-				key = control
-			default:
-				key = int((u - hotRate - ctrlRate) / cfg.ColdRate)
-				if key >= hot {
-					key++
-				}
-				key = min(key, len(sports)-1)
-			}
-			inWindow := next.Sub(start) >= cfg.Warmup
-			select {
-			case slots <- struct{}{}:
-			default:
-				if inWindow {
-					dropped[si]++
-				}
-				continue
-			}
-			method, path, body, after := gen.request(key, rng)
-			due := next
-			step := si
-			if !inWindow {
-				step = -1
-			}
-			wg.Add(1)
-			if pl != nil {
-				pl.send(due, method, path, body, func(status int, err error) {
-					<-slots
-					record(key, step, due, method, after, status, err)
-					wg.Done()
-				})
-				continue
-			}
-			go func() {
-				defer wg.Done()
-				status, _, err := c.Do(method, path, body)
-				<-slots
-				record(key, step, due, method, after, status, err)
-			}()
-		}
-		if pl != nil {
+	}
+	if d := time.Until(start.Add(cfg.Step)); d > 0 {
+		time.Sleep(d)
+	}
+	after, err := r.c.stats()
+	if err != nil {
+		return err
+	}
+	r.windows[si] = [2]time.Time{start.Add(cfg.Warmup), start.Add(cfg.Step)}
+	r.nodes(si, before, after)
+	return nil
+}
+
+// wait waits until next, the next arrival, letting buffered requests that
+// no arrival can join before their batch delay ends leave first. If ctx
+// ends, it waits for the requests in flight and returns ctx's error.
+func (r *ticketsRun) wait(ctx context.Context, next time.Time) error {
+	pl := r.pl
+	if pl != nil {
+		if u, ok := pl.until(time.Now()); ok && time.Until(next) >= u {
 			pl.flush()
 		}
-		if !statsTaken {
-			if before, err = c.stats(); err != nil {
-				return res, err
+	}
+	if d := time.Until(next); d > 50*time.Microsecond {
+		r.timer.Reset(d)
+		select {
+		case <-r.timer.C:
+		case <-ctx.Done():
+			if pl != nil {
+				pl.flush()
 			}
-		}
-		if d := time.Until(start.Add(cfg.Step)); d > 0 {
-			time.Sleep(d)
-		}
-		after, err := c.stats()
-		if err != nil {
-			return res, err
-		}
-		windows[si] = [2]time.Time{start.Add(cfg.Warmup), start.Add(cfg.Step)}
-		nodeRates[si] = map[string]float64{}
-		for n, v := range after.Nodes {
-			nodeRates[si][n] = stats.Round(float64(v-before.Nodes[n])/measured.Seconds(), 2)
-			if busy := after.NodeBusy[n] - before.NodeBusy[n]; busy > 0 {
-				if serviceRates[si] == nil {
-					serviceRates[si] = map[string]float64{}
-				}
-				serviceRates[si][n] = stats.Round(float64(v-before.Nodes[n])/busy, 2)
-			}
+			r.wg.Wait()
+			return ctx.Err()
 		}
 	}
-	wg.Wait()
-	if firstErr != nil {
-		res.FirstFailure = firstErr.Error()
-	}
+	return nil
+}
 
-	name := func(k int) string {
-		if k == control {
-			return "control"
-		}
-		return sports[k]
+// pick chooses an arrival's key: the hot sport, control, or a cold one,
+// in proportion to their rates.
+func (r *ticketsRun) pick(hotRate, ctrlRate, total float64) int {
+	u := r.rng.Float64() * total
+	switch {
+	case u < hotRate:
+		return r.hot
+	case u < hotRate+ctrlRate:
+		return r.control
 	}
+	key := int((u - hotRate - ctrlRate) / r.cfg.ColdRate)
+	if key >= r.hot {
+		key++
+	}
+	return min(key, len(r.sports)-1)
+}
+
+// send sends a request of key, due at due and counted in step (-1: in a
+// warm-up), holding a slot until it is answered.
+func (r *ticketsRun) send(key, step int, due time.Time) {
+	method, path, body, after := r.gen.request(key, r.rng)
+	r.wg.Add(1)
+	if r.pl != nil {
+		r.pl.send(due, method, path, body, func(status int, err error) {
+			<-r.slots
+			r.record(key, step, due, method, after, status, err)
+			r.wg.Done()
+		})
+		return
+	}
+	go func() {
+		defer r.wg.Done()
+		status, _, err := r.c.Do(method, path, body)
+		<-r.slots
+		r.record(key, step, due, method, after, status, err)
+	}()
+}
+
+// nodes sets step si's node completion and service rates from the
+// server's counters before and after its measured part.
+func (r *ticketsRun) nodes(si int, before, after ticketsStats) {
+	r.nodeRates[si] = map[string]float64{}
+	for n, v := range after.Nodes {
+		r.nodeRates[si][n] = stats.Round(float64(v-before.Nodes[n])/r.measured.Seconds(), 2)
+		if busy := after.NodeBusy[n] - before.NodeBusy[n]; busy > 0 {
+			if r.serviceRates[si] == nil {
+				r.serviceRates[si] = map[string]float64{}
+			}
+			r.serviceRates[si][n] = stats.Round(float64(v-before.Nodes[n])/busy, 2)
+		}
+	}
+}
+
+// tabulate makes each step's figures from the outcomes, and the cold
+// sports' lowest fractions over all steps.
+func (r *ticketsRun) tabulate(res *TicketsResult) {
 	res.ColdMinFraction = math.Inf(1)
 	res.ColdMinServedFraction = math.Inf(1)
-	for si, m := range cfg.Multipliers {
-		s := TicketsStep{Multiplier: m, Offered: map[string]float64{}, Throughput: map[string]float64{}, Rejected: map[string]float64{},
-			P50: map[string]float64{}, P99: map[string]float64{}, Nodes: nodeRates[si], ServiceRate: serviceRates[si], Dropped: dropped[si]}
-		lat := map[int][]time.Duration{}
-		sent := map[int]int{}
-		served := map[int]int{}
-		servedSent := map[int]int{} // of the requests sent in the window
-		rejected := map[int]int{}
-		w := windows[si]
-		for _, o := range outcomes {
-			if o.step == si {
-				sent[o.key]++
-				if o.served {
-					lat[o.key] = append(lat[o.key], o.lat)
-					servedSent[o.key]++
-				}
-				if o.fail {
-					s.Failures++
-				}
-			}
-			if o.done.Before(w[0]) || !o.done.Before(w[1]) {
-				continue
-			}
-			switch {
-			case o.served:
-				served[o.key]++
-			case o.reject:
-				rejected[o.key]++
-			}
-		}
-		secs := measured.Seconds()
-		for k := 0; k <= control; k++ {
-			n := name(k)
-			s.Offered[n] = stats.Round(float64(sent[k])/secs, 2)
-			s.Throughput[n] = stats.Round(float64(served[k])/secs, 2)
-			s.Rejected[n] = stats.Round(float64(rejected[k])/secs, 2)
-			if len(lat[k]) > 0 {
-				p := stats.Sort(lat[k])
-				s.P50[n], s.P99[n] = stats.MS(p.Percentile(50)), stats.MS(p.Percentile(99))
-			}
-			if k != hot && k != control && sent[k] > 0 {
-				res.ColdMinFraction = min(res.ColdMinFraction, s.Throughput[n]/s.Offered[n])
-				res.ColdMinServedFraction = min(res.ColdMinServedFraction, float64(servedSent[k])/float64(sent[k]))
-			}
-		}
-		res.Steps = append(res.Steps, s)
+	for si, m := range r.cfg.Multipliers {
+		res.Steps = append(res.Steps, r.stepResult(si, m, res))
 	}
 	if math.IsInf(res.ColdMinFraction, 1) {
 		res.ColdMinFraction, res.ColdMinServedFraction = 0, 0
 	}
 	res.ColdMinFraction = stats.Round(res.ColdMinFraction, 4)
 	res.ColdMinServedFraction = stats.Round(res.ColdMinServedFraction, 4)
-	if st.NodeRate > 0 && len(res.Steps) > 0 {
-		capacity := st.NodeRate * float64(len(st.Placement[cfg.Hot]))
-		res.HotFractionOfCapacity = stats.Round(res.Steps[len(res.Steps)-1].Throughput[cfg.Hot]/capacity, 4)
+}
+
+// stepResult is step si's figures; it lowers res's cold fractions to
+// this step's.
+func (r *ticketsRun) stepResult(si int, m float64, res *TicketsResult) TicketsStep {
+	s := TicketsStep{Multiplier: m, Offered: map[string]float64{}, Throughput: map[string]float64{}, Rejected: map[string]float64{},
+		P50: map[string]float64{}, P99: map[string]float64{}, Nodes: r.nodeRates[si], ServiceRate: r.serviceRates[si], Dropped: r.dropped[si]}
+	lat := map[int][]time.Duration{}
+	sent := map[int]int{}
+	served := map[int]int{}
+	servedSent := map[int]int{} // of the requests sent in the window
+	rejected := map[int]int{}
+	w := r.windows[si]
+	for _, o := range r.outcomes {
+		if o.step == si {
+			sent[o.key]++
+			if o.served {
+				lat[o.key] = append(lat[o.key], o.lat)
+				servedSent[o.key]++
+			}
+			if o.fail {
+				s.Failures++
+			}
+		}
+		if o.done.Before(w[0]) || !o.done.Before(w[1]) {
+			continue
+		}
+		switch {
+		case o.served:
+			served[o.key]++
+		case o.reject:
+			rejected[o.key]++
+		}
 	}
-	return res, nil
+	secs := r.measured.Seconds()
+	for k := 0; k <= r.control; k++ {
+		n := "control"
+		if k != r.control {
+			n = r.sports[k]
+		}
+		s.Offered[n] = stats.Round(float64(sent[k])/secs, 2)
+		s.Throughput[n] = stats.Round(float64(served[k])/secs, 2)
+		s.Rejected[n] = stats.Round(float64(rejected[k])/secs, 2)
+		if len(lat[k]) > 0 {
+			p := stats.Sort(lat[k])
+			s.P50[n], s.P99[n] = stats.MS(p.Percentile(50)), stats.MS(p.Percentile(99))
+		}
+		if k != r.hot && k != r.control && sent[k] > 0 {
+			res.ColdMinFraction = min(res.ColdMinFraction, s.Throughput[n]/s.Offered[n])
+			res.ColdMinServedFraction = min(res.ColdMinServedFraction, float64(servedSent[k])/float64(sent[k]))
+		}
+	}
+	return s
 }
 
 // ticketsGen makes the requests of each kind of operation. For book and

@@ -45,7 +45,7 @@ func newEnv(t *testing.T, users int, errorRate float64) *env {
 	}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	d, err := deliver.New(deliver.Options{
+	d, err := deliver.New(deliver.Config{
 		Endpoints:   map[notify.Channel]string{notify.Push: srv.URL + sink.Path, notify.Email: srv.URL + sink.Path},
 		BaseBackoff: time.Millisecond,
 	})

@@ -223,151 +223,24 @@ func (s *System) Closure(ctx context.Context, opt FluidOptions) (*FluidResult, e
 		opt.MaxTime = 1e7
 	}
 	if opt.Step <= 0 {
-		exit := 0.0
-		for _, sp := range s.seqs {
-			for _, acts := range sp.acts {
-				sum := 0.0
-				for _, a := range acts {
-					if !a.rate.passive {
-						sum += a.rate.v
-					}
-				}
-				exit = math.Max(exit, sum)
-			}
-		}
+		exit := s.largestExitRate()
 		if exit == 0 {
 			return nil, fmt.Errorf("the model has no active rate")
 		}
 		opt.Step = 0.25 / exit
 	}
-	n := s.width
-	// Each term's net change of the counts, sparse.
-	type delta struct {
-		idx []int
-		d   []float64
-	}
-	deltas := make([]delta, len(terms))
-	for ti, t := range terms {
-		dv := map[int]float64{}
-		for _, m := range t.moves {
-			dv[int(m.from)]--
-			dv[int(m.to)]++
-		}
-		var d delta
-		for i := 0; i < n; i++ {
-			if v := dv[i]; v != 0 {
-				d.idx = append(d.idx, i)
-				d.d = append(d.d, v)
-			}
-		}
-		deltas[ti] = d
-	}
-	// The state: n means, then the n×n covariance matrix (kept full and
-	// symmetric for simple indexing).
-	dim := n + n*n
-	thr := make([]float64, len(s.actions))
-	cov := make([]float64, n) // Cov(x_j, f) of one term
-	deriv := func(y, dy []float64, weight float64) {
-		mu, c := y[:n], y[n:]
-		clear(dy)
-		dmu, dc := dy[:n], dy[n:]
-		for ti, t := range terms {
-			// E[f] and Cov(x_j, f) for every j.
-			var ef float64
-			switch {
-			case t.ind < 0 && t.count < 0:
-				ef = t.k
-				clear(cov)
-			case t.ind < 0:
-				ef = t.k * mu[t.count]
-				for j := 0; j < n; j++ {
-					cov[j] = t.k * c[j*n+t.count]
-				}
-			default:
-				z := t.ind
-				vz := math.Max(c[z*n+z], 0)
-				sz := math.Sqrt(vz)
-				var p, phiS, wphiS2 float64 // Φ(w), φ(w)/σ, w φ(w)/σ²
-				if sz < 1e-9 {
-					if mu[z] > closureThreshold {
-						p = 1
-					}
-				} else {
-					w := (mu[z] - closureThreshold) / sz
-					p = normCDF(w)
-					ph := normPDF(w)
-					phiS = ph / sz
-					wphiS2 = w * ph / vz
-				}
-				if t.count < 0 {
-					ef = t.k * p
-					for j := 0; j < n; j++ {
-						cov[j] = t.k * c[j*n+z] * phiS
-					}
-				} else {
-					x := t.count
-					cxz := c[x*n+z]
-					ef = t.k * (mu[x]*p + cxz*phiS)
-					for j := 0; j < n; j++ {
-						cjz := c[j*n+z]
-						cov[j] = t.k * (c[j*n+x]*p + mu[x]*cjz*phiS - cjz*cxz*wphiS2)
-					}
-				}
-			}
-			thr[t.action] += weight * ef
-			d := deltas[ti]
-			for a, i := range d.idx {
-				di := d.d[a]
-				dmu[i] += di * ef
-				for j := 0; j < n; j++ {
-					v := di * cov[j]
-					dc[i*n+j] += v
-					dc[j*n+i] += v
-				}
-				for b, j := range d.idx {
-					dc[i*n+j] += di * d.d[b] * ef
-				}
-			}
-		}
-	}
-	y := make([]float64, dim)
+	cl := s.newClosure(terms)
+	n := cl.n
+	y := make([]float64, cl.dim)
 	copy(y, s.initial())
-	k1, k2, k3, k4, tmp := make([]float64, dim), make([]float64, dim), make([]float64, dim), make([]float64, dim), make([]float64, dim)
-	prev := make([]float64, dim)
+	prev := make([]float64, cl.dim)
 	prevThr := make([]float64, len(s.actions))
-	scale := make([]float64, n)
-	for _, gr := range s.groups {
-		for i := range gr.seq.names {
-			scale[gr.offset+i] = float64(gr.size)
-		}
-	}
 	h := opt.Step
 	res := &FluidResult{Step: h, Method: "closure"}
 	window := 1000
 	for w := 0; ; w++ {
 		for step := 0; step < window; step++ {
-			clear(thr)
-			deriv(y, k1, 1.0/6)
-			for i := range y {
-				tmp[i] = y[i] + h/2*k1[i]
-			}
-			deriv(tmp, k2, 2.0/6)
-			for i := range y {
-				tmp[i] = y[i] + h/2*k2[i]
-			}
-			deriv(tmp, k3, 2.0/6)
-			for i := range y {
-				tmp[i] = y[i] + h*k3[i]
-			}
-			deriv(tmp, k4, 1.0/6)
-			for i := range y {
-				y[i] += h / 6 * (k1[i] + 2*k2[i] + 2*k3[i] + k4[i])
-			}
-			for i := 0; i < n; i++ {
-				if v := &y[n+i*n+i]; *v < 0 {
-					*v = 0
-				}
-			}
+			cl.step(y, h)
 		}
 		res.Steps += window
 		res.Time += float64(window) * h
@@ -377,25 +250,14 @@ func (s *System) Closure(ctx context.Context, opt FluidOptions) (*FluidResult, e
 			}
 		}
 		if w > 0 {
-			change := 0.0
-			for i := 0; i < n; i++ {
-				change = math.Max(change, math.Abs(y[i]-prev[i])/scale[i])
-				for j := 0; j < n; j++ {
-					k := n + i*n + j
-					change = math.Max(change, math.Abs(y[k]-prev[k])/(scale[i]*scale[j]))
-				}
-			}
-			for i := range thr {
-				change = math.Max(change, math.Abs(thr[i]-prevThr[i])/math.Max(math.Abs(thr[i]), 1e-300))
-			}
-			res.Change = change
-			if change <= opt.Tolerance {
+			res.Change = cl.change(y, prev, prevThr)
+			if res.Change <= opt.Tolerance {
 				res.Converged = true
 				break
 			}
 		}
 		copy(prev, y)
-		copy(prevThr, thr)
+		copy(prevThr, cl.thr)
 		if window < 1_000_000 {
 			window *= 2
 		}
@@ -403,16 +265,217 @@ func (s *System) Closure(ctx context.Context, opt FluidOptions) (*FluidResult, e
 			break
 		}
 	}
-	res.Measures = s.measures(thr, y[:n])
-	res.Variances = map[string]map[string]float64{}
+	res.Measures = s.measures(cl.thr, y[:n])
+	res.Variances = s.variances(y)
+	res.Seconds = time.Since(t0).Seconds()
+	return res, nil
+}
+
+// largestExitRate is the largest total active exit rate of a local state.
+func (s *System) largestExitRate() float64 {
+	exit := 0.0
+	for _, sp := range s.seqs {
+		for _, acts := range sp.acts {
+			sum := 0.0
+			for _, a := range acts {
+				if !a.rate.passive {
+					sum += a.rate.v
+				}
+			}
+			exit = math.Max(exit, sum)
+		}
+	}
+	return exit
+}
+
+// variances reads each local state's variance from the closure's state y,
+// by group.
+func (s *System) variances(y []float64) map[string]map[string]float64 {
+	n := s.width
+	out := map[string]map[string]float64{}
 	for _, gr := range s.groups {
 		v := map[string]float64{}
 		for i, name := range gr.seq.names {
 			k := gr.offset + i
 			v[name] = y[n+k*n+k]
 		}
-		res.Variances[gr.name] = v
+		out[gr.name] = v
 	}
-	res.Seconds = time.Since(t0).Seconds()
-	return res, nil
+	return out
+}
+
+// closure is the moment-closure ODE of a model: its terms, each term's
+// change of the counts, and the scratch of its integration. Its state is
+// n means, then the n×n covariance matrix (kept full and symmetric for
+// simple indexing).
+type closure struct {
+	terms  []closureTerm
+	deltas []closureDelta
+	n, dim int
+	scale  []float64 // each count's group size
+	// thr accumulates each action's throughput over one step's stages.
+	thr []float64
+	cov []float64 // Cov(x_j, f) of one term
+
+	k1, k2, k3, k4, tmp []float64
+}
+
+// closureDelta is a term's net change of the counts, sparse.
+type closureDelta struct {
+	idx []int
+	d   []float64
+}
+
+func (s *System) newClosure(terms []closureTerm) *closure {
+	n := s.width
+	dim := n + n*n
+	cl := &closure{
+		terms: terms, deltas: make([]closureDelta, len(terms)), n: n, dim: dim,
+		scale: make([]float64, n),
+		thr:   make([]float64, len(s.actions)),
+		cov:   make([]float64, n),
+		k1:    make([]float64, dim), k2: make([]float64, dim), k3: make([]float64, dim), k4: make([]float64, dim), tmp: make([]float64, dim),
+	}
+	for ti, t := range terms {
+		dv := map[int]float64{}
+		for _, m := range t.moves {
+			dv[int(m.from)]--
+			dv[int(m.to)]++
+		}
+		var d closureDelta
+		for i := 0; i < n; i++ {
+			if v := dv[i]; v != 0 {
+				d.idx = append(d.idx, i)
+				d.d = append(d.d, v)
+			}
+		}
+		cl.deltas[ti] = d
+	}
+	for _, gr := range s.groups {
+		for i := range gr.seq.names {
+			cl.scale[gr.offset+i] = float64(gr.size)
+		}
+	}
+	return cl
+}
+
+// step takes one fourth-order Runge–Kutta step of length h from y, in
+// place, with the variances clamped at zero; thr is left holding the
+// step's throughputs.
+func (cl *closure) step(y []float64, h float64) {
+	n, tmp := cl.n, cl.tmp
+	clear(cl.thr)
+	cl.deriv(y, cl.k1, 1.0/6)
+	for i := range y {
+		tmp[i] = y[i] + h/2*cl.k1[i]
+	}
+	cl.deriv(tmp, cl.k2, 2.0/6)
+	for i := range y {
+		tmp[i] = y[i] + h/2*cl.k2[i]
+	}
+	cl.deriv(tmp, cl.k3, 2.0/6)
+	for i := range y {
+		tmp[i] = y[i] + h*cl.k3[i]
+	}
+	cl.deriv(tmp, cl.k4, 1.0/6)
+	for i := range y {
+		y[i] += h / 6 * (cl.k1[i] + 2*cl.k2[i] + 2*cl.k3[i] + cl.k4[i])
+	}
+	for i := 0; i < n; i++ {
+		if v := &y[n+i*n+i]; *v < 0 {
+			*v = 0
+		}
+	}
+}
+
+// deriv sets dy to the time derivative of the means and covariances y,
+// and adds weight times each term's expected rate to its action's
+// throughput.
+func (cl *closure) deriv(y, dy []float64, weight float64) {
+	n, cov := cl.n, cl.cov
+	clear(dy)
+	dmu, dc := dy[:n], dy[n:]
+	for ti := range cl.terms {
+		t := &cl.terms[ti]
+		ef := cl.moments(t, y)
+		cl.thr[t.action] += weight * ef
+		d := cl.deltas[ti]
+		for a, i := range d.idx {
+			di := d.d[a]
+			dmu[i] += di * ef
+			for j := 0; j < n; j++ {
+				v := di * cov[j]
+				dc[i*n+j] += v
+				dc[j*n+i] += v
+			}
+			for b, j := range d.idx {
+				dc[i*n+j] += di * d.d[b] * ef
+			}
+		}
+	}
+}
+
+// moments returns E[f] of term t's rate f at the means and covariances y,
+// and sets cov to Cov(x_j, f) for every j.
+func (cl *closure) moments(t *closureTerm, y []float64) float64 {
+	n, cov := cl.n, cl.cov
+	mu, c := y[:n], y[n:]
+	switch {
+	case t.ind < 0 && t.count < 0:
+		clear(cov)
+		return t.k
+	case t.ind < 0:
+		for j := 0; j < n; j++ {
+			cov[j] = t.k * c[j*n+t.count]
+		}
+		return t.k * mu[t.count]
+	}
+	z := t.ind
+	vz := math.Max(c[z*n+z], 0)
+	sz := math.Sqrt(vz)
+	var p, phiS, wphiS2 float64 // Φ(w), φ(w)/σ, w φ(w)/σ²
+	if sz < 1e-9 {
+		if mu[z] > closureThreshold {
+			p = 1
+		}
+	} else {
+		w := (mu[z] - closureThreshold) / sz
+		p = normCDF(w)
+		ph := normPDF(w)
+		phiS = ph / sz
+		wphiS2 = w * ph / vz
+	}
+	if t.count < 0 {
+		for j := 0; j < n; j++ {
+			cov[j] = t.k * c[j*n+z] * phiS
+		}
+		return t.k * p
+	}
+	x := t.count
+	cxz := c[x*n+z]
+	for j := 0; j < n; j++ {
+		cjz := c[j*n+z]
+		cov[j] = t.k * (c[j*n+x]*p + mu[x]*cjz*phiS - cjz*cxz*wphiS2)
+	}
+	return t.k * (mu[x]*p + cxz*phiS)
+}
+
+// change is how far the state moved since prev, and the throughputs since
+// prevThr: the largest move of a mean in units of its group's size, of a
+// covariance in units of the product of the sizes, of a throughput
+// relative to itself.
+func (cl *closure) change(y, prev, prevThr []float64) float64 {
+	n, scale := cl.n, cl.scale
+	change := 0.0
+	for i := 0; i < n; i++ {
+		change = math.Max(change, math.Abs(y[i]-prev[i])/scale[i])
+		for j := 0; j < n; j++ {
+			k := n + i*n + j
+			change = math.Max(change, math.Abs(y[k]-prev[k])/(scale[i]*scale[j]))
+		}
+	}
+	for i := range cl.thr {
+		change = math.Max(change, math.Abs(cl.thr[i]-prevThr[i])/math.Max(math.Abs(cl.thr[i]), 1e-300))
+	}
+	return change
 }

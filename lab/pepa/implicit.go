@@ -52,201 +52,274 @@ func (s *System) FluidImplicit(ctx context.Context, opt FluidOptions) (*FluidRes
 	if err != nil {
 		return nil, err
 	}
-	h := opt.Step
-	if h <= 0 {
-		h = 0.5 / fastest
+	im := s.newImplicit(opt.Top)
+	im.h = opt.Step
+	if im.h <= 0 {
+		im.h = 0.5 / fastest
 	}
-	n := s.width
-	g := generator{top: opt.Top}
-	var ts []trans
-	thr := make([]float64, len(s.actions))
-	gross := make([]float64, n) // each count's flows in and out, from f
-	f := func(x, dx []float64) error {
-		var err error
-		ts, err = s.transitions(x, &g, ts)
-		if err != nil {
-			return err
-		}
-		clear(dx)
-		clear(thr)
-		clear(gross)
-		for _, t := range ts {
-			for _, m := range t.moves {
-				dx[m.from] -= t.rate.v
-				dx[m.to] += t.rate.v
-				gross[m.from] += t.rate.v
-				gross[m.to] += t.rate.v
-			}
-			thr[t.action] += t.rate.v
-		}
-		return nil
-	}
-	scale := make([]float64, n)
-	for _, gr := range s.groups {
-		for i := range gr.seq.names {
-			scale[gr.offset+i] = float64(gr.size)
-		}
-	}
-	x := s.initial()
-	y, fy, res, delta := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	jac := make([][]float64, n)
-	for i := range jac {
-		jac[i] = make([]float64, n+1) // the last column holds the right-hand side
-	}
-	yp, fp := make([]float64, n), make([]float64, n)
 	out := &FluidResult{}
-	// residual sets res = y − x − h f(y) and returns its largest entry in
-	// units of what rounding leaves of it: 1e-12 of the count's group,
-	// plus 1e-14 of the step's flows through the count (h·f(y) cannot be
-	// computed closer than that when h is long). At most 1 is converged.
-	residual := func(y []float64) (float64, error) {
-		if err := f(y, fy); err != nil {
-			return 0, err
-		}
-		norm := 0.0
-		for i := range res {
-			res[i] = y[i] - x[i] - h*fy[i]
-			norm = math.Max(norm, math.Abs(res[i])/(1e-12*scale[i]+1e-14*h*gross[i]))
-		}
-		return norm, nil
-	}
-	// newton solves y = x + h f(y) from y = x, with a backtracking line
-	// search on the residual (the right-hand side has kinks, where plain
-	// Newton steps can cycle); it reports whether it converged and in how
-	// many iterations.
-	newton := func() (bool, int, error) {
-		copy(y, x)
-		norm, err := residual(y)
-		if err != nil {
-			return false, 0, err
-		}
-		for it := 1; it <= 50; it++ {
-			if norm <= 1 {
-				return true, it, nil
-			}
-			// J = I − h·∂f/∂y, column by column; fy holds f(y).
-			base := append([]float64(nil), fy...)
-			for j := 0; j < n; j++ {
-				// A step relative to the count itself, not its group:
-				// near zero the rates have kinks (a passive side at
-				// 1/Top of a copy), which a larger step would cross.
-				d := 1e-7 * math.Max(math.Abs(y[j]), 1e-3)
-				copy(yp, y)
-				yp[j] += d
-				if err := f(yp, fp); err != nil {
-					return false, it, err
-				}
-				for i := 0; i < n; i++ {
-					v := -h * (fp[i] - base[i]) / d
-					if i == j {
-						v++
-					}
-					jac[i][j] = v
-				}
-			}
-			for i := range res {
-				jac[i][n] = -(y[i] - x[i] - h*base[i])
-			}
-			if !gauss(jac, delta) {
-				return false, it, nil
-			}
-			accepted := false
-			for lambda := 1.0; lambda > 1e-4; lambda /= 2 {
-				for i := range y {
-					yp[i] = math.Max(y[i]+lambda*delta[i], 0)
-				}
-				next, err := residual(yp)
-				if err != nil {
-					return false, it, err
-				}
-				if next < norm*(1-1e-4*lambda) || next <= 1 {
-					copy(y, yp)
-					norm, accepted = next, true
-					break
-				}
-			}
-			if !accepted {
-				return false, it, nil
-			}
-			// With a long step the residual y − x − h·f(y) cannot get
-			// below h times f's rounding error; a Newton step that no
-			// longer moves y is as converged as it gets.
-			moved := 0.0
-			for i := range delta {
-				moved = math.Max(moved, math.Abs(delta[i])/scale[i])
-			}
-			if moved <= 1e-12 {
-				return true, it, nil
-			}
-		}
-		return norm <= 1e3, 50, nil
-	}
 	for out.Time < opt.MaxTime {
 		if err := ctx.Err(); err != nil {
 			break
 		}
-		ok, iters, err := newton()
+		ok, iters, err := im.newton()
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			h /= 4
-			if h < 1e-12/fastest {
+			im.h /= 4
+			if im.h < 1e-12/fastest {
 				return nil, fmt.Errorf("the implicit fluid solver could not take a step at t = %g", out.Time)
 			}
 			continue
 		}
-		moved := 0.0
-		for i := range x {
-			moved = math.Max(moved, math.Abs(y[i]-x[i])/scale[i])
-		}
-		copy(x, y)
-		out.Time += h
+		moved := im.advance()
+		out.Time += im.h
 		out.Steps++
-		out.Step = h
-		if err := f(x, fy); err != nil {
+		out.Step = im.h
+		drift, err := im.drift(fastest)
+		if err != nil {
 			return nil, err
 		}
-		// Steady: every count's net flow is a small part of the flows
-		// through it (a queue still filling is not, however large its
-		// group), and the step moved nothing.
-		drift := 0.0
-		for i := range fy {
-			drift = math.Max(drift, math.Abs(fy[i])/math.Max(gross[i], 1e-9*fastest))
-		}
 		out.Change = math.Max(drift, moved)
-		// A queue filling at a tiny net rate passes both tests while the
-		// step is short (near critical load the net flow is a
-		// hundred-thousandth of the gross). So the step must also be long
-		// enough to see such a flow: at least the time each count takes
-		// to turn its group over at the flows through it. Backward Euler
-		// steps that long follow a filling queue to where it is going.
-		// Counts whose flows are below Tolerance of the largest flow in
-		// the model do not matter at this tolerance.
-		largest, turnover := 0.0, 0.0
-		for _, g := range gross {
-			largest = math.Max(largest, g)
-		}
-		for i := range gross {
-			if gross[i] > opt.Tolerance*largest {
-				turnover = math.Max(turnover, scale[i]/gross[i])
-			}
-		}
-		if drift <= opt.Tolerance && moved <= opt.Tolerance && out.Steps > 1 && h >= turnover {
+		if drift <= opt.Tolerance && moved <= opt.Tolerance && out.Steps > 1 && im.h >= im.turnover(opt.Tolerance) {
 			out.Converged = true
 			break
 		}
 		if iters <= 8 {
-			h *= 4
+			im.h *= 4
 		}
 	}
-	if err := f(x, fy); err != nil {
+	if err := im.f(im.x, im.fy); err != nil {
 		return nil, err
 	}
-	out.Measures = s.measures(thr, x)
+	out.Measures = s.measures(im.thr, im.x)
 	out.Method = "implicit"
 	out.Seconds = time.Since(t0).Seconds()
 	return out, nil
+}
+
+// implicit is the state of FluidImplicit's integration: the counts x at
+// the current time, the step h, and the scratch its Newton iterations
+// reuse.
+type implicit struct {
+	s *System
+	n int // the counts
+	g generator
+	h float64
+
+	ts    []trans
+	thr   []float64 // each action's flow, from f
+	gross []float64 // each count's flows in and out, from f
+	scale []float64 // each count's group size
+
+	x                 []float64
+	y, fy, res, delta []float64
+	jac               [][]float64
+	yp, fp            []float64
+}
+
+func (s *System) newImplicit(top float64) *implicit {
+	n := s.width
+	im := &implicit{
+		s: s, n: n, g: generator{top: top},
+		thr:   make([]float64, len(s.actions)),
+		gross: make([]float64, n),
+		scale: make([]float64, n),
+		x:     s.initial(),
+		y:     make([]float64, n), fy: make([]float64, n), res: make([]float64, n), delta: make([]float64, n),
+		jac: make([][]float64, n),
+		yp:  make([]float64, n), fp: make([]float64, n),
+	}
+	for _, gr := range s.groups {
+		for i := range gr.seq.names {
+			im.scale[gr.offset+i] = float64(gr.size)
+		}
+	}
+	for i := range im.jac {
+		im.jac[i] = make([]float64, n+1) // the last column holds the right-hand side
+	}
+	return im
+}
+
+// f sets dx to the counts' net flows at x, and thr and gross to the
+// actions' flows and the counts' flows in and out.
+func (im *implicit) f(x, dx []float64) error {
+	var err error
+	im.ts, err = im.s.transitions(x, &im.g, im.ts)
+	if err != nil {
+		return err
+	}
+	clear(dx)
+	clear(im.thr)
+	clear(im.gross)
+	for _, t := range im.ts {
+		for _, m := range t.moves {
+			dx[m.from] -= t.rate.v
+			dx[m.to] += t.rate.v
+			im.gross[m.from] += t.rate.v
+			im.gross[m.to] += t.rate.v
+		}
+		im.thr[t.action] += t.rate.v
+	}
+	return nil
+}
+
+// residual sets res = y − x − h f(y) and returns its largest entry in
+// units of what rounding leaves of it: 1e-12 of the count's group, plus
+// 1e-14 of the step's flows through the count (h·f(y) cannot be computed
+// closer than that when h is long). At most 1 is converged.
+func (im *implicit) residual(y []float64) (float64, error) {
+	if err := im.f(y, im.fy); err != nil {
+		return 0, err
+	}
+	norm := 0.0
+	for i := range im.res {
+		im.res[i] = y[i] - im.x[i] - im.h*im.fy[i]
+		norm = math.Max(norm, math.Abs(im.res[i])/(1e-12*im.scale[i]+1e-14*im.h*im.gross[i]))
+	}
+	return norm, nil
+}
+
+// newton solves y = x + h f(y) from y = x, with a backtracking line
+// search on the residual (the right-hand side has kinks, where plain
+// Newton steps can cycle); it reports whether it converged and in how
+// many iterations.
+func (im *implicit) newton() (bool, int, error) {
+	copy(im.y, im.x)
+	norm, err := im.residual(im.y)
+	if err != nil {
+		return false, 0, err
+	}
+	for it := 1; it <= 50; it++ {
+		if norm <= 1 {
+			return true, it, nil
+		}
+		if err := im.jacobian(); err != nil {
+			return false, it, err
+		}
+		if !gauss(im.jac, im.delta) {
+			return false, it, nil
+		}
+		next, accepted, err := im.lineSearch(norm)
+		if err != nil {
+			return false, it, err
+		}
+		if !accepted {
+			return false, it, nil
+		}
+		norm = next
+		// With a long step the residual y − x − h·f(y) cannot get
+		// below h times f's rounding error; a Newton step that no
+		// longer moves y is as converged as it gets.
+		moved := 0.0
+		for i := range im.delta {
+			moved = math.Max(moved, math.Abs(im.delta[i])/im.scale[i])
+		}
+		if moved <= 1e-12 {
+			return true, it, nil
+		}
+	}
+	return norm <= 1e3, 50, nil
+}
+
+// jacobian sets jac to the Newton system at y: J = I − h·∂f/∂y, column by
+// column from finite differences, and in the last column the negated
+// residual. fy holds f(y) on entry.
+func (im *implicit) jacobian() error {
+	n, y, h := im.n, im.y, im.h
+	base := append([]float64(nil), im.fy...)
+	for j := 0; j < n; j++ {
+		// A step relative to the count itself, not its group: near zero
+		// the rates have kinks (a passive side at 1/Top of a copy), which
+		// a larger step would cross.
+		d := 1e-7 * math.Max(math.Abs(y[j]), 1e-3)
+		copy(im.yp, y)
+		im.yp[j] += d
+		if err := im.f(im.yp, im.fp); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			v := -h * (im.fp[i] - base[i]) / d
+			if i == j {
+				v++
+			}
+			im.jac[i][j] = v
+		}
+	}
+	for i := range im.res {
+		im.jac[i][n] = -(y[i] - im.x[i] - h*base[i])
+	}
+	return nil
+}
+
+// lineSearch moves y along delta by the longest of 1, 1/2, 1/4, …
+// that lowers the residual from norm enough, or to convergence; it
+// returns the new residual and whether a step was accepted.
+func (im *implicit) lineSearch(norm float64) (float64, bool, error) {
+	for lambda := 1.0; lambda > 1e-4; lambda /= 2 {
+		for i := range im.y {
+			im.yp[i] = math.Max(im.y[i]+lambda*im.delta[i], 0)
+		}
+		next, err := im.residual(im.yp)
+		if err != nil {
+			return 0, false, err
+		}
+		if next < norm*(1-1e-4*lambda) || next <= 1 {
+			copy(im.y, im.yp)
+			return next, true, nil
+		}
+	}
+	return norm, false, nil
+}
+
+// advance takes the solved step, x = y, and returns the largest move of a
+// count in units of its group.
+func (im *implicit) advance() float64 {
+	moved := 0.0
+	for i := range im.x {
+		moved = math.Max(moved, math.Abs(im.y[i]-im.x[i])/im.scale[i])
+	}
+	copy(im.x, im.y)
+	return moved
+}
+
+// drift computes the flows at x and returns the largest net flow of a
+// count as a part of the flows through it. Steady: every count's net
+// flow is a small part of the flows through it (a queue still filling is
+// not, however large its group), and the step moved nothing.
+func (im *implicit) drift(fastest float64) (float64, error) {
+	if err := im.f(im.x, im.fy); err != nil {
+		return 0, err
+	}
+	drift := 0.0
+	for i := range im.fy {
+		drift = math.Max(drift, math.Abs(im.fy[i])/math.Max(im.gross[i], 1e-9*fastest))
+	}
+	return drift, nil
+}
+
+// turnover is the time the slowest count that matters takes to turn its
+// group over at the flows through it, from the flows drift computed.
+//
+// A queue filling at a tiny net rate passes the drift and move tests
+// while the step is short (near critical load the net flow is a
+// hundred-thousandth of the gross). So the step must also be long enough
+// to see such a flow: at least this turnover time. Backward Euler steps
+// that long follow a filling queue to where it is going. Counts whose
+// flows are below tolerance of the largest flow in the model do not
+// matter at this tolerance.
+func (im *implicit) turnover(tolerance float64) float64 {
+	largest, turnover := 0.0, 0.0
+	for _, g := range im.gross {
+		largest = math.Max(largest, g)
+	}
+	for i := range im.gross {
+		if im.gross[i] > tolerance*largest {
+			turnover = math.Max(turnover, im.scale[i]/im.gross[i])
+		}
+	}
+	return turnover
 }
 
 // gauss solves the n×(n+1) augmented system a in place by Gaussian

@@ -15,7 +15,7 @@ var (
 // straight into a view, without a store.
 func seasonView(b *testing.B) *Validation {
 	seasonOnce.Do(func() {
-		g, err := GenerateSchedule(GenerateConfig{})
+		g, err := GenerateSchedule(GenerateOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

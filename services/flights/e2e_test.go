@@ -12,7 +12,7 @@ import (
 // imported through the write model, and checked by the incremental view,
 // reports exactly the injected violations — and nothing else.
 func TestGenerateImportCheck(t *testing.T) {
-	g, err := GenerateSchedule(GenerateConfig{Weeks: 2, FlightsPerWeek: 700, Violations: 0.03, Seed: 42})
+	g, err := GenerateSchedule(GenerateOptions{Weeks: 2, FlightsPerWeek: 700, Violations: 0.03, Seed: 42})
 	if err != nil {
 		t.Fatal(err)
 	}

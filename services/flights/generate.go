@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// GenerateConfig sizes a generated schedule. The defaults are a Lufthansa
+// GenerateOptions sizes a generated schedule. The defaults are a Lufthansa
 // summer season: about 12,850 flights a week for 31 weeks, flown
 // hub-and-spoke from FRA and MUC.
-type GenerateConfig struct {
+type GenerateOptions struct {
 	Weeks          int     // default 31
 	FlightsPerWeek int     // default 12,850
 	Violations     float64 // fraction of legs given each kind of violation, default 0.01
@@ -22,7 +22,7 @@ type GenerateConfig struct {
 	Airline        string // default "LH"
 }
 
-func (c GenerateConfig) withDefaults() GenerateConfig {
+func (c GenerateOptions) withDefaults() GenerateOptions {
 	if c.Weeks <= 0 {
 		c.Weeks = 31
 	}
@@ -88,7 +88,7 @@ var (
 // of 40–90 minutes (well above the 30-minute default minimum), so that the
 // schedule has no violation until a fraction of its legs is given one of
 // each kind.
-func GenerateSchedule(cfg GenerateConfig) (*GeneratedSchedule, error) {
+func GenerateSchedule(cfg GenerateOptions) (*GeneratedSchedule, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Violations < 0 || cfg.Violations > 0.2 {
 		return nil, errors.New("generate: violations must be a fraction between 0 and 0.2")

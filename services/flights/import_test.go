@@ -12,7 +12,7 @@ import (
 // order of the rotation file tells apart — and that the counts agree.
 func TestImportRebuildsGeneratedRotations(t *testing.T) {
 	for _, seed := range []uint64{2, 5} {
-		g, err := GenerateSchedule(GenerateConfig{Weeks: 6, FlightsPerWeek: 4000, Violations: 0.01, Seed: seed})
+		g, err := GenerateSchedule(GenerateOptions{Weeks: 6, FlightsPerWeek: 4000, Violations: 0.01, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}

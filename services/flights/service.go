@@ -67,10 +67,10 @@ type Options struct {
 // their snapshot when used again.
 func rotationWeight(r Rotation) int { return 256 + 350*len(r.Legs) }
 
-// NewService starts the runtimes and the validation view (unless
+// New starts the runtimes and the validation view (unless
 // CommandsOnly), which catches up from the log in the background
 // (Validation.WaitCaughtUp).
-func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {
+func New(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {
 	s := &Service{Store: store}
 	ao := opts.Aggregates
 	ao.Registerer = opts.Registerer
@@ -127,7 +127,7 @@ func NewService(ctx context.Context, store eventstore.Store, opts Options) (*Ser
 }
 
 // NewReplica starts only the validation view, on a store that follows a
-// primary (replica.Store): a read replica in another process, serving the
+// primary (httpreplica.Store): a read replica in another process, serving the
 // validation queries from a view it builds from the log on its own, so
 // that reads scale out by adding replicas. Its Handler refuses commands.
 func NewReplica(ctx context.Context, store eventstore.Store, opts Options) (*Service, error) {

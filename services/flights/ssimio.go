@@ -164,120 +164,184 @@ const chunk = 500
 // content, so importing the same files again changes nothing.
 func Import(ctx context.Context, svc *Service, schedule io.Reader, rotations io.Reader, opts ImportOptions) (ImportResult, error) {
 	start := time.Now()
-	var res ImportResult
-	var rejMu sync.Mutex
-	reject := func(r ssim.Rejection) {
-		rejMu.Lock()
-		res.Rejections = append(res.Rejections, r)
-		rejMu.Unlock()
+	im := &importer{svc: svc, opts: opts}
+	if err := im.readLegs(schedule); err != nil {
+		im.res.Rejected = len(im.res.Rejections)
+		return im.res, fmt.Errorf("import: %w", err)
 	}
-	maxLegs := opts.MaxLegs
+	im.numberLegs()
+	var err error
+	if rotations != nil {
+		err = im.groupByRotationFile(rotations)
+	} else {
+		im.groupByOnward()
+	}
+	if err != nil {
+		return im.res, fmt.Errorf("import: %w", err)
+	}
+	jobs, total, err := im.commands()
+	if err != nil {
+		return im.res, fmt.Errorf("import: %w", err)
+	}
+	err = im.run(ctx, jobs, total)
+	res := im.res
+	res.Rejected = len(res.Rejections)
+	res.Seconds = time.Since(start).Seconds()
+	sort.SliceStable(res.Rejections, func(i, j int) bool { return res.Rejections[i].Line < res.Rejections[j].Line })
+	if res.Rejections == nil {
+		res.Rejections = []ssim.Rejection{}
+	}
+	return res, err
+}
+
+// importer is one Import: the dated legs read, their ids, and the legs of
+// each rotation.
+type importer struct {
+	svc   *Service
+	opts  ImportOptions
+	res   ImportResult
+	rejMu sync.Mutex
+
+	legs []ssim.DatedLeg
+	// ids are the legs' ids: the designator, numbered when several legs
+	// share it; byDesignator the indexes of the legs of each.
+	ids          []string
+	byDesignator map[ssim.Designator][]int
+	// groups holds the indexes of the legs of each rotation, order the
+	// rotations in the order they were met.
+	groups map[string][]int
+	order  []string
+}
+
+func (im *importer) reject(r ssim.Rejection) {
+	im.rejMu.Lock()
+	im.res.Rejections = append(im.res.Rejections, r)
+	im.rejMu.Unlock()
+}
+
+// readLegs reads the schedule's dated legs, at most MaxLegs, sorted in
+// the order duplicates are matched in (see WriteSchedule).
+func (im *importer) readLegs(schedule io.Reader) error {
+	maxLegs := im.opts.MaxLegs
 	if maxLegs <= 0 {
 		maxLegs = DefaultMaxImportLegs
 	}
-	var legs []ssim.DatedLeg
-	st, err := ssim.Read(schedule, ssim.Options{Strict: opts.Strict, OnReject: reject}, func(l ssim.DatedLeg) error {
-		if len(legs) == maxLegs {
+	st, err := ssim.Read(schedule, ssim.Options{Strict: im.opts.Strict, OnReject: im.reject}, func(l ssim.DatedLeg) error {
+		if len(im.legs) == maxLegs {
 			return fmt.Errorf("%w: more than %d (split the file, or raise the limit)", ErrTooManyLegs, maxLegs)
 		}
-		legs = append(legs, l)
+		im.legs = append(im.legs, l)
 		return nil
 	})
-	res.ssimStats = st
-	res.Records, res.FlightLegRecords, res.DatedLegs = st.Records, st.FlightLegRecords, st.DatedLegs
+	im.res.ssimStats = st
+	im.res.Records, im.res.FlightLegRecords, im.res.DatedLegs = st.Records, st.FlightLegRecords, st.DatedLegs
 	if err != nil {
-		res.Rejected = len(res.Rejections)
-		return res, fmt.Errorf("import: %w", err)
+		return err
 	}
-	// The order duplicates are matched in (see WriteSchedule).
+	legs := im.legs
 	sort.SliceStable(legs, func(i, j int) bool { return lessDated(&legs[i], &legs[j]) })
+	return nil
+}
 
-	// Leg ids: the designator, numbered when several legs share it.
-	ids := make([]string, len(legs))
-	byDesignator := make(map[ssim.Designator][]int, len(legs))
-	for i := range legs {
-		d := legs[i].Designator()
-		byDesignator[d] = append(byDesignator[d], i)
-		ids[i] = GeneratedLegID(Designator{d.Airline, d.Number, d.Suffix, d.Origin, d.DayOfOrigin.String()}, len(byDesignator[d]))
+// numberLegs gives each leg its id: the designator, numbered when several
+// legs share it.
+func (im *importer) numberLegs() {
+	im.ids = make([]string, len(im.legs))
+	im.byDesignator = make(map[ssim.Designator][]int, len(im.legs))
+	for i := range im.legs {
+		d := im.legs[i].Designator()
+		im.byDesignator[d] = append(im.byDesignator[d], i)
+		im.ids[i] = GeneratedLegID(Designator{d.Airline, d.Number, d.Suffix, d.Origin, d.DayOfOrigin.String()}, len(im.byDesignator[d]))
 	}
+	im.groups = map[string][]int{}
+}
 
-	groups := map[string][]int{}
-	var order []string
-	if rotations != nil {
-		rows, rejs, err := ssim.ReadRotations(rotations)
-		for _, r := range rejs {
-			reject(r)
-		}
-		if err != nil {
-			return res, fmt.Errorf("import: %w", err)
-		}
-		if opts.Strict && len(rejs) > 0 {
-			return res, fmt.Errorf("import: %w", rejs[0])
-		}
-		used := make(map[ssim.Designator]int)
-		assigned := make([]bool, len(legs))
-		for _, row := range rows {
-			cands := byDesignator[row.Leg]
-			n := used[row.Leg]
-			if n >= len(cands) {
-				r := ssim.Rejection{Line: row.Line, Record: row.Leg.String(), Reason: fmt.Sprintf("rotations: no dated leg %v in the schedule", row.Leg)}
-				if n > 0 {
-					r.Reason = fmt.Sprintf("rotations: leg %v is listed %d times, the schedule has it %d times", row.Leg, n+1, len(cands))
-				}
-				if opts.Strict {
-					return res, fmt.Errorf("import: %w", r)
-				}
-				reject(r)
-				continue
+// setGroup makes legs the rotation rid.
+func (im *importer) setGroup(rid string, legs []int) {
+	im.groups[rid] = legs
+	im.order = append(im.order, rid)
+}
+
+// groupByRotationFile groups the legs as the rotation file says; legs it
+// does not mention fly alone.
+func (im *importer) groupByRotationFile(rotations io.Reader) error {
+	rows, rejs, err := ssim.ReadRotations(rotations)
+	for _, r := range rejs {
+		im.reject(r)
+	}
+	if err != nil {
+		return err
+	}
+	if im.opts.Strict && len(rejs) > 0 {
+		return rejs[0]
+	}
+	used := make(map[ssim.Designator]int)
+	assigned := make([]bool, len(im.legs))
+	for _, row := range rows {
+		cands := im.byDesignator[row.Leg]
+		n := used[row.Leg]
+		if n >= len(cands) {
+			r := ssim.Rejection{Line: row.Line, Record: row.Leg.String(), Reason: fmt.Sprintf("rotations: no dated leg %v in the schedule", row.Leg)}
+			if n > 0 {
+				r.Reason = fmt.Sprintf("rotations: leg %v is listed %d times, the schedule has it %d times", row.Leg, n+1, len(cands))
 			}
-			used[row.Leg] = n + 1
-			i := cands[n]
-			assigned[i] = true
-			if _, ok := groups[row.Rotation]; !ok {
-				order = append(order, row.Rotation)
+			if im.opts.Strict {
+				return r
 			}
-			groups[row.Rotation] = append(groups[row.Rotation], i)
+			im.reject(r)
+			continue
 		}
-		// Legs the rotation file does not mention fly alone.
-		for i := range legs {
-			if !assigned[i] {
-				id := "U-" + ids[i]
-				groups[id] = []int{i}
-				order = append(order, id)
-				res.Unassigned++
-			}
+		used[row.Leg] = n + 1
+		i := cands[n]
+		assigned[i] = true
+		if _, ok := im.groups[row.Rotation]; !ok {
+			im.order = append(im.order, row.Rotation)
 		}
-	} else {
-		for _, chain := range ssim.ChainByOnward(legs) {
-			id := "C-" + ids[chain[0]]
-			groups[id] = chain
-			order = append(order, id)
+		im.groups[row.Rotation] = append(im.groups[row.Rotation], i)
+	}
+	// Legs the rotation file does not mention fly alone.
+	for i := range im.legs {
+		if !assigned[i] {
+			im.setGroup("U-"+im.ids[i], []int{i})
+			im.res.Unassigned++
 		}
 	}
+	return nil
+}
 
-	// Within a rotation, a leg that overlaps an earlier one is refused
-	// here, with its record's line, rather than failing the whole
-	// rotation's command.
+// groupByOnward chains the legs by their onward-flight fields.
+func (im *importer) groupByOnward() {
+	for _, chain := range ssim.ChainByOnward(im.legs) {
+		im.setGroup("C-"+im.ids[chain[0]], chain)
+	}
+}
+
+// commands turns each rotation's legs into its AddLegs commands, at most
+// chunk legs each, and returns them with the count of legs. Within a
+// rotation, a leg that overlaps an earlier one is refused here, with its
+// record's line, rather than failing the whole rotation's command.
+func (im *importer) commands() ([]importJob, int, error) {
+	legs, ids := im.legs, im.ids
 	var jobs []importJob
 	total := 0
-	for _, rid := range order {
-		idx := groups[rid]
+	for _, rid := range im.order {
+		idx := im.groups[rid]
 		sort.SliceStable(idx, func(a, b int) bool { return legs[idx[a]].Departure.Before(legs[idx[b]].Departure) })
 		var kept []Leg
 		for _, i := range idx {
 			l := fromDated(&legs[i], ids[i])
 			if err := l.Validate(); err != nil {
-				reject(ssim.Rejection{Line: legs[i].Record, Record: ids[i], Reason: err.Error()})
+				im.reject(ssim.Rejection{Line: legs[i].Record, Record: ids[i], Reason: err.Error()})
 				continue
 			}
 			if n := len(kept); n > 0 && overlaps(&kept[n-1], &l) {
-				reject(ssim.Rejection{Line: legs[i].Record, Record: ids[i], Reason: fmt.Sprintf("overlaps leg %s of rotation %s", kept[n-1].ID, rid)})
+				im.reject(ssim.Rejection{Line: legs[i].Record, Record: ids[i], Reason: fmt.Sprintf("overlaps leg %s of rotation %s", kept[n-1].ID, rid)})
 				continue
 			}
 			kept = append(kept, l)
 		}
-		if opts.Strict && len(res.Rejections) > 0 {
-			return res, fmt.Errorf("import: %w", res.Rejections[0])
+		if im.opts.Strict && len(im.res.Rejections) > 0 {
+			return nil, 0, im.res.Rejections[0]
 		}
 		if len(kept) == 0 {
 			continue
@@ -286,10 +350,16 @@ func Import(ctx context.Context, svc *Service, schedule io.Reader, rotations io.
 			jobs = append(jobs, importJob{rid, kept[from:min(from+chunk, len(kept))]})
 		}
 		total += len(kept)
-		res.Rotations++
+		im.res.Rotations++
 	}
+	return jobs, total, nil
+}
 
-	workers := opts.Workers
+// run executes the commands on Workers goroutines and records the legs
+// imported and the last position; it returns the first error, or the
+// context's.
+func (im *importer) run(ctx context.Context, jobs []importJob, total int) error {
+	workers := im.opts.Workers
 	if workers <= 0 {
 		workers = 64
 	}
@@ -321,7 +391,7 @@ func Import(ctx context.Context, svc *Service, schedule io.Reader, rotations io.
 					return
 				}
 				rid := rotOrder[k]
-				err := importRotation(ctx, svc, rid, byRot[rid], &maxPos)
+				err := importRotation(ctx, im.svc, rid, byRot[rid], &maxPos)
 				if err != nil {
 					errMu.Lock()
 					if firstErr == nil {
@@ -335,25 +405,19 @@ func Import(ctx context.Context, svc *Service, schedule io.Reader, rotations io.
 					n += len(j.legs)
 				}
 				d := done.Add(int64(n))
-				if opts.Progress != nil {
-					opts.Progress(int(d), total)
+				if im.opts.Progress != nil {
+					im.opts.Progress(int(d), total)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	res.LegsImported = int(done.Load())
-	res.Rejected = len(res.Rejections)
-	res.Position = maxPos.Load()
-	res.Seconds = time.Since(start).Seconds()
-	sort.SliceStable(res.Rejections, func(i, j int) bool { return res.Rejections[i].Line < res.Rejections[j].Line })
-	if res.Rejections == nil {
-		res.Rejections = []ssim.Rejection{}
-	}
+	im.res.LegsImported = int(done.Load())
+	im.res.Position = maxPos.Load()
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
-	return res, firstErr
+	return firstErr
 }
 
 // importJob is one AddLegs command of an import.

@@ -22,7 +22,7 @@ func newService(t *testing.T) (*Service, eventstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(context.Background(), store, Options{})
+	svc, err := New(context.Background(), store, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

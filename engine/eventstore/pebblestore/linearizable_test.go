@@ -19,7 +19,7 @@ func TestLinearizable(t *testing.T) {
 	for _, noSync := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sync", true: "nosync"}[noSync], func(t *testing.T) {
 			s := opener(pebblestore.Options{NoSync: noSync})(t)
-			storetest.Linearizability(t, s, storetest.LinearizabilityConfig{Rounds: 5, Seed: 1})
+			storetest.Linearizability(t, s, storetest.LinearizabilityOptions{Rounds: 5, Seed: 1})
 		})
 	}
 }
@@ -49,7 +49,7 @@ func (s *staleVersions) StreamVersion(ctx context.Context, stream string) (uint6
 // store whose version reads can be stale.
 func TestLinearizabilityCatchesStaleReads(t *testing.T) {
 	s := &staleVersions{Store: opener(pebblestore.Options{NoSync: true})(t), v: map[string]uint64{}}
-	_, err := storetest.CheckLinearizable(t.Context(), s, storetest.LinearizabilityConfig{Seed: 1, VisualizeDir: t.TempDir()})
+	_, err := storetest.CheckLinearizable(t.Context(), s, storetest.LinearizabilityOptions{Seed: 1, VisualizeDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "not linearizable") {
 		t.Fatalf("a store with stale version reads passed: %v", err)
 	}

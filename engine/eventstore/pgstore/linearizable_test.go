@@ -17,7 +17,7 @@ import (
 func TestLinearizable(t *testing.T) {
 	t.Run("one process", func(t *testing.T) {
 		s := opener(Options{MaxConns: 16})(t)
-		storetest.Linearizability(t, s, storetest.LinearizabilityConfig{Rounds: 3, Seed: 1})
+		storetest.Linearizability(t, s, storetest.LinearizabilityOptions{Rounds: 3, Seed: 1})
 	})
 	t.Run("two processes", func(t *testing.T) {
 		url, schema := testenv.URL(t), testenv.Schema(t)
@@ -30,7 +30,7 @@ func TestLinearizable(t *testing.T) {
 			t.Cleanup(func() { s.Close() })
 			procs[i] = s
 		}
-		storetest.Linearizability(t, &alternate{Store: procs[0], procs: procs}, storetest.LinearizabilityConfig{Rounds: 3, Seed: 2})
+		storetest.Linearizability(t, &alternate{Store: procs[0], procs: procs}, storetest.LinearizabilityOptions{Rounds: 3, Seed: 2})
 	})
 }
 

@@ -20,12 +20,12 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
-// LinearizabilityConfig shapes the workload of CheckLinearizable: Clients
+// LinearizabilityOptions shapes the workload of CheckLinearizable: Clients
 // goroutines each run Ops operations on Streams streams — appends of one
 // to three events with an expected version (the version the client last
 // saw, no stream, or any), reads of a stream's version and reads of the
 // whole stream — one history per round.
-type LinearizabilityConfig struct {
+type LinearizabilityOptions struct {
 	Clients int    // default 16
 	Streams int    // default 3
 	Ops     int    // per client and round, default 40
@@ -37,7 +37,7 @@ type LinearizabilityConfig struct {
 	VisualizeDir string
 }
 
-func (c LinearizabilityConfig) withDefaults() LinearizabilityConfig {
+func (c LinearizabilityOptions) withDefaults() LinearizabilityOptions {
 	set := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -63,7 +63,7 @@ type LinearizabilityReport struct {
 
 // Linearizability runs CheckLinearizable on s and fails t if a history is
 // not linearizable.
-func Linearizability(t *testing.T, s eventstore.Store, cfg LinearizabilityConfig) LinearizabilityReport {
+func Linearizability(t *testing.T, s eventstore.Store, cfg LinearizabilityOptions) LinearizabilityReport {
 	t.Helper()
 	rep, err := CheckLinearizable(t.Context(), s, cfg)
 	if err != nil {
@@ -172,7 +172,7 @@ var streamModel = porcupine.Model{
 // linearizable (writing porcupine's visualization of it to a temporary
 // file named in the error, see VisualizeDir), for one the checker could not decide within
 // a minute, and for any failure of the store.
-func CheckLinearizable(ctx context.Context, s eventstore.Store, cfg LinearizabilityConfig) (LinearizabilityReport, error) {
+func CheckLinearizable(ctx context.Context, s eventstore.Store, cfg LinearizabilityOptions) (LinearizabilityReport, error) {
 	cfg = cfg.withDefaults()
 	var rep LinearizabilityReport
 	for round := range cfg.Rounds {
@@ -213,7 +213,7 @@ func CheckLinearizable(ctx context.Context, s eventstore.Store, cfg Linearizabil
 	return rep, nil
 }
 
-func recordHistory(ctx context.Context, s eventstore.Store, cfg LinearizabilityConfig, round int) ([]porcupine.Operation, error) {
+func recordHistory(ctx context.Context, s eventstore.Store, cfg LinearizabilityOptions, round int) ([]porcupine.Operation, error) {
 	head, err := s.Head(ctx)
 	if err != nil {
 		return nil, err

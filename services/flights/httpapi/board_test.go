@@ -409,7 +409,7 @@ func upload(t *testing.T, url, token string, parts map[string][]byte) apiResp {
 
 func TestUploadImport(t *testing.T) {
 	srv, svc := newAPI(t)
-	g, err := flights.GenerateSchedule(flights.GenerateConfig{Weeks: 1, FlightsPerWeek: 300, Violations: 0.02, Seed: 3})
+	g, err := flights.GenerateSchedule(flights.GenerateOptions{Weeks: 1, FlightsPerWeek: 300, Violations: 0.02, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestCommandsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	svc, err := flights.NewService(context.Background(), store, flights.Options{CommandsOnly: true})
+	svc, err := flights.New(context.Background(), store, flights.Options{CommandsOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func fuzzServer(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	svc, err := flights.NewService(context.Background(), store, flights.Options{})
+	svc, err := flights.New(context.Background(), store, flights.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}

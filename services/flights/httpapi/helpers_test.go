@@ -17,7 +17,7 @@ func newService(t *testing.T) (*flights.Service, eventstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := flights.NewService(context.Background(), store, flights.Options{})
+	svc, err := flights.New(context.Background(), store, flights.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

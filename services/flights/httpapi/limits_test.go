@@ -79,7 +79,7 @@ func TestConcurrentImportsBounded(t *testing.T) {
 	}
 	srv := httptest.NewServer(a.handler())
 	defer srv.Close()
-	g, err := flights.GenerateSchedule(flights.GenerateConfig{Weeks: 1, FlightsPerWeek: 50, Seed: 1})
+	g, err := flights.GenerateSchedule(flights.GenerateOptions{Weeks: 1, FlightsPerWeek: 50, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestLiveSharesOneSubscription(t *testing.T) {
 	}
 	defer pebble.Close()
 	store := &countingStore{Store: pebble}
-	svc, err := flights.NewService(context.Background(), store, flights.Options{})
+	svc, err := flights.New(context.Background(), store, flights.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

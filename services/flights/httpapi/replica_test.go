@@ -41,7 +41,7 @@ func TestReplicaInAnotherProcess(t *testing.T) {
 	defer primary.Close()
 
 	// Some schedule before the replica starts: it must catch up.
-	g, err := flights.GenerateSchedule(flights.GenerateConfig{Weeks: 1, FlightsPerWeek: 400, Violations: 0.05, Seed: 3})
+	g, err := flights.GenerateSchedule(flights.GenerateOptions{Weeks: 1, FlightsPerWeek: 400, Violations: 0.05, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,8 @@ import (
 	"github.com/logbook/logbook/services/notify"
 )
 
-// Options configure a Deliverer.
-type Options struct {
+// Config configures a Deliverer; Endpoints are required.
+type Config struct {
 	Endpoints   map[notify.Channel]string  // the URL batches of each channel are posted to
 	Rate        map[notify.Channel]float64 // most calls per second per channel; absent or 0: no limit
 	Attempts    int                        // calls per batch before it fails for good (default 6)
@@ -35,29 +35,29 @@ type Options struct {
 
 // Deliverer posts batches; it is safe for concurrent use.
 type Deliverer struct {
-	opt      Options
+	cfg      Config
 	limiters map[notify.Channel]*limiter
 }
 
 // New makes a Deliverer.
-func New(opt Options) (*Deliverer, error) {
-	if len(opt.Endpoints) == 0 {
+func New(cfg Config) (*Deliverer, error) {
+	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("deliver: no endpoints")
 	}
-	if opt.Attempts <= 0 {
-		opt.Attempts = 6
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 6
 	}
-	if opt.BaseBackoff <= 0 {
-		opt.BaseBackoff = 10 * time.Millisecond
+	if cfg.BaseBackoff <= 0 {
+		cfg.BaseBackoff = 10 * time.Millisecond
 	}
-	if opt.MaxBackoff <= 0 {
-		opt.MaxBackoff = 2 * time.Second
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 2 * time.Second
 	}
-	if opt.Client == nil {
-		opt.Client = &http.Client{Timeout: 30 * time.Second}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 30 * time.Second}
 	}
-	d := &Deliverer{opt: opt, limiters: map[notify.Channel]*limiter{}}
-	for c, r := range opt.Rate {
+	d := &Deliverer{cfg: cfg, limiters: map[notify.Channel]*limiter{}}
+	for c, r := range cfg.Rate {
 		if r < 0 {
 			return nil, fmt.Errorf("deliver: rate %v for %s: want zero or more", r, c)
 		}
@@ -92,7 +92,7 @@ func (d *Deliverer) Deliver(ctx context.Context, batch []notify.Message) (retrie
 			return 0, fmt.Errorf("deliver: batch mixes channels %s and %s", c, m.Channel)
 		}
 	}
-	url, ok := d.opt.Endpoints[c]
+	url, ok := d.cfg.Endpoints[c]
 	if !ok {
 		return 0, fmt.Errorf("deliver: no endpoint for channel %s", c)
 	}
@@ -113,12 +113,12 @@ func (d *Deliverer) Deliver(ctx context.Context, batch []notify.Message) (retrie
 		if err := ctx.Err(); err != nil {
 			return attempt - 1, err
 		}
-		if !temporary || attempt == d.opt.Attempts {
+		if !temporary || attempt == d.cfg.Attempts {
 			return attempt - 1, &FailedError{Channel: c, Attempts: attempt, Reason: reason}
 		}
 		// Full jitter: a uniform wait up to the exponential bound, so
 		// retries of many batches failing together spread out.
-		bound := min(d.opt.BaseBackoff<<(attempt-1), d.opt.MaxBackoff)
+		bound := min(d.cfg.BaseBackoff<<(attempt-1), d.cfg.MaxBackoff)
 		select {
 		case <-time.After(rand.N(bound) + 1):
 		case <-ctx.Done():
@@ -135,7 +135,7 @@ func (d *Deliverer) post(ctx context.Context, url string, body []byte) (reason s
 		return err.Error(), false
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := d.opt.Client.Do(req)
+	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		return err.Error(), true
 	}

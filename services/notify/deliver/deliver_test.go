@@ -29,7 +29,7 @@ func TestRetriesDeliverExactlyOnce(t *testing.T) {
 	s, _ := sink.New(sink.Options{ErrorRate: 0.3, Seed: 7})
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	d, err := New(Options{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + sink.Path}, Attempts: 20, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	d, err := New(Config{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + sink.Path}, Attempts: 20, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestFailsForGood(t *testing.T) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + "/down", notify.Email: srv.URL + "/bad"}, Attempts: 4, BaseBackoff: time.Millisecond})
+	d, _ := New(Config{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + "/down", notify.Email: srv.URL + "/bad"}, Attempts: 4, BaseBackoff: time.Millisecond})
 
 	retries, err := d.Deliver(context.Background(), messages(3, notify.Push))
 	var fe *FailedError
@@ -85,7 +85,7 @@ func TestRateLimitPerChannel(t *testing.T) {
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	url := srv.URL + sink.Path
-	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: url, notify.Email: url}, Rate: map[notify.Channel]float64{notify.Push: 50}})
+	d, _ := New(Config{Endpoints: map[notify.Channel]string{notify.Push: url, notify.Email: url}, Rate: map[notify.Channel]float64{notify.Push: 50}})
 	start := time.Now()
 	for i := range 11 {
 		if _, err := d.Deliver(context.Background(), []notify.Message{{Key: fmt.Sprint("p", i), Channel: notify.Push}}); err != nil {
@@ -107,7 +107,7 @@ func TestRateLimitPerChannel(t *testing.T) {
 }
 
 func TestBadBatches(t *testing.T) {
-	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: "http://127.0.0.1:1/"}})
+	d, _ := New(Config{Endpoints: map[notify.Channel]string{notify.Push: "http://127.0.0.1:1/"}})
 	mixed := append(messages(1, notify.Push), messages(1, notify.Email)...)
 	for name, b := range map[string][]notify.Message{
 		"empty": nil, "over 500": messages(notify.MaxBatch+1, notify.Push), "mixed": mixed, "no endpoint": messages(1, notify.Email),
@@ -116,7 +116,7 @@ func TestBadBatches(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := New(Options{}); err == nil {
+	if _, err := New(Config{}); err == nil {
 		t.Error("no endpoints accepted")
 	}
 }
@@ -141,7 +141,7 @@ func TestProcessOverHTTPExactlyOnce(t *testing.T) {
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	url := srv.URL + sink.Path
-	d, _ := New(Options{Endpoints: map[notify.Channel]string{notify.Push: url, notify.Email: url}, Attempts: 30, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	d, _ := New(Config{Endpoints: map[notify.Channel]string{notify.Push: url, notify.Email: url}, Attempts: 30, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	us := users{}
 	var ids []int64
 	allowed := 0

@@ -65,9 +65,16 @@ var Routes = []httpkit.Route[*API]{
 	}},
 }
 
-// New returns the notify HTTP API for svc, mounted on mux (which also
-// answers 404 under /api/notifications/ and /api/dead-letters/).
-func New(mux *http.ServeMux, svc *pipeline.Service, tokens *auth.Tokens) {
+// New returns the notify HTTP API for svc.
+func New(svc *pipeline.Service, tokens *auth.Tokens) http.Handler {
+	mux := http.NewServeMux()
+	Mount(mux, svc, tokens)
+	return mux
+}
+
+// Mount registers the notify HTTP API for svc on mux (which also answers
+// 404 under /api/notifications/ and /api/dead-letters/).
+func Mount(mux *http.ServeMux, svc *pipeline.Service, tokens *auth.Tokens) {
 	a := &API{svc: svc, tokens: tokens, sending: make(chan struct{}, MaxSending), wait: sendWait}
 	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
 	for _, p := range []string{"/api/notifications/", "/api/dead-letters/"} {

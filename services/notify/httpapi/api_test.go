@@ -70,7 +70,7 @@ func newServer(t *testing.T) *server {
 	}
 	ss := httptest.NewServer(sk)
 	t.Cleanup(ss.Close)
-	d, err := deliver.New(deliver.Options{Endpoints: map[notify.Channel]string{notify.Push: ss.URL + sink.Path, notify.Email: ss.URL + sink.Path}})
+	d, err := deliver.New(deliver.Config{Endpoints: map[notify.Channel]string{notify.Push: ss.URL + sink.Path, notify.Email: ss.URL + sink.Path}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func newServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	svc, err := pipeline.New(context.Background(), pipeline.Config{Store: st, Users: users{}, Deliverer: d, StateDir: dir + "/state", MaxRecipients: 1000})
+	svc, err := pipeline.New(context.Background(), st, pipeline.Config{Users: users{}, Deliverer: d, StateDir: dir + "/state", MaxRecipients: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +92,7 @@ func newServer(t *testing.T) *server {
 	if err := tokens.Add(viewerToken, auth.Viewer); err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	New(mux, svc, tokens)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(New(svc, tokens))
 	t.Cleanup(srv.Close)
 	return &server{t: t, url: srv.URL, sink: sk}
 }

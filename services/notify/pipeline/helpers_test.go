@@ -90,7 +90,7 @@ type harness struct {
 	users *users
 	sinks map[notify.Channel]*sink.Sink
 	urls  map[notify.Channel]string
-	opt   deliver.Options
+	opt   deliver.Config
 	cfg   Config
 	svc   *Service
 }
@@ -113,8 +113,8 @@ func newHarness(t *testing.T, u *users, sinkOpt map[notify.Channel]sink.Options)
 	}
 	h.store = st
 	t.Cleanup(func() { _ = st.Close() })
-	h.opt = deliver.Options{Endpoints: h.urls, Attempts: 6, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
-	h.cfg = Config{Store: st, Users: u, StateDir: h.dir + "/state", ChunkSize: 1000}
+	h.opt = deliver.Config{Endpoints: h.urls, Attempts: 6, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	h.cfg = Config{Users: u, StateDir: h.dir + "/state", ChunkSize: 1000}
 	return h
 }
 
@@ -126,7 +126,7 @@ func (h *harness) start() *Service {
 	}
 	cfg := h.cfg
 	cfg.Deliverer = d
-	svc, err := New(context.Background(), cfg)
+	svc, err := New(context.Background(), h.store, cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func (s *Service) run(ctx context.Context, w work) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.cfg.Store.Append(ctx, stream, eventstore.Any, events)
+	res, err := s.store.Append(ctx, stream, eventstore.Any, events)
 	if err != nil {
 		return fmt.Errorf("append the outcome: %w", err)
 	}
@@ -192,7 +192,7 @@ func failure(ctx context.Context, err error) (reason string, attempts int, ok bo
 // chunk runs one chunk of a request through the pipeline and returns
 // its outcome events.
 func (s *Service) chunk(ctx context.Context, r Requested, chunk int) ([]eventstore.NewEvent, error) {
-	evs, err := s.cfg.Store.ReadStream(ctx, requestStream(r.ID), uint64(2+chunk), 1)
+	evs, err := s.store.ReadStream(ctx, requestStream(r.ID), uint64(2+chunk), 1)
 	if err != nil {
 		return nil, err
 	}

@@ -38,11 +38,10 @@ type Deliverer interface {
 	Deliver(ctx context.Context, batch []notify.Message) (retries int, err error)
 }
 
-// Config configures a Service.
+// Config configures a Service; Users and Deliverer are required.
 type Config struct {
-	Store eventstore.Store
 	// Follow is where the state and the metrics follow the log from
-	// (default Store): a kafkabus.ReplicaStore follows it on Kafka. The
+	// (default the service's store): a kafkabus.ReplicaStore follows it on Kafka. The
 	// state and the metrics then read every event of the log, not only
 	// the service's tag, as a replica store serves only whole-log
 	// subscriptions from Kafka.
@@ -91,6 +90,7 @@ const MaxReplay = 2000
 
 // Service is the notify service.
 type Service struct {
+	store eventstore.Store
 	cfg   Config
 	log   *slog.Logger
 	view  *projection.Memory[state]
@@ -107,10 +107,10 @@ type Service struct {
 	err     error
 }
 
-// New opens the metrics' windows, starts following the log and starts
-// the pipeline. Close stops it.
-func New(ctx context.Context, cfg Config) (*Service, error) {
-	if cfg.Store == nil || cfg.Users == nil || cfg.Deliverer == nil {
+// New opens the metrics' windows, starts following the log in store
+// and starts the pipeline. Close stops it.
+func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, error) {
+	if store == nil || cfg.Users == nil || cfg.Deliverer == nil {
 		return nil, errors.New("notify: a service needs a store, users and a deliverer")
 	}
 	if cfg.Policy.Mandatory == nil {
@@ -144,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, agg: agg, changed: make(chan struct{}, 1)}
+	s := &Service{store: store, cfg: cfg, log: cfg.Logger, agg: agg, changed: make(chan struct{}, 1)}
 	s.counted, err = metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "logbook_notify_outcomes_total",
 		Help: "The counts of the outcomes this process appended (pipeline steps done): requested, refused, built, delivered, failed, dead_lettered, retries.",
@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		return nil
 	})
-	follow, filter := cfg.Store, eventstore.Tagged(Tag)
+	follow, filter := store, eventstore.Tagged(Tag)
 	if cfg.Follow != nil {
 		follow, filter = cfg.Follow, eventstore.All()
 	}
@@ -346,7 +346,7 @@ func (s *Service) Send(ctx context.Context, key string, in SendInput) (Accepted,
 		}
 		events = append(events, eventstore.NewEvent{ID: eventID(id, hash, "chunk", itoa(c)), Type: TypeRecipients, Data: data})
 	}
-	res, err := s.cfg.Store.Append(ctx, stream, eventstore.NoStream, events)
+	res, err := s.store.Append(ctx, stream, eventstore.NoStream, events)
 	if errors.Is(err, eventstore.ErrVersionConflict) {
 		// Sent concurrently under the same key: answer as that one.
 		if acc, ok, err := s.existing(ctx, id, hash); ok || err != nil {
@@ -362,7 +362,7 @@ func (s *Service) Send(ctx context.Context, key string, in SendInput) (Accepted,
 // existing answers a retry of request id: ok when the request exists.
 func (s *Service) existing(ctx context.Context, id, hash string) (Accepted, bool, error) {
 	stream := requestStream(id)
-	evs, err := s.cfg.Store.ReadStream(ctx, stream, 1, 1)
+	evs, err := s.store.ReadStream(ctx, stream, 1, 1)
 	if err != nil || len(evs) == 0 {
 		return Accepted{}, false, err
 	}
@@ -375,7 +375,7 @@ func (s *Service) existing(ctx context.Context, id, hash string) (Accepted, bool
 	}
 	last := evs[0].Position
 	if hdr.Chunks > 0 {
-		tail, err := s.cfg.Store.ReadStreamBackward(ctx, stream, 0, 1)
+		tail, err := s.store.ReadStreamBackward(ctx, stream, 0, 1)
 		if err != nil {
 			return Accepted{}, false, err
 		}

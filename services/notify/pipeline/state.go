@@ -338,9 +338,9 @@ func (s *Service) Replay(ctx context.Context, key string, in ReplayInput) (Repla
 	if err != nil {
 		return ReplayAccepted{}, err
 	}
-	res, err := s.cfg.Store.Append(ctx, replayStream(rid), eventstore.NoStream, []eventstore.NewEvent{{ID: eventID("replay", rid), Type: TypeReplayRequested, Tags: []string{Tag}, Data: data}})
+	res, err := s.store.Append(ctx, replayStream(rid), eventstore.NoStream, []eventstore.NewEvent{{ID: eventID("replay", rid), Type: TypeReplayRequested, Tags: []string{Tag}, Data: data}})
 	if isConflict(err) || err == nil && res.Duplicate {
-		evs, rerr := s.cfg.Store.ReadStream(ctx, replayStream(rid), 1, 1)
+		evs, rerr := s.store.ReadStream(ctx, replayStream(rid), 1, 1)
 		if rerr != nil || len(evs) == 0 {
 			return ReplayAccepted{}, fmt.Errorf("notify: replay %s: %w", rid, errors.Join(err, rerr))
 		}

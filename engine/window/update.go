@@ -1,0 +1,443 @@
+package window
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// Applying a batch of events: the buckets and sessions they open and
+// touch, late events, the key numbering, and the buckets that close.
+
+// isClosed tells whether a window ending at end is past its grace.
+func (a *Aggregation) isClosed(end int64) bool {
+	return a.st != noTime && end <= a.st-int64(a.def.Grace)
+}
+
+// update is the PebbleView's update function.
+func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
+	r := &a.rec
+	stBefore := a.st
+	for i := range events {
+		if i%yieldEvery == yieldEvery-1 {
+			a.yieldToQueries()
+		}
+		r.Time = time.Time{}
+		clear(r.Dims)
+		clear(r.Values)
+		clear(r.Distinct)
+		if !a.def.Extract(&events[i], r) {
+			continue
+		}
+		if r.Time.IsZero() {
+			return fmt.Errorf("window %s: event %d (%s): Extract set no time", a.def.Name, events[i].Position, events[i].Type)
+		}
+		if len(r.Dims) != len(a.def.Dims) || len(r.Values) != len(a.def.Values) || len(r.Distinct) != len(a.def.Distinct) {
+			return fmt.Errorf("window %s: Extract resized the record", a.def.Name)
+		}
+		t := r.Time.UnixNano()
+		if t > a.st {
+			a.st = t
+		}
+		key := a.in.key(r.Dims)
+		var err error
+		switch a.def.Window.Kind {
+		case KindTumbling:
+			size := a.sizes[0]
+			start := floorDiv(t, size)
+			late := a.isClosed(start + size)
+			if late {
+				a.late++
+			}
+			for level, size := range a.sizes {
+				s := floorDiv(t, size)
+				if err = a.touch(b, key, uint8(level), s, s+size, late, r); err != nil {
+					break
+				}
+			}
+		case KindHopping:
+			size, adv := a.sizes[0], int64(a.def.Window.Advance)
+			anyLate := false
+			for s := floorDiv(t, adv); s > t-size; s -= adv {
+				late := a.isClosed(s + size)
+				anyLate = anyLate || late
+				if err = a.touch(b, key, 0, s, s+size, late, r); err != nil {
+					break
+				}
+			}
+			if anyLate {
+				a.late++
+			}
+		case KindSession:
+			err = a.session(b, key, t, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// Buckets past their grace leave memory; their last state is in this
+	// batch or an earlier one. One with deltas is compacted to its base
+	// in this batch, so that the closed past reads as one value per
+	// bucket.
+	topClosed := false
+	for len(a.closing) > 0 && a.isClosed(a.closing[0].end) {
+		c := heap.Pop(&a.closing).(closing)
+		bk := a.open[c.key]
+		if bk == nil || bk.maxEnd != c.end {
+			continue // a session bucket whose windows grew since
+		}
+		delete(a.open, c.key)
+		if a.last[bk.level] == bk {
+			a.last[bk.level] = nil
+		}
+		if a.def.Window.Kind == KindSession {
+			for dims, s := range bk.entries {
+				a.dropSession(dims, s)
+			}
+		} else {
+			a.retired = append(a.retired, bk)
+		}
+		if bk.seq > 0 {
+			bk.compact = true
+			a.markDirty(bk)
+		}
+		if int(bk.level) == len(a.sizes)-1 {
+			topClosed = true
+		}
+	}
+	for _, bk := range a.dirty {
+		a.yieldToQueries()
+		bk.dirty = false
+		if err := a.writeBucket(b, bk); err != nil {
+			return err
+		}
+	}
+	a.dirty = a.dirty[:0]
+	for _, bk := range a.retired {
+		for i, s := range bk.byID {
+			if s != nil {
+				a.freeStates = append(a.freeStates, s)
+				bk.byID[i] = nil
+			}
+		}
+		if len(a.freeIDs) < 8 {
+			a.freeIDs = append(a.freeIDs, bk.byID[:0])
+		}
+		bk.byID = nil
+	}
+	a.retired = a.retired[:0]
+	if topClosed {
+		a.renumber()
+	}
+	if a.st != stBefore {
+		if err := b.Set(streamTimeKey, appendTime(nil, a.st), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renumberMin is the number of keys the interner holds beyond twice
+// the keys of the open buckets before it is renumbered (a variable for
+// tests).
+var renumberMin = 1 << 16
+
+// renumber numbers the keys of the open buckets afresh when the
+// interner holds many more keys than they do, so that it does not grow
+// with every key ever seen. It runs when a bucket of the top level
+// closes (when many keys may have left memory), after the batch's
+// buckets are written.
+func (a *Aggregation) renumber() {
+	if a.in.len() <= renumberMin {
+		return
+	}
+	remap := make([]int32, a.in.len())
+	for i := range remap {
+		remap[i] = -1
+	}
+	open := 0
+	for _, bk := range a.open {
+		bk.each(func(s *state) {
+			if remap[s.key] < 0 {
+				remap[s.key] = 0
+				open++
+			}
+		})
+	}
+	if a.in.len() <= 2*open+renumberMin {
+		return
+	}
+	in := newInterner(len(a.def.Dims))
+	for i := range remap {
+		remap[i] = -1
+	}
+	for _, bk := range a.open {
+		var err error
+		bk.each(func(s *state) {
+			if err == nil && remap[s.key] < 0 {
+				remap[s.key], err = in.encoded([]byte(s.dims), &a.parts, &a.names)
+			}
+		})
+		if err != nil {
+			return // cannot happen: the keys were encoded here; keep the old numbers
+		}
+	}
+	var moved []*state
+	for _, bk := range a.open {
+		moved = moved[:0]
+		bk.each(func(s *state) { moved = append(moved, s) })
+		clear(bk.byID)
+		for _, s := range moved {
+			s.key = remap[s.key]
+			s.dims = in.keys[s.key]
+			if bk.entries == nil {
+				bk.n--
+				bk.put(s)
+			}
+		}
+	}
+	a.in = in
+	a.renumbered++
+}
+
+// newState returns an empty state for a new window. Most events create
+// a window, so states and their stats come from chunks: one allocation
+// per few hundred windows instead of three per window, which cut the
+// collector's share of the ingest.
+func (a *Aggregation) newState(end int64) *state {
+	if n := len(a.freeStates); n > 0 {
+		s := a.freeStates[n-1]
+		a.freeStates = a.freeStates[:n-1]
+		s.reset()
+		s.end, s.dirty = end, false
+		return s
+	}
+	if len(a.slab) == 0 {
+		a.slab = make([]state, 256)
+	}
+	s := &a.slab[0]
+	a.slab = a.slab[1:]
+	n := 3 * len(a.def.Values)
+	if n <= len(s.inl) {
+		s.end, s.stats = end, s.inl[:n:n]
+	} else {
+		if len(a.floats) < n {
+			a.floats = make([]float64, max(n, 4096))
+		}
+		s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
+	}
+	for i := 0; i < n; i += 3 {
+		s.stats[i+1], s.stats[i+2] = math.Inf(1), math.Inf(-1)
+	}
+	if len(a.def.Distinct) > 0 {
+		s.distinct = make([]distinctSet, len(a.def.Distinct))
+	}
+	return s
+}
+
+func (a *Aggregation) markDirty(bk *bucket) {
+	if !bk.dirty {
+		bk.dirty = true
+		a.dirty = append(a.dirty, bk)
+	}
+}
+
+// markChanged records that s, an entry of bk, changed in this batch.
+func (a *Aggregation) markChanged(bk *bucket, s *state) {
+	if !s.dirty {
+		s.dirty = true
+		bk.changed = append(bk.changed, s)
+	}
+	a.markDirty(bk)
+}
+
+// bucket returns the open bucket of level at start, made if new; nil
+// if it is closed (and so not in memory).
+func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
+	if bk := a.last[level]; bk != nil && bk.start == start {
+		return bk
+	}
+	a.key = baseKey(a.key[:0], level, start)
+	bk := a.open[string(a.key)]
+	if bk == nil {
+		if a.isClosed(end) {
+			return nil
+		}
+		// Open buckets are all in memory: this one is new. Sized like
+		// the last one of its level, it rarely grows.
+		bk = &bucket{key: string(a.key), level: level, start: start, maxEnd: end}
+		if a.def.Window.Kind == KindSession {
+			hint := 0
+			if prev := a.last[level]; prev != nil {
+				hint = prev.n
+			}
+			bk.entries = make(map[string]*state, hint)
+		} else {
+			// Sized for the keys numbered so far, it rarely grows.
+			var ids []*state
+			if n := len(a.freeIDs); n > 0 {
+				ids, a.freeIDs = a.freeIDs[n-1], a.freeIDs[:n-1]
+			}
+			if cap(ids) < a.in.len() {
+				ids = make([]*state, a.in.len(), a.in.len()+a.in.len()/8)
+			}
+			bk.byID = ids[:max(len(ids), a.in.len())]
+		}
+		a.open[bk.key] = bk
+		heap.Push(&a.closing, closing{end: end, key: bk.key})
+	}
+	a.last[level] = bk
+	return bk
+}
+
+// touch adds r to the window [start, end) of level and key, or counts
+// it late there (tumbling and hopping windows).
+func (a *Aggregation) touch(b *pebble.Batch, key int32, level uint8, start, end int64, late bool, r *Record) error {
+	bk := a.bucket(level, start, end)
+	if bk == nil {
+		// A closed window: only its late count changes, in a key of its
+		// own (rewriting the bucket would cost a bucket per late event).
+		if !late {
+			return fmt.Errorf("window %s: event for closed window not counted late", a.def.Name)
+		}
+		return a.countLate(b, key, level, start, end)
+	}
+	s := bk.get(key)
+	if s == nil {
+		s = a.newState(end)
+		s.dims, s.key = a.in.keys[key], key
+		bk.put(s)
+	}
+	if late {
+		s.late++
+	} else {
+		s.add(r, a.exact)
+	}
+	a.markChanged(bk, s)
+	return nil
+}
+
+// countLate adds a late event to the late key of a closed window, read
+// and written through the batch (which sees its own writes).
+func (a *Aggregation) countLate(b *pebble.Batch, key int32, level uint8, start, end int64) error {
+	a.key = append(bucketKey(a.key[:0], prefixLate, level, start), a.in.keys[key]...)
+	n := uint64(0)
+	v, closer, err := b.Get(a.key)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		if len(v) > 8 {
+			n, _ = binary.Uvarint(v[8:])
+		}
+		closer.Close()
+	}
+	a.val = binary.AppendUvarint(appendTime(a.val[:0], end), n+1)
+	return b.Set(a.key, a.val, nil)
+}
+
+// session adds an event at t to its key's sessions: its own window is
+// [t, t+gap); every open session it overlaps merges with it into one.
+func (a *Aggregation) session(b *pebble.Batch, key int32, t int64, r *Record) error {
+	gap := int64(a.def.Window.Gap)
+	if a.isClosed(t + gap) {
+		// Counted in a window of its own, [t, t+gap), whatever sessions
+		// are still in memory: the answer must not depend on where the
+		// batches of the log happened to end.
+		a.late++
+		return a.countLate(b, key, 0, t, t+gap)
+	}
+	dims := a.in.keys[key]
+	list := a.sessions[dims]
+	var hits []*session
+	start, end := t, t+gap
+	for _, s := range list {
+		// Closed sessions are final: they may linger in memory until the
+		// end of the batch, but they take no more events.
+		if s.b.start < t+gap && t < s.end && !a.isClosed(s.end) {
+			hits = append(hits, s)
+			start, end = min(start, s.b.start), max(end, s.end)
+		}
+	}
+	var target *session
+	for _, s := range hits {
+		if s.b.start == start {
+			target = s
+		}
+	}
+	if target == nil {
+		bk := a.bucket(0, start, end)
+		if bk == nil {
+			return fmt.Errorf("window %s: open session in a closed bucket", a.def.Name)
+		}
+		st := bk.entries[dims]
+		if st == nil {
+			st = a.newState(end)
+			st.dims, st.key = dims, key
+			bk.put(st)
+		}
+		target = &session{b: bk, dims: dims, state: st}
+		a.sessions[dims] = append(a.sessions[dims], target)
+	}
+	for _, s := range hits {
+		if s == target {
+			continue
+		}
+		target.merge(s.state, a.exact)
+		delete(s.b.entries, s.dims)
+		s.b.n--
+		a.markDirty(s.b)
+		a.dropSession(s.dims, s.state)
+	}
+	target.add(r, a.exact)
+	target.end = max(target.end, end)
+	if target.end > target.b.maxEnd {
+		target.b.maxEnd = target.end
+		heap.Push(&a.closing, closing{end: target.end, key: target.b.key})
+	}
+	a.markDirty(target.b)
+	return nil
+}
+
+func (a *Aggregation) dropSession(dims string, st *state) {
+	list := a.sessions[dims]
+	for i, x := range list {
+		if x.state == st {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(a.sessions, dims)
+	} else {
+		a.sessions[dims] = list
+	}
+}
+
+// closing is a bucket's end in the heap that evicts closed buckets; an
+// entry whose end has moved since is skipped when popped.
+type closing struct {
+	end int64
+	key string
+}
+
+type closeHeap []closing
+
+func (h closeHeap) Len() int           { return len(h) }
+func (h closeHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h closeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *closeHeap) Push(x any)        { *h = append(*h, x.(closing)) }
+func (h *closeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,8 +1,9 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"fmt"
+	"github.com/logbook/logbook/internal/cliutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,12 +27,12 @@ prints the seed's figures next to this machine's. Backends whose address is
 not given are started with the repository's scripts (scripts/redis.sh,
 scripts/etcd.sh, scripts/postgres.sh, scripts/kafka.sh: run from the
 repository's root).`,
-		Args: noArgs,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
 	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, or all")
-	asJSON := jsonFlag(fs)
+	asJSON := cliutil.JSONFlag(fs)
 	plotFile := fs.String("plot", "", "also draw each table, puts/s against its setting per backend, into this .svg or .png file (with several tables, one file each: NAME-TABLE.svg)")
 	var cfg bench.KVConfig
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each measurement")
@@ -50,15 +51,15 @@ repository's root).`,
 		}
 		for _, t := range cfg.Tables {
 			if !slices.Contains([]string{"batch", "payload", "connections", "partitions", "persistence"}, t) {
-				return usagef("--table %q: batch, payload, connections, partitions, persistence or all", t)
+				return cliutil.Usagef("--table %q: batch, payload, connections, partitions, persistence or all", t)
 			}
 		}
 		if cfg.Duration <= 0 || cfg.Clients <= 0 || cfg.UpdateClients < 0 {
-			return usageError{"--duration and --clients must be positive, --cas-clients not negative"}
+			return cliutil.Usage("--duration and --clients must be positive, --cas-clients not negative")
 		}
 		if *plotFile != "" {
 			if err := plot.CheckFile(*plotFile); err != nil {
-				return usagef("--plot %v", err)
+				return cliutil.Usagef("--plot %v", err)
 			}
 		}
 		addr := func(flag *string, backend, script string) (string, error) {
@@ -90,7 +91,7 @@ repository's root).`,
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return err
 		}
-		p, stop := e.showProgress(cmd, *asJSON)
+		p, stop := e.ShowProgress(cmd, *asJSON)
 		cfg.Progress = p
 		res, err := bench.RunKV(cmd.Context(), cfg)
 		stop()
@@ -103,9 +104,9 @@ repository's root).`,
 			}
 		}
 		if *asJSON {
-			return report(e.stdout, true, res, nil)
+			return cliutil.Report(e.Stdout, true, res, nil)
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 		for _, r := range res.Table() {
 			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
 		}

@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/internal/progress"
@@ -8,7 +9,7 @@ import (
 )
 
 func newBenchRegistryCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "registry", Short: "schema lookups by id over HTTP, and registrations checked against earlier versions", Args: noArgs}
+	cmd := &cobra.Command{Use: "registry", Short: "schema lookups by id over HTTP, and registrations checked against earlier versions", Args: cliutil.NoArgs}
 	fs := cmd.Flags()
 	var bf benchFlags
 	bf.register(fs)
@@ -22,11 +23,13 @@ func newBenchRegistryCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.Timed, "timed", 10, "registrations timed after the earlier versions")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Lookups <= 0 || cfg.Writers <= 0 || cfg.Versions <= 0 || cfg.Fields <= 1 || cfg.Timed <= 0 {
-			return usageError{"--lookups, --clients, --versions and --timed must be positive, --fields above 1"}
+			return cliutil.Usage("--lookups, --clients, --versions and --timed must be positive, --fields above 1")
 		}
 		// The registry is served as logbook serve serves it, collector included.
-		tuneGC(cmd.Context())
-		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
+		if e.TuneGC != nil {
+			e.TuneGC(cmd.Context())
+		}
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			return bench.RunRegistry(cmd.Context(), s, cfg)
 		})
 	}

@@ -1,10 +1,7 @@
-package main
+package cli
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"text/tabwriter"
+	"github.com/logbook/logbook/internal/cliutil"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,7 +13,7 @@ import (
 const benchDataDir = "./data-bench"
 
 func newBenchCmd(e *env) *cobra.Command {
-	g := group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv, cdc, notify",
+	g := cliutil.Group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv, cdc, notify",
 		newBenchAppendCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
@@ -27,23 +24,23 @@ func newBenchCmd(e *env) *cobra.Command {
 		newBenchCDCCmd(e),
 		newBenchNotifyCmd(e),
 	)
-	cpuProfileFlag(g)
+	cliutil.ProfileFlags(g)
 	return g
 }
 
 // benchFlags are the flags every benchmark takes.
 type benchFlags struct {
-	store  storeFlags
+	store  cliutil.StoreFlags
 	asJSON *bool
 }
 
 func (b *benchFlags) register(fs *pflag.FlagSet) {
-	b.store.register(fs, benchDataDir)
-	b.asJSON = jsonFlag(fs)
+	b.store.Register(fs, benchDataDir)
+	b.asJSON = cliutil.JSONFlag(fs)
 }
 
 func newBenchAppendCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "append", Short: "append events from concurrent writers: events/s and append latency", Args: noArgs}
+	cmd := &cobra.Command{Use: "append", Short: "append events from concurrent writers: events/s and append latency", Args: cliutil.NoArgs}
 	fs := cmd.Flags()
 	var bf benchFlags
 	bf.register(fs)
@@ -59,19 +56,19 @@ func newBenchAppendCmd(e *env) *cobra.Command {
 	baseline := fs.Bool("baseline", false, "then write the same rows into a plain table by binary COPY (PostgreSQL only) and print both figures and their ratio")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
-			return usageError{"--events, --batch, --writers and --streams must be positive and --payload not negative"}
+			return cliutil.Usage("--events, --batch, --writers and --streams must be positive and --payload not negative")
 		}
-		if *baseline && bf.store.store == "" {
-			return usageError{"--baseline needs --store postgres://…: it measures the database the store runs on"}
+		if *baseline && bf.store.URL == "" {
+			return cliutil.Usage("--baseline needs --store postgres://…: it measures the database the store runs on")
 		}
-		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			cfg.Progress = p
-			r, err := bench.RunAppend(cmd.Context(), s, cfg, s.fsyncs)
+			r, err := bench.RunAppend(cmd.Context(), s, cfg, s.Fsyncs)
 			if err != nil || !*baseline {
 				return r, err
 			}
 			cfg.Progress = nil
-			b, err := bench.RunBaseline(cmd.Context(), s.pg.Pool(), cfg)
+			b, err := bench.RunBaseline(cmd.Context(), s.PG.Pool(), cfg)
 			if err != nil {
 				return nil, err
 			}
@@ -82,7 +79,7 @@ func newBenchAppendCmd(e *env) *cobra.Command {
 }
 
 func newBenchCommandsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "commands", Short: "send commands to counter aggregates from closed-loop writers: commands/s and latency", Args: noArgs}
+	cmd := &cobra.Command{Use: "commands", Short: "send commands to counter aggregates from closed-loop writers: commands/s and latency", Args: cliutil.NoArgs}
 	fs := cmd.Flags()
 	var bf benchFlags
 	bf.register(fs)
@@ -94,21 +91,21 @@ func newBenchCommandsCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.Codec, "codec", "json", "event codec: json, or avro (the schema registry's wire format)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 || cfg.Shards < 0 {
-			return usageError{"--aggregates, --commands and --writers must be positive, --shards not negative"}
+			return cliutil.Usage("--aggregates, --commands and --writers must be positive, --shards not negative")
 		}
 		if cfg.Codec != "json" && cfg.Codec != "avro" {
-			return usageError{"--codec is json or avro"}
+			return cliutil.Usage("--codec is json or avro")
 		}
-		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
-			cfg.Progress, cfg.Logger = p, e.log
-			return bench.RunCommands(cmd.Context(), s, cfg, s.fsyncs)
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
+			cfg.Progress, cfg.Logger = p, e.Log
+			return bench.RunCommands(cmd.Context(), s, cfg, s.Fsyncs)
 		})
 	}
 	return cmd
 }
 
 func newBenchReadCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "read", Short: "read the whole log in order, then through a catch-up subscription: events/s", Args: noArgs}
+	cmd := &cobra.Command{Use: "read", Short: "read the whole log in order, then through a catch-up subscription: events/s", Args: cliutil.NoArgs}
 	fs := cmd.Flags()
 	var bf benchFlags
 	bf.register(fs)
@@ -116,9 +113,9 @@ func newBenchReadCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.Batch, "batch", 1000, "events per read call")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Batch <= 0 {
-			return usageError{"--batch must be positive"}
+			return cliutil.Usage("--batch must be positive")
 		}
-		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			cfg.Progress = p
 			return bench.RunRead(cmd.Context(), s, cfg)
 		})
@@ -131,30 +128,17 @@ type table interface{ Rows() [][2]string }
 
 // benchOn opens the store, runs a benchmark on it with a progress bar, and
 // reports the result.
-func benchOn(cmd *cobra.Command, e *env, bf *benchFlags, run func(s *openedStore, p *progress.Counter) (table, error)) error {
-	s, err := bf.store.open(e.log)
+func benchOn(cmd *cobra.Command, e *env, bf *benchFlags, run func(s *cliutil.OpenedStore, p *progress.Counter) (table, error)) error {
+	s, err := bf.store.Open(e.Log)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	p, stop := e.showProgress(cmd, *bf.asJSON)
+	p, stop := e.ShowProgress(cmd, *bf.asJSON)
 	res, err := run(s, p)
 	stop()
 	if err != nil {
 		return err
 	}
-	return report(e.stdout, *bf.asJSON, res, res.Rows())
-}
-
-// report prints v as JSON, or rows as an aligned table.
-func report(w io.Writer, asJSON bool, v any, rows [][2]string) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		return enc.Encode(v)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
-	}
-	return tw.Flush()
+	return cliutil.Report(e.Stdout, *bf.asJSON, res, res.Rows())
 }

@@ -1,8 +1,9 @@
-package main
+package cli
 
 import (
 	"errors"
 	"fmt"
+	"github.com/logbook/logbook/internal/cliutil"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,7 +25,7 @@ there; that positions have no gap and stream versions agree; and that the
 head readers were shown survived. --store-kind projection also runs a
 checkpointed view through the cuts and checks that it holds exactly the
 log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
-		Args: noArgs,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	var cfg torture.Config
@@ -36,10 +37,10 @@ log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.CrashPoints <= 0 {
-			return usageError{"--crash-points must be positive"}
+			return cliutil.Usage("--crash-points must be positive")
 		}
 		if cfg.Kind != "events" && cfg.Kind != "projection" {
-			return usageError{fmt.Sprintf("--store-kind %q: want events or projection", cfg.Kind)}
+			return cliutil.Usage(fmt.Sprintf("--store-kind %q: want events or projection", cfg.Kind))
 		}
 		res, err := torture.Run(cmd.Context(), cfg)
 		if err != nil {
@@ -57,7 +58,7 @@ log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
 		if len(res.FirstProblems) > 0 {
 			rows = append(rows, [2]string{"first problems", strings.Join(res.FirstProblems, "; ")})
 		}
-		if err := report(e.stdout, asJSON, res, rows); err != nil {
+		if err := cliutil.Report(e.Stdout, asJSON, res, rows); err != nil {
 			return err
 		}
 		if res.LostAcknowledged > 0 || res.Violations > 0 {

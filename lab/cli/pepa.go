@@ -1,10 +1,11 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/logbook/logbook/internal/cliutil"
 	"io"
 	"maps"
 	"os"
@@ -24,7 +25,7 @@ import (
 // newPepaCmd is `logbook pepa solve|sweep|ode|sim MODEL.pepa …`: the
 // PEPA tool of lab/pepa.
 func newPepaCmd(e *env) *cobra.Command {
-	return group("pepa", "PEPA performance models: steady state, sweeps, fluid approximation, simulation",
+	return cliutil.Group("pepa", "PEPA performance models: steady state, sweeps, fluid approximation, simulation",
 		newPepaSolveCmd(e),
 		newPepaSweepCmd(e),
 		newPepaODECmd(e),
@@ -37,9 +38,9 @@ func newPepaCmd(e *env) *cobra.Command {
 func oneModel(_ *cobra.Command, args []string) error {
 	switch {
 	case len(args) == 0:
-		return usagef("which model? (a .pepa file)")
+		return cliutil.Usagef("which model? (a .pepa file)")
 	case len(args) > 1:
-		return usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
+		return cliutil.Usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
 	}
 	return nil
 }
@@ -82,7 +83,7 @@ func loadPepa(e *env, path string, set rateSet) (*pepa.Model, *pepa.System, erro
 		return nil, nil, err
 	}
 	for _, w := range s.Warnings {
-		fmt.Fprintf(e.stderr, "%s:%s (warning)\n", path, w)
+		fmt.Fprintf(e.Stderr, "%s:%s (warning)\n", path, w)
 	}
 	return m, s, nil
 }
@@ -102,11 +103,11 @@ func newPepaSolveCmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "stop when the residual max|πQ| is at most this")
 	fs.IntVar(&opt.MaxIterations, "max-iterations", 100000, "give up after this many Gauss–Seidel sweeps")
 	fs.Float64Var(&opt.Omega, "omega", 1, "over-relaxation factor in (0, 2); 1 is Gauss–Seidel")
-	asJSON := jsonFlag(fs)
+	asJSON := cliutil.JSONFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if !(opt.Tolerance > 0) || opt.MaxIterations <= 0 || !(opt.Omega > 0 && opt.Omega < 2) {
-			return usageError{"--tolerance and --max-iterations must be positive, --omega in (0, 2)"}
+			return cliutil.Usage("--tolerance and --max-iterations must be positive, --omega in (0, 2)")
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -117,10 +118,10 @@ func newPepaSolveCmd(e *env) *cobra.Command {
 			return err
 		}
 		if *asJSON {
-			return writeJSON(e.stdout, r)
+			return writeJSON(e.Stdout, r)
 		}
-		fmt.Fprintf(e.stdout, "states %d, transitions %d, residual %.3g after %d iterations, %.3f s\n\n", r.States, r.Transitions, r.Residual, r.Iterations, r.Seconds)
-		printMeasures(e.stdout, s.Actions(), r.Measures)
+		fmt.Fprintf(e.Stdout, "states %d, transitions %d, residual %.3g after %d iterations, %.3f s\n\n", r.States, r.Transitions, r.Residual, r.Iterations, r.Seconds)
+		printMeasures(e.Stdout, s.Actions(), r.Measures)
 		return nil
 	}
 	return cmd
@@ -158,26 +159,26 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 	step := fs.Float64("step", 1, "step between values")
 	actions := fs.String("actions", "", "comma-separated actions to report (default: all)")
 	asCSV := fs.Bool("csv", false, "print CSV")
-	asJSON := jsonFlag(fs)
+	asJSON := cliutil.JSONFlag(fs)
 	plotFile := fs.String("plot", "", "also draw each action's throughput against the parameter into this .svg or .png file")
 	var opt pepa.SolveOptions
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "the solver's residual bound")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if *param == "" {
-			return usageError{"--param NAME is required"}
+			return cliutil.Usage("--param NAME is required")
 		}
 		if *plotFile != "" {
 			if err := plot.CheckFile(*plotFile); err != nil {
-				return usagef("--plot %v", err)
+				return cliutil.Usagef("--plot %v", err)
 			}
 		}
 		if *asCSV && *asJSON {
-			return usageError{"--csv and --json exclude each other"}
+			return cliutil.Usage("--csv and --json exclude each other")
 		}
 		values, err := pepa.Steps(*from, *to, *step)
 		if err != nil {
-			return usageError{err.Error()}
+			return cliutil.Usage(err.Error())
 		}
 		m, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -192,7 +193,7 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 			cols = strings.Split(*actions, ",")
 			for _, a := range cols {
 				if !known[a] {
-					return usageError{fmt.Sprintf("--actions: the model has no action %q (actions: %s)", a, strings.Join(s.Actions(), ", "))}
+					return cliutil.Usage(fmt.Sprintf("--actions: the model has no action %q (actions: %s)", a, strings.Join(s.Actions(), ", ")))
 				}
 			}
 		}
@@ -218,9 +219,9 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 				}
 				out.Rows = append(out.Rows, row)
 			}
-			return writeJSON(e.stdout, out)
+			return writeJSON(e.Stdout, out)
 		case *asCSV:
-			w := csv.NewWriter(e.stdout)
+			w := csv.NewWriter(e.Stdout)
 			w.Write(append([]string{*param}, cols...))
 			for _, r := range rows {
 				rec := []string{strconv.FormatFloat(r.Value, 'g', -1, 64)}
@@ -233,7 +234,7 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 			return w.Error()
 		}
 		// Text: two decimals, as the published tables print them.
-		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, *param+"\t"+strings.Join(cols, "\t")+"\t")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%g\t", r.Value)
@@ -259,17 +260,17 @@ func newPepaODECmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.Top, "top", 1e4, "implicit: a passive side with fewer than 1/top copies enabling an action slows its partner in proportion")
 	method := fs.String("method", "implicit", "implicit (backward Euler with growing steps, for stiff models and large populations), rk4 (explicit Runge–Kutta, window means) or closure (means and covariances, normal moment closure: second order, for small populations)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this much wall-clock time")
-	asJSON := jsonFlag(fs)
+	asJSON := cliutil.JSONFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if opt.Step < 0 || !(opt.Tolerance > 0) || opt.MaxTime < 0 || !(opt.Top > 0) || *timeout <= 0 {
-			return usageError{"--step and --max-time must not be negative; --tolerance, --top and --timeout must be positive"}
+			return cliutil.Usage("--step and --max-time must not be negative; --tolerance, --top and --timeout must be positive")
 		}
 		solve := map[string]func(*pepa.System, context.Context, pepa.FluidOptions) (*pepa.FluidResult, error){
 			"implicit": (*pepa.System).FluidImplicit, "rk4": (*pepa.System).Fluid, "closure": (*pepa.System).Closure,
 		}[*method]
 		if solve == nil {
-			return usageError{fmt.Sprintf("--method %q: implicit, rk4 or closure", *method)}
+			return cliutil.Usage(fmt.Sprintf("--method %q: implicit, rk4 or closure", *method))
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -282,12 +283,12 @@ func newPepaODECmd(e *env) *cobra.Command {
 			return err
 		}
 		if *asJSON {
-			if err := writeJSON(e.stdout, r); err != nil {
+			if err := writeJSON(e.Stdout, r); err != nil {
 				return err
 			}
 		} else {
-			fmt.Fprintf(e.stdout, "fluid approximation (%s): t = %g after %d steps (last %g), converged %v (last change %.3g), %.3f s\n\n", r.Method, r.Time, r.Steps, r.Step, r.Converged, r.Change, r.Seconds)
-			printMeasures(e.stdout, s.Actions(), r.Measures)
+			fmt.Fprintf(e.Stdout, "fluid approximation (%s): t = %g after %d steps (last %g), converged %v (last change %.3g), %.3f s\n\n", r.Method, r.Time, r.Steps, r.Step, r.Converged, r.Change, r.Seconds)
+			printMeasures(e.Stdout, s.Actions(), r.Measures)
 		}
 		if !r.Converged {
 			return fmt.Errorf("not at steady state when stopped (change %.3g > %g): raise --timeout or --max-time", r.Change, opt.Tolerance)
@@ -307,11 +308,11 @@ func newPepaSimCmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.Time, "time", 10000, "model time measured")
 	fs.Float64Var(&opt.Warmup, "warmup", 0, "model time discarded first (default: --time / 10)")
 	fs.IntVar(&opt.Batches, "batches", 20, "batches for the 95 % confidence interval")
-	asJSON := jsonFlag(fs)
+	asJSON := cliutil.JSONFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if !(opt.Time > 0) || opt.Warmup < 0 || opt.Batches < 2 {
-			return usageError{"--time must be positive, --warmup not negative, --batches at least 2"}
+			return cliutil.Usage("--time must be positive, --warmup not negative, --batches at least 2")
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -322,10 +323,10 @@ func newPepaSimCmd(e *env) *cobra.Command {
 			return err
 		}
 		if *asJSON {
-			return writeJSON(e.stdout, r)
+			return writeJSON(e.Stdout, r)
 		}
-		fmt.Fprintf(e.stdout, "%d events, %.3f s\n\n", r.Events, r.Seconds)
-		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+		fmt.Fprintf(e.Stdout, "%d events, %.3f s\n\n", r.Events, r.Seconds)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "action\tthroughput\t95 % confidence")
 		for _, a := range s.Actions() {
 			est := r.Throughput[a]

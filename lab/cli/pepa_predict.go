@@ -1,8 +1,9 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/logbook/logbook/internal/cliutil"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -30,9 +31,9 @@ the same load and nodes; --write-model saves the model.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:
-				return usagef("which run? (the JSON of logbook loadtest tickets --json)")
+				return cliutil.Usagef("which run? (the JSON of logbook loadtest tickets --json)")
 			case len(args) > 1:
-				return usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
+				return cliutil.Usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
 			}
 			return nil
 		},
@@ -42,10 +43,10 @@ the same load and nodes; --write-model saves the model.`,
 	fs.StringVar(&opt.Arch, "arch", "", "model this architecture instead of the run's (micro, queue, queue-rep, fair)")
 	fs.IntVar(&opt.Places, "places", 0, "places in the model's pool (default: the run's workers for queue and queue-rep; per sport, 20 for fair and 40 for micro)")
 	writeModel := fs.String("write-model", "", "write the model (its rates calibrated with the last step) to this .pepa file")
-	asJSON := jsonFlag(fs)
+	asJSON := cliutil.JSONFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if opt.Places < 0 {
-			return usageError{"--places must be positive (0: the default)"}
+			return cliutil.Usage("--places must be positive (0: the default)")
 		}
 		raw, err := os.ReadFile(args[0])
 		if err != nil {
@@ -81,10 +82,10 @@ the same load and nodes; --write-model saves the model.`,
 			}
 		}
 		if *asJSON {
-			return writeJSON(e.stdout, p)
+			return writeJSON(e.Stdout, p)
 		}
 		keys := append(append([]string(nil), run.Sports...), "control")
-		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "multiplier\t")
 		for _, k := range keys {
 			if _, ok := p.Steps[0].Sports[k]; ok {
@@ -104,7 +105,7 @@ the same load and nodes; --write-model saves the model.`,
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "\narch %s (model of %s, %d places); largest error of any sport %.1f %%\n", run.Arch, p.Arch, p.Places, p.MaxAbsError)
+		fmt.Fprintf(e.Stdout, "\narch %s (model of %s, %d places); largest error of any sport %.1f %%\n", run.Arch, p.Arch, p.Places, p.MaxAbsError)
 		return nil
 	}
 	return cmd

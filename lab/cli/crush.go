@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"github.com/logbook/logbook/internal/cliutil"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,7 @@ import (
 )
 
 func newBenchCrushCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "crush", Short: "many live persistence queries at once under a concurrency limit", Args: noArgs}
+	cmd := &cobra.Command{Use: "crush", Short: "many live persistence queries at once under a concurrency limit", Args: cliutil.NoArgs}
 	fs := cmd.Flags()
 	var bf benchFlags
 	bf.register(fs)
@@ -27,18 +28,18 @@ func newBenchCrushCmd(e *env) *cobra.Command {
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", time.Second, "how often polling queries ask again (with --poll)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Writers <= 0 || cfg.Batch < 0 || cfg.Payload < 0 || cfg.RefreshInterval <= 0 {
-			return usageError{"--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative"}
+			return cliutil.Usage("--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative")
 		}
 		if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
-			return usageError{"--mode must be by-id or all-events"}
+			return cliutil.Usage("--mode must be by-id or all-events")
 		}
 		// Room for every permitted query plus the writers of the write
 		// phase: the permitter, not the pool, must be what bounds the
 		// queries.
-		bf.store.pgConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
-		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
-			if s.pg != nil {
-				pool := s.pg.Pool()
+		bf.store.PGConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
+			if s.PG != nil {
+				pool := s.PG.Pool()
 				cfg.BusyConns = func() int { return int(pool.Stat().AcquiredConns()) }
 			}
 			cfg.Progress = p

@@ -1,7 +1,8 @@
-package main
+package cli
 
 import (
 	"fmt"
+	"github.com/logbook/logbook/internal/cliutil"
 	"os"
 	"strings"
 
@@ -14,12 +15,12 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "notify",
 		Short: "the seed's latency and scalability tests of the notify service: one request to 1 … 1,000,000 users, sent until the sink acknowledges the last delivery, pipeline or monolith",
-		Args:  noArgs,
+		Args:  cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	var cfg bench.NotifyConfig
 	fs.StringVar(&cfg.UsersDB, "users-db", "", "the users' database, postgres://… (scripts/postgres.sh start prints one; wal_level=logical for the pipeline's CDC)")
-	fromEnv(fs, "users-db")
+	cliutil.FromEnv(fs, "users-db")
 	fs.StringVar(&cfg.Schema, "schema", "logbook_notify_bench", "schema made for the users' tables (dropped first if it is there)")
 	fs.IntSliceVar(&cfg.Sizes, "sizes", []int{1, 100, 1000, 10_000, 100_000, 1_000_000}, "recipients per request; as many users are generated as the largest")
 	fs.IntVar(&cfg.Runs, "runs", 3, "requests per size")
@@ -32,32 +33,32 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.Bus, "bus", "", "pipeline: the service's Kafka bus, kafka://…")
 	exe := fs.String("exe", "", "pipeline: the logbook binary the service runs from (default: this one)")
 	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")
-	fromEnv(fs, "store")
-	fromEnv(fs, "bus")
-	asJSON := jsonFlag(fs)
+	cliutil.FromEnv(fs, "store")
+	cliutil.FromEnv(fs, "bus")
+	asJSON := cliutil.JSONFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.UsersDB == "" {
-			return usageError{"--users-db is needed (or LOGBOOK_USERS_DB)"}
+			return cliutil.Usage("--users-db is needed (or LOGBOOK_USERS_DB)")
 		}
 		if cfg.Mode != bench.ModePipeline && cfg.Mode != bench.ModeMonolith {
-			return usagef("--mode %q: want pipeline or monolith", cfg.Mode)
+			return cliutil.Usagef("--mode %q: want pipeline or monolith", cfg.Mode)
 		}
 		if len(cfg.Sizes) == 0 || cfg.Runs <= 0 || cfg.LatencyRuns < 0 || cfg.Timeout < 0 {
-			return usageError{"--sizes and --runs must be given and positive, --latency-runs and --timeout not negative"}
+			return cliutil.Usage("--sizes and --runs must be given and positive, --latency-runs and --timeout not negative")
 		}
 		for _, n := range cfg.Sizes {
 			if n <= 0 {
-				return usagef("--sizes: %d recipients: want a positive number", n)
+				return cliutil.Usagef("--sizes: %d recipients: want a positive number", n)
 			}
 		}
 		if cfg.SinkErrorRate < 0 || cfg.SinkErrorRate >= 1 {
-			return usagef("--sink-error-rate %g: want a share from 0 up to (not including) 1", cfg.SinkErrorRate)
+			return cliutil.Usagef("--sink-error-rate %g: want a share from 0 up to (not including) 1", cfg.SinkErrorRate)
 		}
 		if cfg.Mode == bench.ModeMonolith && (cfg.Data != "" || cfg.Store != "" || cfg.Bus != "" || cfg.DebugAddr != "") {
-			return usageError{"--data, --store, --bus and --debug-addr are the pipeline's: the monolith runs in this process and keeps no log"}
+			return cliutil.Usage("--data, --store, --bus and --debug-addr are the pipeline's: the monolith runs in this process and keeps no log")
 		}
 		if cfg.Data != "" && cfg.Store != "" {
-			return usageError{"--data and --store: give one"}
+			return cliutil.Usage("--data and --store: give one")
 		}
 		if cfg.Mode == bench.ModePipeline {
 			cfg.Exe = *exe
@@ -69,17 +70,17 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 				cfg.Exe = self
 			}
 		} else if *exe != "" {
-			return usageError{"--exe is the pipeline's: the monolith runs in this process"}
+			return cliutil.Usage("--exe is the pipeline's: the monolith runs in this process")
 		}
-		cfg.Log = e.log
+		cfg.Log = e.Log
 		res, err := bench.RunNotify(cmd.Context(), cfg)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			err = report(e.stdout, true, res, nil)
+			err = cliutil.Report(e.Stdout, true, res, nil)
 		} else {
-			err = res.Print(e.stdout)
+			err = res.Print(e.Stdout)
 		}
 		if err != nil {
 			return err

@@ -102,12 +102,13 @@ func isUsage(err error) bool { return errors.As(err, new(usageError)) || cliutil
 func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "logbook",
-		Short: "an event-sourcing and CQRS engine, and services built on it",
+		Short: "An event-sourcing and CQRS engine, and services built on it",
 		Long: `logbook — an event-sourcing and CQRS engine, and services built on it.
 
 Flags marked (env LOGBOOK_…) can also be set by that environment variable:
 a flag given on the command line wins over the variable, and the variable
-over the default. Exit codes: 0 success, 1 failure, 2 bad usage.`,
+over the default. Commands that print a result take -o table|json|csv (or
+--json). Exit codes: 0 success, 1 failure, 2 bad usage.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
@@ -125,8 +126,12 @@ over the default. Exit codes: 0 success, 1 failure, 2 bad usage.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.logFormat, "log-format", "text", "log format: text or json")
 	pf.StringVar(&e.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error")
+	// `logbook serve` was the flights service's command before every
+	// service had its own noun; it still works, and says so.
+	legacyServe := newServeCmd(e)
+	legacyServe.Deprecated = `use "logbook flights serve" instead`
 	root.AddCommand(
-		newServeCmd(e),
+		legacyServe,
 		newFlightsCmd(e),
 		newTicketsCmd(e),
 		newKVCmd(e),
@@ -174,10 +179,15 @@ func (e *env) prepare(cmd *cobra.Command) error {
 			if err := f.Value.Set(v); err != nil {
 				envErr = usagef("%s=%q for --%s: %v", names[0], v, f.Name, err)
 			}
+			// Given, for cobra's required and exclusive flags.
+			f.Changed = true
 		}
 	})
 	if envErr != nil {
 		return envErr
+	}
+	if err := cliutil.ValidateFlags(cmd); err != nil {
+		return err
 	}
 	lw := newLogWriter(e.stderr)
 	log, err := newLogger(lw, e.logFormat, e.logLevel)

@@ -49,15 +49,16 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"bench", "append", "--events", "many"}, 2, `invalid argument "many" for "--events"`},
 		{[]string{"bench", "append", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"bench", "read", "--cpuprofile", "/no/such/dir/cpu.prof"}, 1, "no such file"},
-		{[]string{"flights", "import"}, 2, "--ssim FILE is required"},
+		{[]string{"flights", "import"}, 2, `required flag(s) "ssim" not set`},
 		{[]string{"flights", "import", "--ssim", "/no/such/file.ssim", "--data", t.TempDir()}, 1, "no such file"},
-		{[]string{"flights", "generate"}, 2, "--out DIR is required"},
+		{[]string{"flights", "generate"}, 2, `required flag(s) "out" not set`},
 		{[]string{"flights", "generate", "--out", t.TempDir(), "--violations", "0.9"}, 2, "within 0–0.2"},
 		{[]string{"loadtest", "read", "--url", "ftp://x", "--token", "t"}, 2, "want http://host:port"},
 		{[]string{"loadtest", "write", "--url", "http://x", "--token", "t", "--plot", "chart.pdf"}, 2, ".svg or .png"},
 		{[]string{"--log-format", "xml", "version"}, 2, "want text or json"},
 		{[]string{"--log-level", "loud", "version"}, 2, "want debug, info, warn or error"},
-		{[]string{"serve", "--read-only", "--commands-only", "--store", "postgres://x/y"}, 2, "exclude each other"},
+		{[]string{"flights", "serve", "--read-only", "--commands-only", "--store", "postgres://x/y"}, 2, "none of the others can be; [commands-only read-only] were all set"},
+		{[]string{"flights", "serve", "--read-only", "--replica-of", "http://x", "--replica-token", "t"}, 2, "none of the others can be; [read-only replica-of] were all set"},
 		{[]string{"serve", "--commands-only"}, 2, "need a shared --store"},
 		{[]string{"serve", "--replica-of", "http://x"}, 2, "--replica-of needs --replica-token"},
 		{[]string{"serve", "--bus", "http://x"}, 2, "--bus"},
@@ -194,7 +195,7 @@ func TestHelp(t *testing.T) {
 func TestEnvironmentFallback(t *testing.T) {
 	t.Setenv("LOGBOOK_URL", "")
 	t.Setenv("LOGBOOK_TOKEN", "")
-	if code, _, stderr := runCLI(t, "loadtest", "read"); code != 2 || !strings.Contains(stderr, "--url and --token are required") {
+	if code, _, stderr := runCLI(t, "loadtest", "read"); code != 2 || !strings.Contains(stderr, `required flag(s) "token", "url" not set`) {
 		t.Fatalf("no flag, no variable: %d %q", code, stderr)
 	}
 	t.Setenv("LOGBOOK_URL", "ftp://from-env")

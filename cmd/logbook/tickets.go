@@ -12,16 +12,21 @@ import (
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/tickets"
 	"github.com/logbook/logbook/services/tickets/httpapi"
 )
 
 func newTicketsCmd(e *env) *cobra.Command {
-	return group("tickets", "the ticketing service under skewed demand: serve, check",
+	g := group("tickets", "Serve the ticketing service and check its store",
 		newTicketsServeCmd(e),
 		newTicketsCheckCmd(e),
 	)
+	g.Long = `The tickets service sells seats of an event's sports (search, book, return)
+under skewed demand: one sport in hot demand, the others cold, with the
+store's nodes emulated at a fixed service rate behind a scheduler.`
+	return g
 }
 
 // catalogueFlags are the flags that say which tickets exist.
@@ -47,7 +52,19 @@ func (c *catalogueFlags) catalogue() (tickets.Catalogue, error) {
 }
 
 func newTicketsServeCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]", Short: "serve the tickets API (search, book, return, control, live throughput) and its web page, with emulated store nodes behind a scheduler", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]",
+		Short: "Serve the tickets API and web page with emulated store nodes",
+		Long: `Serves the tickets API (search, book, return, control, live throughput)
+and its web page. Requests reach emulated store nodes, each serving at most
+--node-rate requests per second, through one of four schedulers (--arch):
+micro (one worker and one node per sport), queue (one shared queue, a pool
+of workers), queue-rep (the queue, every sport on two nodes) or fair (fair
+queuing per sport in front of queue-rep's nodes).`,
+		Example: `  LOGBOOK_TOKENS=viewer-tok:viewer,booker-tok:booker logbook tickets serve
+  logbook tickets serve --arch fair --node-rate 100 --tokens ./dev-tokens`,
+		Args: noArgs,
+	}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data-tickets")
@@ -60,6 +77,7 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and booker (default: LOGBOOK_TOKENS, token:role,…)")
 	var sc tickets.SchedConfig
 	arch := fs.String("arch", "fair", "how requests reach the store nodes: micro, queue, queue-rep or fair")
+	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	fs.Float64Var(&sc.NodeRate, "node-rate", 100, "each emulated store node's capacity in requests/s (exponential service times); 0: unlimited, the real store only")
 	fs.IntVar(&sc.Workers, "workers", 16, "workers of the queue architectures")
 	fs.IntVar(&sc.Replicas, "replicas", 0, "nodes holding each sport, 1 or 2 (default: 2 for queue-rep and fair, else 1)")
@@ -131,11 +149,19 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 }
 
 func newTicketsCheckCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "check", Short: "read every ticket's history and report any seat sold twice (run it on a stopped server's store)", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Report any seat sold twice in a stopped server's store",
+		Long: `Reads every ticket's history from the tickets service's store and reports
+any seat sold twice. Run it on a stopped server's store; it exits 1 if a
+seat was sold twice.`,
+		Example: `  logbook tickets check --data ./data-tickets`,
+		Args:    noArgs,
+	}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data-tickets")
-	asJSON := jsonFlag(fs)
+	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		sf.readOnly = true
 		s, err := sf.open(e.log)
@@ -147,12 +173,12 @@ func newTicketsCheckCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := report(e.stdout, *asJSON, a, [][2]string{
+		if err := o.Print(e.stdout, a, cliutil.Pairs([][2]string{
 			{"ticket events", strconv.Itoa(a.Events)},
 			{"tickets with a history", strconv.Itoa(a.Tickets)},
 			{"tickets held now", strconv.Itoa(a.Booked)},
 			{"seats sold twice", strconv.Itoa(len(a.Violations))},
-		}); err != nil {
+		})); err != nil {
 			return err
 		}
 		if len(a.Violations) > 0 {

@@ -168,3 +168,17 @@ func Report(w io.Writer, asJSON bool, v any, rows [][2]string) error {
 	}
 	return tw.Flush()
 }
+
+// ValidateFlags checks cmd's required and grouped flags (cobra's
+// MarkFlagRequired, MarkFlagsMutuallyExclusive, …) and reports a failure
+// as bad usage. The root command calls it once flags from the
+// environment are set, so a required flag may come from there.
+func ValidateFlags(cmd *cobra.Command) error {
+	if err := cmd.ValidateRequiredFlags(); err != nil {
+		return Usage(err.Error())
+	}
+	if err := cmd.ValidateFlagGroups(); err != nil {
+		return Usage(err.Error())
+	}
+	return nil
+}

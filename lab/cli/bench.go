@@ -4,7 +4,6 @@ import (
 	"github.com/logbook/logbook/internal/cliutil"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
@@ -13,7 +12,7 @@ import (
 const benchDataDir = "./data-bench"
 
 func newBenchCmd(e *env) *cobra.Command {
-	g := cliutil.Group("bench", "measure the store and the runtimes: append, read, commands, crush, registry, windows, kv, cdc, notify",
+	g := cliutil.Group("bench", "Measure the store, the runtimes and the services",
 		newBenchAppendCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
@@ -24,26 +23,40 @@ func newBenchCmd(e *env) *cobra.Command {
 		newBenchCDCCmd(e),
 		newBenchNotifyCmd(e),
 	)
+	g.Long = `Benchmarks of the event store and the runtimes (append, read, commands,
+crush, registry, windows) and of the services' backends (kv, cdc, notify).
+Each prints its figures as a table, or with -o json or -o csv for a machine.`
 	cliutil.ProfileFlags(g)
 	return g
 }
 
 // benchFlags are the flags every benchmark takes.
 type benchFlags struct {
-	store  cliutil.StoreFlags
-	asJSON *bool
+	store cliutil.StoreFlags
+	out   *cliutil.Output
 }
 
-func (b *benchFlags) register(fs *pflag.FlagSet) {
-	b.store.Register(fs, benchDataDir)
-	b.asJSON = cliutil.JSONFlag(fs)
+func (b *benchFlags) register(cmd *cobra.Command) {
+	b.store.Register(cmd.Flags(), benchDataDir)
+	b.out = cliutil.OutputFlag(cmd)
 }
 
 func newBenchAppendCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "append", Short: "append events from concurrent writers: events/s and append latency", Args: cliutil.NoArgs}
+	cmd := &cobra.Command{
+		Use:   "append",
+		Short: "Append events from concurrent writers: events/s and latency",
+		Long: `Appends events from concurrent writers and prints events per second and the
+append latency. --baseline also writes the same rows into a plain
+PostgreSQL table by binary COPY, the fastest the database takes them.`,
+		Example: `  # one writer, a million events, on the embedded store in ./data-bench
+  logbook bench append
+  # 8 writers on PostgreSQL, beside a plain COPY of the same rows
+  logbook bench append --writers 8 --store postgres://localhost/logbook --baseline`,
+		Args: cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
-	bf.register(fs)
+	bf.register(cmd)
 	var cfg bench.AppendConfig
 	fs.IntVar(&cfg.Events, "events", 1_000_000, "events to append")
 	fs.IntVar(&cfg.Batch, "batch", 100, "events per append call")
@@ -79,16 +92,25 @@ func newBenchAppendCmd(e *env) *cobra.Command {
 }
 
 func newBenchCommandsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "commands", Short: "send commands to counter aggregates from closed-loop writers: commands/s and latency", Args: cliutil.NoArgs}
+	cmd := &cobra.Command{
+		Use:   "commands",
+		Short: "Send commands to counter aggregates: commands/s and latency",
+		Long: `Sends commands to counter aggregates from closed-loop writers (each waits
+for its answer before the next) and prints commands per second and latency.`,
+		Example: `  logbook bench commands --writers 256 --commands 500000
+  logbook bench commands --codec avro -o json`,
+		Args: cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
-	bf.register(fs)
+	bf.register(cmd)
 	var cfg bench.CommandsConfig
 	fs.IntVar(&cfg.Aggregates, "aggregates", 10_000, "counter aggregates to spread the commands over")
 	fs.IntVar(&cfg.Commands, "commands", 500_000, "commands to send")
 	fs.IntVar(&cfg.Writers, "writers", 256, "concurrent closed-loop writers")
 	fs.IntVar(&cfg.Shards, "shards", 0, "shards of the aggregate runtime (0: its default)")
 	fs.StringVar(&cfg.Codec, "codec", "json", "event codec: json, or avro (the schema registry's wire format)")
+	_ = cmd.RegisterFlagCompletionFunc("codec", cobra.FixedCompletions([]string{"json", "avro"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Aggregates <= 0 || cfg.Commands <= 0 || cfg.Writers <= 0 || cfg.Shards < 0 {
 			return cliutil.Usage("--aggregates, --commands and --writers must be positive, --shards not negative")
@@ -105,10 +127,18 @@ func newBenchCommandsCmd(e *env) *cobra.Command {
 }
 
 func newBenchReadCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "read", Short: "read the whole log in order, then through a catch-up subscription: events/s", Args: cliutil.NoArgs}
+	cmd := &cobra.Command{
+		Use:   "read",
+		Short: "Read the whole log, then through a subscription: events/s",
+		Long: `Reads the whole log in order, then again through a catch-up subscription,
+and prints events per second of each. Run bench append first to fill the
+store.`,
+		Example: `  logbook bench append --events 1000000 && logbook bench read`,
+		Args:    cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
-	bf.register(fs)
+	bf.register(cmd)
 	var cfg bench.ReadConfig
 	fs.IntVar(&cfg.Batch, "batch", 1000, "events per read call")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -134,11 +164,11 @@ func benchOn(cmd *cobra.Command, e *env, bf *benchFlags, run func(s *cliutil.Ope
 		return err
 	}
 	defer s.Close()
-	p, stop := e.ShowProgress(cmd, *bf.asJSON)
+	p, stop := e.ShowProgress(cmd, bf.out.Quiet())
 	res, err := run(s, p)
 	stop()
 	if err != nil {
 		return err
 	}
-	return cliutil.Report(e.Stdout, *bf.asJSON, res, res.Rows())
+	return bf.out.Print(e.Stdout, res, cliutil.Pairs(res.Rows()))
 }

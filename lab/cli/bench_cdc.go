@@ -10,8 +10,12 @@ import (
 func newBenchCDCCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cdc",
-		Short: "how soon a settings change in the users' PostgreSQL database reaches the notify preference check (change data capture)",
-		Args:  cliutil.NoArgs,
+		Short: "Time how soon a users' database change reaches notify (CDC)",
+		Long: `Measures change data capture: how soon a settings change in the users'
+PostgreSQL database reaches the notify service's preference check, while
+other changes are written at --load per second.`,
+		Example: `  logbook bench cdc --users-db postgres://localhost/users --changes 1000`,
+		Args:    cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	var cfg bench.CDCConfig
@@ -22,7 +26,7 @@ func newBenchCDCCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.Changes, "changes", 1000, "settings changes timed, one transaction each")
 	fs.IntVar(&cfg.Load, "load", 200, "other changes per second written meanwhile")
 	fs.StringVar(&cfg.Dir, "data", "", "the view's directory (default: a temporary one)")
-	asJSON := cliutil.JSONFlag(fs)
+	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.UsersDB == "" {
 			return cliutil.Usage("--users-db is needed (or LOGBOOK_USERS_DB)")
@@ -34,7 +38,7 @@ func newBenchCDCCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return cliutil.Report(e.Stdout, *asJSON, res, res.Rows())
+		return out.Print(e.Stdout, res, cliutil.Pairs(res.Rows()))
 	}
 	return cmd
 }

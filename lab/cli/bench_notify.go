@@ -14,8 +14,18 @@ import (
 func newBenchNotifyCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "notify",
-		Short: "the seed's latency and scalability tests of the notify service: one request to 1 … 1,000,000 users, sent until the sink acknowledges the last delivery, pipeline or monolith",
-		Args:  cliutil.NoArgs,
+		Short: "Time one notify request to 1 … 1,000,000 users, pipeline or monolith",
+		Long: `Reruns the published latency and scalability tests of a mass-notification
+service (a serverless pipeline against a monolith, vg-monolith): one send
+request to users 1 … n for each --sizes, timed until the loopback sink
+acknowledges the last delivery. --mode pipeline runs logbook notify serve as
+a child process; --mode monolith the baseline in this process, one
+synchronous request resolving every recipient with one IN query. The last
+column is the published figure for that size. It exits 1 unless every
+delivery arrived exactly once.`,
+		Example: `  logbook bench notify --users-db postgres://localhost/users --sizes 1,100,10000
+  logbook bench notify --users-db postgres://localhost/users --mode monolith -o json`,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	var cfg bench.NotifyConfig
@@ -24,8 +34,9 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.Schema, "schema", "logbook_notify_bench", "schema made for the users' tables (dropped first if it is there)")
 	fs.IntSliceVar(&cfg.Sizes, "sizes", []int{1, 100, 1000, 10_000, 100_000, 1_000_000}, "recipients per request; as many users are generated as the largest")
 	fs.IntVar(&cfg.Runs, "runs", 3, "requests per size")
-	fs.IntVar(&cfg.LatencyRuns, "latency-runs", 20, "warm requests of size 1, after the cold one (the seed's latency test ran 20); 0: --runs")
+	fs.IntVar(&cfg.LatencyRuns, "latency-runs", 20, "warm requests of size 1, after the cold one (the published latency test ran 20); 0: --runs")
 	fs.StringVar(&cfg.Mode, "mode", bench.ModePipeline, "pipeline (logbook notify serve, a child process) or monolith (one synchronous request, one IN query)")
+	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{bench.ModePipeline, bench.ModeMonolith}, cobra.ShellCompDirectiveNoFileComp))
 	fs.Float64Var(&cfg.SinkErrorRate, "sink-error-rate", 0, "share of delivery calls (0…1) the sink answers 503")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "the longest one request may take to be delivered (default 5m)")
 	fs.StringVar(&cfg.Data, "data", "", "pipeline: the service's data directory, empty or absent (default: a fresh temporary one)")
@@ -35,7 +46,8 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")
 	cliutil.FromEnv(fs, "store")
 	cliutil.FromEnv(fs, "bus")
-	asJSON := cliutil.JSONFlag(fs)
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
+	cmd.MarkFlagsMutuallyExclusive("data", "store")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.UsersDB == "" {
 			return cliutil.Usage("--users-db is needed (or LOGBOOK_USERS_DB)")
@@ -77,8 +89,8 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			err = cliutil.Report(e.Stdout, true, res, nil)
+		if out.JSON() {
+			err = cliutil.WriteJSON(e.Stdout, res)
 		} else {
 			err = res.Print(e.Stdout)
 		}

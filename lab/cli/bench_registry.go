@@ -9,10 +9,17 @@ import (
 )
 
 func newBenchRegistryCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "registry", Short: "schema lookups by id over HTTP, and registrations checked against earlier versions", Args: cliutil.NoArgs}
+	cmd := &cobra.Command{
+		Use:   "registry",
+		Short: "Time schema registry lookups and checked registrations",
+		Long: `Measures the schema registry: lookups of a schema by id over HTTP, and
+registrations checked for compatibility against earlier versions.`,
+		Example: `  logbook bench registry --lookups 100000 --versions 100`,
+		Args:    cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
-	bf.register(fs)
+	bf.register(cmd)
 	var cfg bench.RegistryConfig
 	fs.IntVar(&cfg.Lookups, "lookups", 500_000, "schema lookups by id over HTTP")
 	// 64 closed-loop clients keep the server busy: fewer leave it idle

@@ -19,7 +19,8 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	e := &cliutil.Env{Stdout: &out, Stderr: &errb, Getenv: os.Getenv, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	root := &cobra.Command{Use: "logbook", SilenceErrors: true, SilenceUsage: true, Args: cobra.ArbitraryArgs, RunE: cliutil.RunGroup}
+	root := &cobra.Command{Use: "logbook", SilenceErrors: true, SilenceUsage: true, Args: cobra.ArbitraryArgs, RunE: cliutil.RunGroup,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return cliutil.ValidateFlags(cmd) }}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cliutil.Usage(err.Error()) })
 	root.AddCommand(Commands(e)...)
 	root.SetArgs(append([]string{}, args...))

@@ -18,12 +18,20 @@ import (
 func newClusterCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster --store postgres://…",
-		Short: "run write nodes, read replicas and nginx on this machine, on a shared PostgreSQL store",
-		Args:  cliutil.NoArgs,
+		Short: "Run write nodes, read replicas and nginx on one PostgreSQL store",
+		Long: `Starts write nodes and read replicas of the flights service (logbook flights
+serve) and nginx in front of them, all on this machine and one shared
+PostgreSQL store, and keeps them until interrupted: the layout of
+docs/deployment.md on one machine, for trying it out and for the scaling
+benchmark (scripts/scaling.sh).`,
+		Example: `  logbook cluster --store postgres://localhost/logbook --writers 3 --replicas 2
+  logbook cluster --store postgres://localhost/logbook --bus kafka://127.0.0.1:9092/logbook`,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
-	store := fs.String("store", "", "postgres:// URL of the shared store (required)")
+	store := fs.String("store", "", "postgres:// URL of the shared store")
 	cliutil.FromEnv(fs, "store")
+	_ = cmd.MarkFlagRequired("store")
 	bus := fs.String("bus", "", "kafka://host:port/topic: publish the log to Kafka, and feed the replicas from it")
 	cliutil.FromEnv(fs, "bus")
 	writers := fs.Int("writers", 3, "write nodes")

@@ -14,13 +14,26 @@ import (
 )
 
 func newLoadtestTicketsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "tickets --url URL --token TOKEN", Short: "the skewed-demand experiment on the tickets service: cold sports at a constant rate, the hot one at multiples of it (an open model)", Args: cliutil.NoArgs}
+	cmd := &cobra.Command{
+		Use:   "tickets --url URL --token TOKEN",
+		Short: "Load the tickets service with one sport in hot demand",
+		Long: `The skewed-demand experiment of Stephen Shephard's "Performance modelling
+and simulation of skewed demand in complex systems" (2017) on the tickets
+service: the cold sports at a constant rate, the hot one at multiples of it,
+one step each (an open model). Prints each sport's throughput and latency
+per step; -o json is what logbook pepa predict reads.`,
+		Example: `  logbook loadtest tickets --url http://127.0.0.1:8081 --token VIEWER --step 30s
+  logbook loadtest tickets --url http://127.0.0.1:8081 --token BOOKER --ops book -o json > run.json`,
+		Args: cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	u := fs.String("url", "", "tickets server, e.g. http://127.0.0.1:8081 (required)")
 	cliutil.FromEnv(fs, "url")
 	token := fs.String("token", "", "bearer token: a viewer's for search, a booker's for book and mixed (required)")
 	cliutil.FromEnv(fs, "token")
 	var cfg loadtest.TicketsConfig
+	_ = cmd.MarkFlagRequired("url")
+	_ = cmd.MarkFlagRequired("token")
 	fs.StringVar(&cfg.Pipeline, "pipeline", "auto", "pipeline requests over a few connections: on, off (one request per connection at a time), or auto (on when the server's nodes are unlimited, --node-rate 0)")
 	fs.IntVar(&cfg.PipeConns, "conns", 4, "connections requests are pipelined over (unpipelined: one connection per request in flight, up to --max-inflight)")
 	fs.DurationVar(&cfg.BatchDelay, "batch-delay", time.Millisecond, "pipelined: how long a request may wait to share a write with others (counted in its latency)")
@@ -35,11 +48,10 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.SearchLimit, "search-limit", 10, "tickets per search answer")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the arrival process (0: random)")
 	plotFile := fs.String("plot", "", "also draw throughput per sport and per node, and p99 per sport, against the multiplier into this .svg or .png file")
-	asJSON := cliutil.JSONFlag(fs)
+	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions([]string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("ops", cobra.FixedCompletions([]string{"search", "book", "mixed"}, cobra.ShellCompDirectiveNoFileComp))
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if *u == "" || *token == "" {
-			return cliutil.Usage("--url and --token are required")
-		}
 		if *plotFile != "" {
 			if err := plot.CheckFile(*plotFile); err != nil {
 				return cliutil.Usagef("--plot %v", err)
@@ -85,8 +97,8 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 				return fmt.Errorf("--plot: %w", err)
 			}
 		}
-		if *asJSON {
-			return cliutil.Report(e.Stdout, true, res, nil)
+		if out.JSON() {
+			return cliutil.WriteJSON(e.Stdout, res)
 		}
 		_, err = fmt.Fprint(e.Stdout, res.Table())
 		return err

@@ -25,13 +25,21 @@ import (
 // newPepaCmd is `logbook pepa solve|sweep|ode|sim MODEL.pepa …`: the
 // PEPA tool of lab/pepa.
 func newPepaCmd(e *env) *cobra.Command {
-	return cliutil.Group("pepa", "PEPA performance models: steady state, sweeps, fluid approximation, simulation",
+	g := cliutil.Group("pepa", "Solve PEPA performance models",
 		newPepaSolveCmd(e),
 		newPepaSweepCmd(e),
 		newPepaODECmd(e),
 		newPepaSimCmd(e),
 		newPepaPredictCmd(e),
 	)
+	g.Long = `A tool for models in PEPA, the Performance Evaluation Process Algebra
+(Jane Hillston, "A Compositional Approach to Performance Modelling", 1996),
+in the syntax of the PEPA Eclipse plug-in: the steady state (solve), a sweep
+of one rate (sweep), the fluid approximation (ode), simulation (sim), and
+the tickets service's model calibrated with a load test (predict). The
+models of docs/models/ are those of Stephen Shephard's "Performance
+modelling and simulation of skewed demand in complex systems" (2017).`
+	return g
 }
 
 // oneModel takes exactly one argument, the model file.
@@ -88,6 +96,8 @@ func loadPepa(e *env, path string, set rateSet) (*pepa.Model, *pepa.System, erro
 	return m, s, nil
 }
 
+// writeJSON writes v as indented JSON: the models' results are read by
+// people as often as by machines.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -95,7 +105,15 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func newPepaSolveCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "solve MODEL.pepa", Short: "the steady state of a model: throughput per action, utilisation per local state", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "solve MODEL.pepa",
+		Short: "Solve a model's steady state: throughput and utilisation",
+		Long: `Derives the model's state space and solves its steady state by
+Gauss–Seidel iteration: the throughput of every action and the utilisation
+of every local state (and the mean population of arrays).`,
+		Example: `  logbook pepa solve docs/models/shared_queue.pepa --set a=10`,
+		Args:    oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -103,7 +121,7 @@ func newPepaSolveCmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "stop when the residual max|πQ| is at most this")
 	fs.IntVar(&opt.MaxIterations, "max-iterations", 100000, "give up after this many Gauss–Seidel sweeps")
 	fs.Float64Var(&opt.Omega, "omega", 1, "over-relaxation factor in (0, 2); 1 is Gauss–Seidel")
-	asJSON := cliutil.JSONFlag(fs)
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if !(opt.Tolerance > 0) || opt.MaxIterations <= 0 || !(opt.Omega > 0 && opt.Omega < 2) {
@@ -117,7 +135,7 @@ func newPepaSolveCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if out.JSON() {
 			return writeJSON(e.Stdout, r)
 		}
 		fmt.Fprintf(e.Stdout, "states %d, transitions %d, residual %.3g after %d iterations, %.3f s\n\n", r.States, r.Transitions, r.Residual, r.Iterations, r.Seconds)
@@ -149,32 +167,39 @@ func printMeasures(w io.Writer, actions []string, m pepa.Measures) {
 func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func newPepaSweepCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "sweep MODEL.pepa", Short: "solve a model for each value of one rate: throughput per action, one row per value", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "sweep MODEL.pepa",
+		Short: "Solve a model for each value of one rate",
+		Long: `Solves the model's steady state for each value of the rate definition
+--param from --from to --to by --step, and prints the throughput of each
+action, one row per value (as the published tables print them, to two
+decimals; -o csv and -o json give every digit). --plot draws it.`,
+		Example: `  logbook pepa sweep docs/models/shared_queue.pepa --param a --from 1 --to 10
+  logbook pepa sweep docs/models/shared_queue.pepa --param a -o csv > sweep.csv`,
+		Args: oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set another rate definition, name=value (repeatable)")
-	param := fs.String("param", "", "the rate definition to vary (required)")
+	param := fs.String("param", "", "the rate definition to vary")
+	_ = cmd.MarkFlagRequired("param")
 	from := fs.Float64("from", 1, "first value")
 	to := fs.Float64("to", 10, "last value")
 	step := fs.Float64("step", 1, "step between values")
 	actions := fs.String("actions", "", "comma-separated actions to report (default: all)")
-	asCSV := fs.Bool("csv", false, "print CSV")
-	asJSON := cliutil.JSONFlag(fs)
+	out := cliutil.OutputFlag(cmd)
+	out.Alias(cmd, "csv", cliutil.CSV)
+	_ = fs.MarkHidden("csv") // -o csv; --csv kept for old scripts
+	cmd.MarkFlagsMutuallyExclusive("output", "json", "csv")
 	plotFile := fs.String("plot", "", "also draw each action's throughput against the parameter into this .svg or .png file")
 	var opt pepa.SolveOptions
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "the solver's residual bound")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
-		if *param == "" {
-			return cliutil.Usage("--param NAME is required")
-		}
 		if *plotFile != "" {
 			if err := plot.CheckFile(*plotFile); err != nil {
 				return cliutil.Usagef("--plot %v", err)
 			}
-		}
-		if *asCSV && *asJSON {
-			return cliutil.Usage("--csv and --json exclude each other")
 		}
 		values, err := pepa.Steps(*from, *to, *step)
 		if err != nil {
@@ -206,8 +231,8 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 				return fmt.Errorf("--plot: %w", err)
 			}
 		}
-		switch {
-		case *asJSON:
+		switch out.Format() {
+		case cliutil.JSON:
 			out := struct {
 				Param string           `json:"param"`
 				Rows  []map[string]any `json:"rows"`
@@ -220,7 +245,7 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 				out.Rows = append(out.Rows, row)
 			}
 			return writeJSON(e.Stdout, out)
-		case *asCSV:
+		case cliutil.CSV:
 			w := csv.NewWriter(e.Stdout)
 			w.Write(append([]string{*param}, cols...))
 			for _, r := range rows {
@@ -249,7 +274,20 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 }
 
 func newPepaODECmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "ode MODEL.pepa", Short: "the fluid (ODE) approximation of a model, integrated to steady state", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "ode MODEL.pepa",
+		Short: "Integrate a model's fluid (ODE) approximation to steady state",
+		Long: `Integrates the fluid approximation of the model — ordinary differential
+equations for the mean population of each local state — until it is
+steady: implicit (backward Euler, for stiff models and large populations),
+rk4 (explicit Runge–Kutta) or closure (means and covariances, the normal
+moment closure of Hayden and Bradley's "A fluid analysis framework for a
+Markovian process algebra", 2010, for small populations). It exits 1 if
+the solution was not steady when it stopped.`,
+		Example: `  logbook pepa ode docs/models/shared_queue.pepa --set a=10
+  logbook pepa ode docs/models/shared_queue.pepa --method closure`,
+		Args: oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -259,8 +297,9 @@ func newPepaODECmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.MaxTime, "max-time", 0, "give up after this much model time (default 1e7 for rk4 and closure, 1e12 for implicit)")
 	fs.Float64Var(&opt.Top, "top", 1e4, "implicit: a passive side with fewer than 1/top copies enabling an action slows its partner in proportion")
 	method := fs.String("method", "implicit", "implicit (backward Euler with growing steps, for stiff models and large populations), rk4 (explicit Runge–Kutta, window means) or closure (means and covariances, normal moment closure: second order, for small populations)")
+	_ = cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"implicit", "rk4", "closure"}, cobra.ShellCompDirectiveNoFileComp))
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this much wall-clock time")
-	asJSON := cliutil.JSONFlag(fs)
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if opt.Step < 0 || !(opt.Tolerance > 0) || opt.MaxTime < 0 || !(opt.Top > 0) || *timeout <= 0 {
@@ -282,7 +321,7 @@ func newPepaODECmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if out.JSON() {
 			if err := writeJSON(e.Stdout, r); err != nil {
 				return err
 			}
@@ -299,7 +338,15 @@ func newPepaODECmd(e *env) *cobra.Command {
 }
 
 func newPepaSimCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "sim MODEL.pepa", Short: "Gillespie simulation of a model, with 95 % confidence intervals", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "sim MODEL.pepa",
+		Short: "Simulate a model (Gillespie) with 95 % confidence intervals",
+		Long: `Simulates the model's Markov chain event by event (Gillespie's method) for
+--time units of model time after a --warmup, and prints each action's
+throughput with a 95 % confidence interval from --batches batch means.`,
+		Example: `  logbook pepa sim docs/models/shared_queue.pepa --set a=10 --time 100000 --seed 3`,
+		Args:    oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -308,7 +355,7 @@ func newPepaSimCmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.Time, "time", 10000, "model time measured")
 	fs.Float64Var(&opt.Warmup, "warmup", 0, "model time discarded first (default: --time / 10)")
 	fs.IntVar(&opt.Batches, "batches", 20, "batches for the 95 % confidence interval")
-	asJSON := cliutil.JSONFlag(fs)
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if !(opt.Time > 0) || opt.Warmup < 0 || opt.Batches < 2 {
@@ -322,7 +369,7 @@ func newPepaSimCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if out.JSON() {
 			return writeJSON(e.Stdout, r)
 		}
 		fmt.Fprintf(e.Stdout, "%d events, %.3f s\n\n", r.Events, r.Seconds)

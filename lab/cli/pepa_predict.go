@@ -21,17 +21,20 @@ import (
 func newPepaPredictCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "predict RUN.json",
-		Short: "predict a tickets load test's throughput per sport from its calibrated PEPA model, beside what it measured",
-		Long: `predict reads the JSON of 'logbook loadtest tickets --json', writes the PEPA model
+		Short: "Predict a tickets load test's throughput from its PEPA model",
+		Long: `predict reads the JSON of 'logbook loadtest tickets -o json', writes the PEPA model
 of the run's architecture (lab/ticketmodel), calibrates it at every step with
 the rates the run measured (each sport's and control's offered rate, each store
 node's measured service rate), solves it, and prints the predicted throughput of
 every sport beside the measured one. --arch predicts another architecture under
 the same load and nodes; --write-model saves the model.`,
+		Example: `  logbook loadtest tickets --url http://127.0.0.1:8081 --token VIEWER -o json > run.json
+  logbook pepa predict run.json
+  logbook pepa predict run.json --arch fair --write-model fair.pepa`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:
-				return cliutil.Usagef("which run? (the JSON of logbook loadtest tickets --json)")
+				return cliutil.Usagef("which run? (the JSON of logbook loadtest tickets -o json)")
 			case len(args) > 1:
 				return cliutil.Usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
 			}
@@ -43,7 +46,8 @@ the same load and nodes; --write-model saves the model.`,
 	fs.StringVar(&opt.Arch, "arch", "", "model this architecture instead of the run's (micro, queue, queue-rep, fair)")
 	fs.IntVar(&opt.Places, "places", 0, "places in the model's pool (default: the run's workers for queue and queue-rep; per sport, 20 for fair and 40 for micro)")
 	writeModel := fs.String("write-model", "", "write the model (its rates calibrated with the last step) to this .pepa file")
-	asJSON := cliutil.JSONFlag(fs)
+	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if opt.Places < 0 {
 			return cliutil.Usage("--places must be positive (0: the default)")
@@ -81,7 +85,7 @@ the same load and nodes; --write-model saves the model.`,
 				return werr
 			}
 		}
-		if *asJSON {
+		if out.JSON() {
 			return writeJSON(e.Stdout, p)
 		}
 		keys := append(append([]string(nil), run.Sports...), "control")

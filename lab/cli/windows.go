@@ -17,12 +17,21 @@ import (
 // newBenchWindowsCmd is `logbook bench windows`: windowed aggregation of a
 // generated day of notifications (lab/bench/windows.go).
 func newBenchWindowsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "windows", Short: "aggregate a day of events into minute windows, query them under a live ingest: events/s, query latency, --verify", Args: cliutil.NoArgs}
+	cmd := &cobra.Command{
+		Use:   "windows",
+		Short: "Aggregate a day of events into windows, query them under load",
+		Long: `Appends a generated day of notification events, aggregates them into
+one-minute windows rolled up to hours and days (events/s), then times pull
+queries while a live ingest continues. --verify recomputes every minute
+window from the raw events and counts mismatches.`,
+		Example: `  logbook bench windows --events 1000000 --verify`,
+		Args:    cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
 	// The bench needs an empty store: by default a temporary one.
 	bf.store.Register(fs, "")
-	bf.asJSON = cliutil.JSONFlag(fs)
+	bf.out = cliutil.OutputFlag(cmd)
 	var cfg bench.WindowsConfig
 	fs.IntVar(&cfg.Events, "events", 10_000_000, "events appended first, then aggregated (timed)")
 	fs.IntVar(&cfg.Senders, "senders", 1000, "distinct senders")

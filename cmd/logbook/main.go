@@ -158,14 +158,6 @@ func noArgs(cmd *cobra.Command, args []string) error { return cliutil.NoArgs(cmd
 // (cliutil.FromEnv).
 func fromEnv(fs *pflag.FlagSet, name string) { cliutil.FromEnv(fs, name) }
 
-// jsonFlag registers --json.
-func jsonFlag(fs *pflag.FlagSet) *bool { return cliutil.JSONFlag(fs) }
-
-// report prints v as JSON, or rows as an aligned table.
-func report(w io.Writer, asJSON bool, v any, rows [][2]string) error {
-	return cliutil.Report(w, asJSON, v, rows)
-}
-
 // prepare runs before every command: environment variables for the flags
 // not given, the logger, and a CPU profile where the command takes one.
 func (e *env) prepare(cmd *cobra.Command) error {
@@ -266,8 +258,8 @@ func startProfile(file string) (stop func(), err error) {
 }
 
 // showProgress returns a counter for long work to count into, drawn as a
-// bar on stderr when both outputs are a terminal and --json is not given
-// (cliutil.Env.ShowProgress).
-func (e *env) showProgress(cmd *cobra.Command, asJSON bool) (c *progress.Counter, stop func()) {
-	return (&cliutil.Env{Stdout: e.stdout, Stderr: e.stderr}).ShowProgress(cmd, asJSON)
+// bar on stderr when both outputs are a terminal and quiet is false (the
+// output is for people: cliutil.Env.ShowProgress).
+func (e *env) showProgress(cmd *cobra.Command, quiet bool) (c *progress.Counter, stop func()) {
+	return (&cliutil.Env{Stdout: e.stdout, Stderr: e.stderr}).ShowProgress(cmd, quiet)
 }

@@ -53,7 +53,7 @@ func readBuildInfo() buildInfo {
 
 func newVersionCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "version",
+		Use:     "version",
 		Short:   "Print the version, the commit it was built from and the Go version",
 		Example: `  logbook version -o json`,
 		Args:    noArgs,

@@ -8,14 +8,12 @@ package cliutil
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -150,23 +148,6 @@ func (e *Env) ShowProgress(cmd *cobra.Command, quiet bool) (c *progress.Counter,
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// JSONFlag registers --json.
-func JSONFlag(fs *pflag.FlagSet) *bool {
-	return fs.Bool("json", false, "print one JSON object instead of a table")
-}
-
-// Report prints v as JSON, or rows as an aligned table.
-func Report(w io.Writer, asJSON bool, v any, rows [][2]string) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(v)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
-	}
-	return tw.Flush()
 }
 
 // ValidateFlags checks cmd's required and grouped flags (cobra's

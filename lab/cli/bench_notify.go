@@ -2,12 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"github.com/logbook/logbook/internal/cliutil"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/bench"
 )
 

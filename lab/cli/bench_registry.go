@@ -1,9 +1,9 @@
 package cli
 
 import (
-	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )

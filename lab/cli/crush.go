@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"github.com/logbook/logbook/internal/cliutil"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/logbook/logbook/internal/cliutil"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/loadtest"
 	"github.com/logbook/logbook/lab/plot"
 )

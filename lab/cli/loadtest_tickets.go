@@ -2,13 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"github.com/logbook/logbook/internal/cliutil"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/loadtest"
 	"github.com/logbook/logbook/lab/plot"
 )

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/logbook/logbook/internal/cliutil"
 	"io"
 	"maps"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/pepa"
 	"github.com/logbook/logbook/lab/plot"
 )

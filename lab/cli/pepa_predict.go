@@ -3,13 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/logbook/logbook/internal/cliutil"
 	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/loadtest"
 	"github.com/logbook/logbook/lab/pepa"
 	"github.com/logbook/logbook/lab/ticketmodel"

@@ -3,11 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"github.com/logbook/logbook/internal/cliutil"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/torture"
 )
 

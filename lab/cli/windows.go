@@ -3,13 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/logbook/logbook/internal/cliutil"
 	"os"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )

@@ -44,7 +44,7 @@ violation the service checks, for a try-out or a load test.`,
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
-	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into")
+	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into (required)")
 	_ = cmd.MarkFlagRequired("out")
 	var cfg flights.GenerateConfig
 	fs.IntVar(&cfg.Weeks, "weeks", 31, "weeks in the season")
@@ -156,7 +156,7 @@ store. Rejected records are listed on stderr; --strict stops at the first.`,
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
-	ssimFile := fs.String("ssim", "", "SSIM file to import")
+	ssimFile := fs.String("ssim", "", "SSIM file to import (required)")
 	_ = cmd.MarkFlagRequired("ssim")
 	rotFile := fs.String("rotations", "", "rotation file (CSV, see docs/ssim.md); without it legs are chained by their onward flights")
 	strict := fs.Bool("strict", false, "stop at the first rejected record")
@@ -302,7 +302,7 @@ func newFlightsExportCmd(e *env) *cobra.Command {
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
-	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into")
+	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into (required)")
 	_ = cmd.MarkFlagRequired("out")
 	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

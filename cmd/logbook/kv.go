@@ -32,7 +32,7 @@ func newKVServeCmd(e *env) *cobra.Command {
 entity tag, If-None-Match: * adds, If-Match compares and sets. The
 repository is kept in the embedded database in --data, or in PostgreSQL,
 Redis or etcd (--store).`,
-		Example: `  LOGBOOK_TOKENS=viewer-tok:viewer,planner-tok:planner logbook kv serve
+		Example: `  logbook kv serve --tokens ./dev-tokens
   logbook kv serve --store redis://127.0.0.1:6379 --tokens ./dev-tokens
   logbook kv serve --store etcd://127.0.0.1:2379 --tokens ./dev-tokens`,
 		Args: noArgs,

@@ -38,7 +38,7 @@ without an e-mail address or a device. The tables must be empty.`,
 		refuse, optOut  float64
 		noEmail, noPush float64
 	)
-	fs.StringVar(&url, "users-db", "", "postgres://… URL of the users' database")
+	fs.StringVar(&url, "users-db", "", "postgres://… URL of the users' database (required)")
 	fromEnv(fs, "users-db")
 	_ = cmd.MarkFlagRequired("users-db")
 	fs.StringVar(&schema, "users-schema", "public", "schema of the users' tables")

@@ -29,7 +29,7 @@ benchmark (scripts/scaling.sh).`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
-	store := fs.String("store", "", "postgres:// URL of the shared store")
+	store := fs.String("store", "", "postgres:// URL of the shared store (required)")
 	cliutil.FromEnv(fs, "store")
 	_ = cmd.MarkFlagRequired("store")
 	bus := fs.String("bus", "", "kafka://host:port/topic: publish the log to Kafka, and feed the replicas from it")

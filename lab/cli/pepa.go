@@ -181,7 +181,7 @@ decimals; -o csv and -o json give every digit). --plot draws it.`,
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set another rate definition, name=value (repeatable)")
-	param := fs.String("param", "", "the rate definition to vary")
+	param := fs.String("param", "", "the rate definition to vary (required)")
 	_ = cmd.MarkFlagRequired("param")
 	from := fs.Float64("from", 1, "first value")
 	to := fs.Float64("to", 10, "last value")

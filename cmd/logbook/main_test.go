@@ -292,7 +292,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestServeLogsAndMeasuresRequests runs `logbook serve` with JSON logs,
+// TestServeLogsAndMeasuresRequests runs `logbook flights serve` with JSON logs,
 // sends it requests, and finds each in the access log and in the HTTP
 // metrics, by route pattern; then stops it as a signal would.
 func TestServeLogsAndMeasuresRequests(t *testing.T) {

@@ -32,7 +32,7 @@ registrations checked for compatibility against earlier versions.`,
 		if cfg.Lookups <= 0 || cfg.Writers <= 0 || cfg.Versions <= 0 || cfg.Fields <= 1 || cfg.Timed <= 0 {
 			return cliutil.Usage("--lookups, --clients, --versions and --timed must be positive, --fields above 1")
 		}
-		// The registry is served as logbook serve serves it, collector included.
+		// The registry is served as logbook flights serve serves it, collector included.
 		if e.TuneGC != nil {
 			e.TuneGC(cmd.Context())
 		}

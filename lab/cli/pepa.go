@@ -355,7 +355,7 @@ throughput with a 95 % confidence interval from --batches batch means.`,
 	fs.Float64Var(&opt.Time, "time", 10000, "model time measured")
 	fs.Float64Var(&opt.Warmup, "warmup", 0, "model time discarded first (default: --time / 10)")
 	fs.IntVar(&opt.Batches, "batches", 20, "batches for the 95 % confidence interval")
-	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
+	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if !(opt.Time > 0) || opt.Warmup < 0 || opt.Batches < 2 {
@@ -369,8 +369,16 @@ throughput with a 95 % confidence interval from --batches batch means.`,
 		if err != nil {
 			return err
 		}
-		if out.JSON() {
+		switch out.Format() {
+		case cliutil.JSON:
 			return writeJSON(e.Stdout, r)
+		case cliutil.CSV:
+			rows := cliutil.Rows{Header: []string{"action", "throughput", "half_width_95"}}
+			for _, a := range s.Actions() {
+				est := r.Throughput[a]
+				rows.Rows = append(rows.Rows, []string{a, strconv.FormatFloat(est.Mean, 'g', -1, 64), strconv.FormatFloat(est.HalfWidth, 'g', -1, 64)})
+			}
+			return out.Print(e.Stdout, r, rows)
 		}
 		fmt.Fprintf(e.Stdout, "%d events, %.3f s\n\n", r.Events, r.Seconds)
 		tw := tabwriter.NewWriter(e.Stdout, 0, 8, 2, ' ', 0)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -47,7 +48,7 @@ the same load and nodes; --write-model saves the model.`,
 	fs.IntVar(&opt.Places, "places", 0, "places in the model's pool (default: the run's workers for queue and queue-rep; per sport, 20 for fair and 40 for micro)")
 	writeModel := fs.String("write-model", "", "write the model (its rates calibrated with the last step) to this .pepa file")
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
-	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
+	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if opt.Places < 0 {
 			return cliutil.Usage("--places must be positive (0: the default)")
@@ -89,6 +90,26 @@ the same load and nodes; --write-model saves the model.`,
 			return writeJSON(e.Stdout, p)
 		}
 		keys := append(append([]string(nil), run.Sports...), "control")
+		if out.Format() == cliutil.CSV {
+			rows := cliutil.Rows{Header: []string{"multiplier"}}
+			for _, k := range keys {
+				if _, ok := p.Steps[0].Sports[k]; ok {
+					rows.Header = append(rows.Header, k+" measured", k+" predicted", k+" error %")
+				}
+			}
+			rows.Header = append(rows.Header, "states")
+			g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+			for _, st := range p.Steps {
+				row := []string{g(st.Multiplier)}
+				for _, k := range keys {
+					if pt, ok := st.Sports[k]; ok {
+						row = append(row, g(pt.Measured), g(pt.Predicted), g(pt.Error))
+					}
+				}
+				rows.Rows = append(rows.Rows, append(row, strconv.Itoa(st.States)))
+			}
+			return out.Print(e.Stdout, p, rows)
+		}
 		tw := tabwriter.NewWriter(e.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "multiplier\t")
 		for _, k := range keys {

@@ -68,6 +68,10 @@ func TestPepaCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"method": "closure"`) || !strings.Contains(out, `"variances"`) || !strings.Contains(out, `"athletics": 4.79`) {
 		t.Errorf("ode --method closure: %d %s %s", code, out, stderr)
 	}
+	code, csvOut, _ := runCLI(t, "pepa", "sim", model, "--seed", "3", "--time", "2000", "-o", "csv")
+	if lines := strings.Split(csvOut, "\n"); code != 0 || lines[0] != "action,throughput,half_width_95" || len(lines) < 3 {
+		t.Errorf("sim -o csv: %d\n%s", code, csvOut)
+	}
 	code, out, stderr = runCLI(t, "pepa", "sim", model, "--seed", "3", "--time", "2000", "--json")
 	if code != 0 || !strings.Contains(out, `"half_width"`) {
 		t.Errorf("sim: %d %s %s", code, out, stderr)
@@ -169,6 +173,13 @@ func TestPepaPredict(t *testing.T) {
 	// Saturated at 100/s, with demands 200:20:20:20 the cycling share is 10.
 	if c := p.Steps[0].Sports["cycling"].Predicted; c < 9.5 || c > 10.5 || p.MaxAbsError > 5 {
 		t.Errorf("prediction %+v", p)
+	}
+	// -o csv: a header naming each sport's columns, a row per step.
+	code, out, stderr = runCLI(t, "pepa", "predict", path, "-o", "csv")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "multiplier,athletics measured,athletics predicted,athletics error %,cycling measured") ||
+		!strings.HasSuffix(lines[0], ",states") || !strings.HasPrefix(lines[1], "10,99,") {
+		t.Errorf("predict -o csv: %d %s\n%s", code, stderr, out)
 	}
 	// The written model is calibrated with the step's rates and solves.
 	code, out, stderr = runCLI(t, "pepa", "solve", model, "--json")

@@ -38,4 +38,4 @@ cat >&2 <<MSG
     viewer token:  $viewer
     try: curl -H "Authorization: Bearer $viewer" http://$addr/api/validity
 MSG
-exec ./bin/logbook serve --data ./data --addr "$addr" --tokens dev-tokens
+exec ./bin/logbook flights serve --data ./data --addr "$addr" --tokens dev-tokens

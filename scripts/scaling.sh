@@ -77,14 +77,14 @@ for w in 1 2 3; do
 	start_cluster "$w" 1
 	log "write: $w write node(s)"
 	./bin/logbook loadtest write --url http://127.0.0.1:8090 --token scaling-planner \
-		--users "${WRITE_USERS:-100}" --legs "${WRITE_LEGS:-300}" --json |
+		--users "${WRITE_USERS:-100}" --legs "${WRITE_LEGS:-300}" -o json |
 		sed "s/^{/{\"kind\":\"write\",\"writers\":$w,\"replicas\":1,/" | tee -a "$results"
 done
 for r in 1 2 4; do
 	start_cluster 1 "$r"
 	log "read: $r replica(s)"
 	./bin/logbook loadtest read --url http://127.0.0.1:8090 --token scaling-viewer \
-		--rate "${READ_RATE:-4000}" --ramp 5s --hold "${READ_HOLD:-20s}" --json |
+		--rate "${READ_RATE:-4000}" --ramp 5s --hold "${READ_HOLD:-20s}" -o json |
 		sed "s/^{/{\"kind\":\"read\",\"writers\":1,\"replicas\":$r,/" | tee -a "$results"
 done
 stop_cluster

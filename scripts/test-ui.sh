@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The web UI's browser tests: Debian's Chromium, driven headless by
-# playwright-core, against a real `logbook serve` loaded with a generated
+# playwright-core, against a real `logbook flights serve` loaded with a generated
 # schedule (with injected violations), and a real `logbook tickets serve`
 # (the tickets page; its test runs `logbook loadtest tickets` against it),
 # and — when the notify page's tests run — a real `logbook notify serve`
@@ -66,8 +66,8 @@ go build -o "$work/logbook" ./cmd/logbook
 log "generating and importing a test schedule"
 # Two weeks of 1,400 flights a week: 51 rotations, 2% of the legs given
 # each kind of violation.
-"$work/logbook" flights generate --out "$work/gen" --weeks 2 --flights-per-week 1400 --violations 0.02 --seed 7 --json >"$work/generated.json"
-"$work/logbook" flights import --data "$work/data" --ssim "$work/gen/schedule.ssim" --rotations "$work/gen/rotations.csv" --json >"$work/imported.json"
+"$work/logbook" flights generate --out "$work/gen" --weeks 2 --flights-per-week 1400 --violations 0.02 --seed 7 -o json >"$work/generated.json"
+"$work/logbook" flights import --data "$work/data" --ssim "$work/gen/schedule.ssim" --rotations "$work/gen/rotations.csv" -o json >"$work/imported.json"
 
 planner="planner-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 viewer="viewer-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -87,7 +87,7 @@ server_url() {
 	echo "$url"
 }
 
-"$work/logbook" serve --data "$work/data" --addr 127.0.0.1:0 --tokens "$work/tokens" 2>"$work/serve.log" &
+"$work/logbook" flights serve --data "$work/data" --addr 127.0.0.1:0 --tokens "$work/tokens" 2>"$work/serve.log" &
 server=$!
 url=$(server_url "$server" "$work/serve.log" "logbook serving")
 log "logbook serving at $url"
@@ -141,7 +141,7 @@ status=0
 		node --test --test-concurrency=1 --test-timeout=120000 "${tests[@]}"
 ) || status=$?
 if [ "$status" -ne 0 ]; then
-	echo "--- logbook serve log (last 40 lines)" >&2
+	echo "--- logbook flights serve log (last 40 lines)" >&2
 	tail -40 "$work/serve.log" >&2
 	echo "--- logbook tickets serve log (last 40 lines)" >&2
 	tail -40 "$work/tickets.log" >&2

@@ -31,7 +31,7 @@ export default defineConfig({
     // scripts and styles from the page's own origin only.
     assetsInlineLimit: 0,
     // One page per service over shared assets: the flights board
-    // (index.html, served by `logbook serve`), the tickets page
+    // (index.html, served by `logbook flights serve`), the tickets page
     // (tickets.html, served by `logbook tickets serve`) and the notify
     // page (notify.html, served by `logbook notify serve`); internal/webui
     // serves each server its own.
@@ -44,7 +44,7 @@ export default defineConfig({
     },
   },
   server: {
-    // `npx vite` for development, against a `logbook serve` on :8080 (the
+    // `npx vite` for development, against a `logbook flights serve` on :8080 (the
     // board, at /), a `logbook tickets serve` on :8081 (/tickets.html) and
     // a `logbook notify serve` on :8082 (/notify.html).
     proxy: {

@@ -12,44 +12,58 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/services/flights"
 )
 
 func newFlightsCmd(e *env) *cobra.Command {
-	return group("flights", "flight schedules: generate, import (SSIM), check, export",
+	g := group("flights", "Serve the flights service and manage its schedules",
+		newServeCmd(e),
 		newFlightsGenerateCmd(e),
 		newFlightsImportCmd(e),
 		newFlightsCheckCmd(e),
 		newFlightsExportCmd(e),
 	)
+	g.Long = `The flights service keeps an airline's flight schedule — legs chained into
+aircraft rotations — as event-sourced aggregates, and validates it
+continuously (continuity, minimum ground time, duplicate designators).
+serve runs it; generate, import, check and export fill and read its store.`
+	return g
 }
 
 func newFlightsGenerateCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "generate --out DIR", Short: "generate a season's schedule with injected violations, as SSIM and a rotation file", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "generate --out DIR",
+		Short: "Generate a season's schedule with injected violations",
+		Long: `Generates a season's flight schedule as an SSIM file (schedule.ssim) and a
+rotation file (rotations.csv), with a share of legs given each kind of
+violation the service checks, for a try-out or a load test.`,
+		Example: `  logbook flights generate --out ./season
+  logbook flights generate --out ./small --weeks 4 --flights-per-week 1000`,
+		Args: noArgs,
+	}
 	fs := cmd.Flags()
 	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into (required)")
+	_ = cmd.MarkFlagRequired("out")
 	var cfg flights.GenerateOptions
 	fs.IntVar(&cfg.Weeks, "weeks", 31, "weeks in the season")
 	fs.IntVar(&cfg.FlightsPerWeek, "flights-per-week", 12_850, "flights a week")
 	fs.Float64Var(&cfg.Violations, "violations", 0.01, "fraction of legs given each kind of violation (0–0.2)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
-	asJSON := jsonFlag(fs)
+	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runFlightsGenerate(cmd, e, *out, cfg, *asJSON)
+		return runFlightsGenerate(cmd, e, *out, cfg, o)
 	}
 	return cmd
 }
 
-func runFlightsGenerate(cmd *cobra.Command, e *env, out string, cfg flights.GenerateOptions, asJSON bool) error {
-	if out == "" {
-		return usageError{"--out DIR is required"}
-	}
+func runFlightsGenerate(cmd *cobra.Command, e *env, out string, cfg flights.GenerateOptions, o *cliutil.Output) error {
 	if cfg.Weeks <= 0 || cfg.FlightsPerWeek <= 0 || cfg.Violations < 0 || cfg.Violations > 0.2 {
 		return usageError{"--weeks and --flights-per-week must be positive, --violations within 0–0.2"}
 	}
 	start := time.Now()
-	prog, stopProgress := e.showProgress(cmd, asJSON)
+	prog, stopProgress := e.showProgress(cmd, o.Quiet())
 	prog.Start("generating legs", 0)
 	g, err := flights.GenerateSchedule(cfg)
 	if err != nil {
@@ -79,12 +93,12 @@ func runFlightsGenerate(cmd *cobra.Command, e *env, out string, cfg flights.Gene
 		Seconds                     float64 `json:"seconds"`
 	}{g.Injected.Legs, g.Injected.Rotations, g.Injected.Continuity, g.Injected.MinGroundTime, g.Injected.DuplicateDesignator,
 		filepath.Join(out, "schedule.ssim"), filepath.Join(out, "rotations.csv"), time.Since(start).Seconds()}
-	return report(e.stdout, asJSON, res, [][2]string{
+	return o.Print(e.stdout, res, cliutil.Pairs([][2]string{
 		{"legs", fmt.Sprint(res.Legs)},
 		{"rotations", fmt.Sprint(res.Rotations)},
 		{"injected continuity / ground time / duplicate designator", fmt.Sprintf("%d / %d / %d", res.InjectedContinuity, res.InjectedMinGroundTime, res.InjectedDuplicateDesignator)},
 		{"files", res.Schedule + ", " + res.RotationFile},
-	})
+	}))
 }
 
 // countingWriter counts the bytes written through it as progress.
@@ -129,25 +143,32 @@ func writeFiles(a, b string, write func(a, b io.Writer) error) error {
 }
 
 func newFlightsImportCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "import --ssim FILE", Short: "import an SSIM schedule (and its rotations) into the store", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "import --ssim FILE",
+		Short: "Import an SSIM schedule and its rotations into the store",
+		Long: `Imports a schedule in IATA's SSIM format (chapter 7 records, see
+docs/ssim.md) and, optionally, a rotation file into the flights service's
+store. Rejected records are listed on stderr; --strict stops at the first.`,
+		Example: `  logbook flights import --ssim season/schedule.ssim --rotations season/rotations.csv
+  logbook flights import --store postgres://localhost/logbook --ssim schedule.ssim -o json`,
+		Args: noArgs,
+	}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
 	ssimFile := fs.String("ssim", "", "SSIM file to import (required)")
+	_ = cmd.MarkFlagRequired("ssim")
 	rotFile := fs.String("rotations", "", "rotation file (CSV, see docs/ssim.md); without it legs are chained by their onward flights")
 	strict := fs.Bool("strict", false, "stop at the first rejected record")
-	asJSON := jsonFlag(fs)
+	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runFlightsImport(cmd, e, &sf, *ssimFile, *rotFile, *strict, *asJSON)
+		return runFlightsImport(cmd, e, &sf, *ssimFile, *rotFile, *strict, o)
 	}
 	return cmd
 }
 
-func runFlightsImport(cmd *cobra.Command, e *env, sf *storeFlags, ssimFile, rotFile string, strict, asJSON bool) error {
+func runFlightsImport(cmd *cobra.Command, e *env, sf *storeFlags, ssimFile, rotFile string, strict bool, o *cliutil.Output) error {
 	ctx := cmd.Context()
-	if ssimFile == "" {
-		return usageError{"--ssim FILE is required"}
-	}
 	sched, err := os.Open(ssimFile)
 	if err != nil {
 		return err
@@ -173,25 +194,25 @@ func runFlightsImport(cmd *cobra.Command, e *env, sf *storeFlags, ssimFile, rotF
 	}
 	defer svc.Close()
 	opts := flights.ImportOptions{Strict: strict}
-	prog, stopProgress := e.showProgress(cmd, asJSON)
+	prog, stopProgress := e.showProgress(cmd, o.Quiet())
 	if prog != nil {
 		prog.Start("legs", 0)
 		opts.Progress = prog.Set
 	}
 	res, err := flights.Import(ctx, svc, bufio.NewReaderSize(sched, 1<<20), rots, opts)
 	stopProgress()
-	if !asJSON {
+	if !o.JSON() {
 		for _, r := range res.Rejections {
 			fmt.Fprintf(e.stderr, "rejected: line %d: %s\n", r.Line, r.Reason)
 		}
 	}
 	if err != nil {
-		if asJSON {
-			_ = report(e.stdout, true, res, nil)
+		if o.JSON() {
+			_ = cliutil.WriteJSON(e.stdout, res)
 		}
 		return err
 	}
-	return report(e.stdout, asJSON, res, [][2]string{
+	return o.Print(e.stdout, res, cliutil.Pairs([][2]string{
 		{"records", fmt.Sprint(res.Records)},
 		{"flight leg records", fmt.Sprint(res.FlightLegRecords)},
 		{"dated legs", fmt.Sprint(res.DatedLegs)},
@@ -199,7 +220,7 @@ func runFlightsImport(cmd *cobra.Command, e *env, sf *storeFlags, ssimFile, rotF
 		{"rotations", fmt.Sprint(res.Rotations)},
 		{"rejected", fmt.Sprint(res.Rejected)},
 		{"seconds", fmt.Sprintf("%.2f", res.Seconds)},
-	})
+	}))
 }
 
 // openService opens the store and the flights service, waiting for the
@@ -223,18 +244,28 @@ func openService(ctx context.Context, e *env, sf *storeFlags) (*openedStore, *fl
 }
 
 func newFlightsCheckCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "check", Short: "count the schedule's violations of each check", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Count the stored schedule's violations of each check",
+		Long: `Opens the flights service's store, lets its validation view catch up with
+the log, and prints how many legs break each check: continuity (a leg leaves
+from where the last one arrived), minimum ground time, and duplicate flight
+designators.`,
+		Example: `  logbook flights check --data ./data
+  logbook flights check --store postgres://localhost/logbook -o json`,
+		Args: noArgs,
+	}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
-	asJSON := jsonFlag(fs)
+	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runFlightsCheck(cmd.Context(), e, &sf, *asJSON)
+		return runFlightsCheck(cmd.Context(), e, &sf, o)
 	}
 	return cmd
 }
 
-func runFlightsCheck(ctx context.Context, e *env, sf *storeFlags, asJSON bool) error {
+func runFlightsCheck(ctx context.Context, e *env, sf *storeFlags, o *cliutil.Output) error {
 	start := time.Now()
 	s, svc, err := openService(ctx, e, sf)
 	if err != nil {
@@ -252,31 +283,35 @@ func runFlightsCheck(ctx context.Context, e *env, sf *storeFlags, asJSON bool) e
 		Seconds  float64 `json:"seconds"`
 	}{flights.CheckCounts{Legs: st.Legs, Rotations: st.Rotations, Continuity: c.Continuity, MinGroundTime: c.MinGroundTime, DuplicateDesignator: c.DuplicateDesignator},
 		c.Total == 0, pos, time.Since(start).Seconds()}
-	return report(e.stdout, asJSON, res, [][2]string{
+	return o.Print(e.stdout, res, cliutil.Pairs([][2]string{
 		{"legs / rotations", fmt.Sprintf("%d / %d", st.Legs, st.Rotations)},
 		{"continuity", fmt.Sprint(c.Continuity)},
 		{"min ground time", fmt.Sprint(c.MinGroundTime)},
 		{"duplicate designator", fmt.Sprint(c.DuplicateDesignator)},
 		{"valid", fmt.Sprint(c.Total == 0)},
-	})
+	}))
 }
 
 func newFlightsExportCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "export --out DIR", Short: "write the stored schedule as SSIM and a rotation file", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:     "export --out DIR",
+		Short:   "Write the stored schedule as SSIM and a rotation file",
+		Example: `  logbook flights export --data ./data --out ./exported`,
+		Args:    noArgs,
+	}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data")
 	out := fs.String("out", "", "directory to write schedule.ssim and rotations.csv into (required)")
+	_ = cmd.MarkFlagRequired("out")
+	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runFlightsExport(cmd.Context(), e, &sf, *out)
+		return runFlightsExport(cmd.Context(), e, &sf, *out, o)
 	}
 	return cmd
 }
 
-func runFlightsExport(ctx context.Context, e *env, sf *storeFlags, out string) error {
-	if out == "" {
-		return usageError{"--out DIR is required"}
-	}
+func runFlightsExport(ctx context.Context, e *env, sf *storeFlags, out string, o *cliutil.Output) error {
 	s, svc, err := openService(ctx, e, sf)
 	if err != nil {
 		return err
@@ -295,6 +330,9 @@ func runFlightsExport(ctx context.Context, e *env, sf *storeFlags, out string) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "exported %d legs to %s\n", n, out)
-	return nil
+	res := struct {
+		Legs int    `json:"legs"`
+		Dir  string `json:"dir"`
+	}{n, out}
+	return o.Print(e.stdout, res, cliutil.Pairs([][2]string{{"legs exported", fmt.Sprint(n)}, {"directory", out}}))
 }

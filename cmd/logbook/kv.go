@@ -12,27 +12,36 @@ import (
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/httpapi"
-	"github.com/logbook/logbook/services/kv/pebblekv"
-	"github.com/logbook/logbook/services/kv/pgkv"
 )
 
 func newKVCmd(e *env) *cobra.Command {
-	return group("kv", "the versioned key/value repository: serve its HTTP API",
+	g := group("kv", "Serve the versioned key/value repository",
 		newKVServeCmd(e),
 	)
+	g.Long = `The kv service is a versioned key/value repository: every key has a
+version, and writes can be made conditional on it (compare-and-set), on
+one of several backends (embedded, PostgreSQL, Redis, etcd).`
+	return g
 }
 
 func newKVServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "serve the key/value repository under /api/kv/{id}: versions as entity tags, compare-and-set by If-Match",
-		Args:  noArgs,
+		Short: "Serve the key/value repository's HTTP API",
+		Long: `Serves the key/value repository under /api/kv/{id}: a key's version is its
+entity tag, If-None-Match: * adds, If-Match compares and sets. The
+repository is kept in the embedded database in --data, or in PostgreSQL,
+Redis or etcd (--store).`,
+		Example: `  logbook kv serve --tokens ./dev-tokens
+  logbook kv serve --store redis://127.0.0.1:6379 --tokens ./dev-tokens
+  logbook kv serve --store etcd://127.0.0.1:2379 --tokens ./dev-tokens`,
+		Args: noArgs,
 	}
 	fs := cmd.Flags()
 	data := fs.String("data", "./data-kv", "directory of the embedded key/value database")
-	store := fs.String("store", "", "postgres://… URL: keep the repository in PostgreSQL instead (default: the embedded database in --data)")
+	store := fs.String("store", "", kvStoreHelp)
 	fromEnv(fs, "store")
-	addr := fs.String("addr", "127.0.0.1:8082", "address to listen on")
+	addr := fs.String("addr", "127.0.0.1:8083", "address to listen on")
 	fromEnv(fs, "addr")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, planner writes (default: LOGBOOK_TOKENS, token:role,…)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -43,19 +52,9 @@ func newKVServeCmd(e *env) *cobra.Command {
 		if tokens.Len() == 0 {
 			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer reads, planner writes)"}
 		}
-		var b kv.Backend
-		where := *data
-		if *store != "" {
-			if !isPostgresURL(*store) {
-				return usageError{fmt.Sprintf("--store %q: want a postgres:// URL (the embedded database is chosen with --data)", redactURL(*store))}
-			}
-			where = redactURL(*store)
-			b, err = pgkv.Open(cmd.Context(), *store, pgkv.Options{})
-		} else {
-			b, err = pebblekv.Open(*data, pebblekv.Options{})
-		}
+		b, where, err := openKVBackend(cmd.Context(), *data, *store)
 		if err != nil {
-			return fmt.Errorf("open the repository %s: %w", where, err)
+			return err
 		}
 		repo := kv.New(b, kv.Limits{})
 		defer repo.Close()

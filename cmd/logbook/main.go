@@ -16,14 +16,14 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"runtime/trace"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
+	labcli "github.com/logbook/logbook/lab/cli"
 )
 
 // env carries the process's outputs, environment and logger, so that
@@ -79,133 +79,91 @@ func run(ctx context.Context, e *env, args []string) int {
 	for i := len(e.cleanup) - 1; i >= 0; i-- {
 		e.cleanup[i]()
 	}
-	if err == nil {
-		return 0
-	}
-	name := root.Name()
-	if cmd != nil {
-		name = cmd.CommandPath()
-	}
-	if errors.As(err, new(usageError)) {
-		fmt.Fprintf(e.stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
-		return 2
-	}
-	fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
-	return 1
+	return cliutil.ExitCode(e.stderr, root, cmd, err, isUsage)
 }
+
+// isUsage says whether err is bad usage, this package's or the shared one.
+func isUsage(err error) bool { return errors.As(err, new(usageError)) || cliutil.IsUsage(err) }
 
 // newRoot builds the command tree.
 //
-// Adding a command takes one new file and one line: the file defines
-// newXxxCmd(e *env) *cobra.Command (flags bound to local variables, a
-// RunE that reads them), and the line adds it below — or, for a
-// subcommand, to its group's constructor (newBenchCmd, newFlightsCmd, …).
-// Shared pieces: storeFlags for --data/--store, jsonFlag for --json,
-// fromEnv to let an address or secret flag come from LOGBOOK_…, report to
-// print a result, e.showProgress for a progress bar, usagef for bad usage,
-// cpuProfileFlag for a group whose commands take --cpuprofile. No command
-// sets its own PersistentPreRun: cobra would run it instead of the root's,
-// which reads the environment, makes the logger and starts the profile.
+// The serving commands are this package's; the lab's (bench, loadtest,
+// pepa, torture, cluster) come from lab/cli. Adding a command takes one
+// new file and one line: the file defines newXxxCmd(e *env)
+// *cobra.Command (flags bound to local variables, a RunE that reads
+// them), and the line adds it below — or, for a subcommand, to its
+// group's constructor (newFlightsCmd, …). Shared pieces, in
+// internal/cliutil for both: store flags for --data/--store, the output
+// flag, FromEnv to let an address or secret flag come from LOGBOOK_…, a
+// progress bar, Usagef for bad usage, ProfileFlags for a group whose
+// commands take --cpuprofile. No command sets its own PersistentPreRun:
+// cobra would run it instead of the root's, which reads the environment,
+// makes the logger and starts the profile.
 func newRoot(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "logbook",
-		Short: "an event-sourcing and CQRS engine, and services built on it",
+		Short: "An event-sourcing and CQRS engine, and services built on it",
 		Long: `logbook — an event-sourcing and CQRS engine, and services built on it.
 
 Flags marked (env LOGBOOK_…) can also be set by that environment variable:
 a flag given on the command line wins over the variable, and the variable
-over the default. Exit codes: 0 success, 1 failure, 2 bad usage.`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		Args:              cobra.ArbitraryArgs,
-		RunE:              runGroup,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return e.prepare(cmd) },
+over the default. Commands that print a result take -o table|json|csv (or
+--json). Exit codes: 0 success, 1 failure, 2 bad usage.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          runGroup,
+	}
+	// The lab's commands get the same outputs and, once prepare has made
+	// it, the same logger.
+	lab := &cliutil.Env{Stdout: e.stdout, Stderr: e.stderr, Getenv: e.getenv, TuneGC: tuneGC}
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		err := e.prepare(cmd)
+		lab.Log = e.log
+		return err
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.logFormat, "log-format", "text", "log format: text or json")
 	pf.StringVar(&e.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error")
+	// `logbook serve` was the flights service's command before every
+	// service had its own noun; it still works, and says so.
+	legacyServe := newServeCmd(e)
+	legacyServe.Deprecated = `use "logbook flights serve" instead`
 	root.AddCommand(
-		newServeCmd(e),
-		newClusterCmd(e),
+		legacyServe,
 		newFlightsCmd(e),
 		newTicketsCmd(e),
 		newKVCmd(e),
 		newNotifyCmd(e),
-		newBenchCmd(e),
-		newLoadtestCmd(e),
-		newPepaCmd(e),
-		newTortureCmd(e),
 		newVersionCmd(e),
 	)
+	root.AddCommand(labcli.Commands(lab)...)
 	return root
 }
 
 // group returns a command that only holds subcommands.
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {
-	g := &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs, RunE: runGroup}
-	g.AddCommand(subs...)
-	return g
+	return cliutil.Group(use, short, subs...)
 }
 
 // runGroup runs a command that holds subcommands with arguments that name
-// none of them: the root shows its help, a group says which it has.
-func runGroup(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		if !cmd.HasParent() {
-			return cmd.Help()
-		}
-		var names []string
-		for _, c := range cmd.Commands() {
-			if c.IsAvailableCommand() {
-				names = append(names, c.Name())
-			}
-		}
-		return usagef("which %s command? (%s)", cmd.Name(), strings.Join(names, ", "))
-	}
-	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-	cmd.SuggestionsMinimumDistance = 2
-	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-		msg += "; did you mean " + strings.Join(s, " or ") + "?"
-	}
-	return usageError{msg}
-}
+// none of them (cliutil.RunGroup).
+func runGroup(cmd *cobra.Command, args []string) error { return cliutil.RunGroup(cmd, args) }
 
 // noArgs refuses positional arguments: every command takes flags only.
-func noArgs(_ *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(args, " "))
-	}
-	return nil
-}
+func noArgs(cmd *cobra.Command, args []string) error { return cliutil.NoArgs(cmd, args) }
 
-// envAnnotation marks a flag that may come from an environment variable.
-const envAnnotation = "logbook_env"
-
-// fromEnv lets the flag name of fs also be set by LOGBOOK_NAME (dashes
-// become underscores), and says so in its help. For flags that carry an
-// address or a secret: a secret in the environment stays out of ps.
-func fromEnv(fs *pflag.FlagSet, name string) {
-	f := fs.Lookup(name)
-	if f == nil {
-		panic("fromEnv: no flag " + name)
-	}
-	v := "LOGBOOK_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-	f.Usage += " (env " + v + ")"
-	_ = fs.SetAnnotation(name, envAnnotation, []string{v})
-}
-
-// jsonFlag registers --json.
-func jsonFlag(fs *pflag.FlagSet) *bool {
-	return fs.Bool("json", false, "print one JSON object instead of a table")
-}
+// fromEnv lets the flag name of fs also be set by LOGBOOK_NAME
+// (cliutil.FromEnv).
+func fromEnv(fs *pflag.FlagSet, name string) { cliutil.FromEnv(fs, name) }
 
 // prepare runs before every command: environment variables for the flags
 // not given, the logger, and a CPU profile where the command takes one.
 func (e *env) prepare(cmd *cobra.Command) error {
 	var envErr error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		names := f.Annotations[envAnnotation]
+		names := f.Annotations[cliutil.EnvAnnotation]
 		if len(names) == 0 || f.Changed || envErr != nil {
 			return
 		}
@@ -213,10 +171,15 @@ func (e *env) prepare(cmd *cobra.Command) error {
 			if err := f.Value.Set(v); err != nil {
 				envErr = usagef("%s=%q for --%s: %v", names[0], v, f.Name, err)
 			}
+			// Given, for cobra's required and exclusive flags.
+			f.Changed = true
 		}
 	})
 	if envErr != nil {
 		return envErr
+	}
+	if err := cliutil.ValidateFlags(cmd); err != nil {
+		return err
 	}
 	lw := newLogWriter(e.stderr)
 	log, err := newLogger(lw, e.logFormat, e.logLevel)
@@ -278,14 +241,6 @@ func newLogger(w *logWriter, format, level string) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: want text or json", format)
 }
 
-// cpuProfileFlag registers --cpuprofile, --memprofile and --trace on a
-// group's commands; prepare starts them and run stops them.
-func cpuProfileFlag(g *cobra.Command) {
-	g.PersistentFlags().String("cpuprofile", "", "write a CPU profile of the run to this file")
-	g.PersistentFlags().String("memprofile", "", "write a profile of the run's allocations to this file at its end")
-	g.PersistentFlags().String("trace", "", "write an execution trace of the run to this file (go tool trace)")
-}
-
 // startProfile writes a CPU profile to file until stop is called.
 func startProfile(file string) (stop func(), err error) {
 	pf, err := os.Create(file)
@@ -303,18 +258,8 @@ func startProfile(file string) (stop func(), err error) {
 }
 
 // showProgress returns a counter for long work to count into, drawn as a
-// bar on stderr when both outputs are a terminal and --json is not given
-// (nil otherwise: nothing is drawn). Call stop before printing the result.
-func (e *env) showProgress(cmd *cobra.Command, asJSON bool) (c *progress.Counter, stop func()) {
-	if asJSON || !isTerminal(e.stdout) || !isTerminal(e.stderr) {
-		return nil, func() {}
-	}
-	c = &progress.Counter{}
-	b := progress.Show(e.stderr, strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), c)
-	return c, b.Stop
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+// bar on stderr when both outputs are a terminal and quiet is false (the
+// output is for people: cliutil.Env.ShowProgress).
+func (e *env) showProgress(cmd *cobra.Command, quiet bool) (c *progress.Counter, stop func()) {
+	return (&cliutil.Env{Stdout: e.stdout, Stderr: e.stderr}).ShowProgress(cmd, quiet)
 }

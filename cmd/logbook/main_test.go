@@ -31,7 +31,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 
 func TestHelpAndBadUsage(t *testing.T) {
 	code, out, _ := runCLI(t, "help")
-	for _, cmd := range []string{"serve", "flights", "bench", "loadtest"} {
+	for _, cmd := range []string{"flights", "tickets", "notify", "kv", "bench", "loadtest"} {
 		if code != 0 || !strings.Contains(out, cmd) {
 			t.Fatalf("help (%d) does not list %s:\n%s", code, cmd, out)
 		}
@@ -49,26 +49,27 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"bench", "append", "--events", "many"}, 2, `invalid argument "many" for "--events"`},
 		{[]string{"bench", "append", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"bench", "read", "--cpuprofile", "/no/such/dir/cpu.prof"}, 1, "no such file"},
-		{[]string{"flights", "import"}, 2, "--ssim FILE is required"},
+		{[]string{"flights", "import"}, 2, `required flag(s) "ssim" not set`},
 		{[]string{"flights", "import", "--ssim", "/no/such/file.ssim", "--data", t.TempDir()}, 1, "no such file"},
-		{[]string{"flights", "generate"}, 2, "--out DIR is required"},
+		{[]string{"flights", "generate"}, 2, `required flag(s) "out" not set`},
 		{[]string{"flights", "generate", "--out", t.TempDir(), "--violations", "0.9"}, 2, "within 0–0.2"},
 		{[]string{"loadtest", "read", "--url", "ftp://x", "--token", "t"}, 2, "want http://host:port"},
 		{[]string{"loadtest", "write", "--url", "http://x", "--token", "t", "--plot", "chart.pdf"}, 2, ".svg or .png"},
 		{[]string{"--log-format", "xml", "version"}, 2, "want text or json"},
 		{[]string{"--log-level", "loud", "version"}, 2, "want debug, info, warn or error"},
-		{[]string{"serve", "--read-only", "--commands-only", "--store", "postgres://x/y"}, 2, "exclude each other"},
-		{[]string{"serve", "--commands-only"}, 2, "need a shared --store"},
-		{[]string{"serve", "--replica-of", "http://x"}, 2, "--replica-of needs --replica-token"},
-		{[]string{"serve", "--bus", "http://x"}, 2, "--bus"},
-		{[]string{"serve", "--max-conns", "0"}, 2, "--max-conns must be positive"},
+		{[]string{"flights", "serve", "--read-only", "--commands-only", "--store", "postgres://x/y"}, 2, "none of the others can be; [commands-only read-only] were all set"},
+		{[]string{"flights", "serve", "--read-only", "--replica-of", "http://x", "--replica-token", "t"}, 2, "none of the others can be; [read-only replica-of] were all set"},
+		{[]string{"flights", "serve", "--commands-only"}, 2, "need a shared --store"},
+		{[]string{"flights", "serve", "--replica-of", "http://x"}, 2, "--replica-of needs --replica-token"},
+		{[]string{"flights", "serve", "--bus", "http://x"}, 2, "--bus"},
+		{[]string{"flights", "serve", "--max-conns", "0"}, 2, "--max-conns must be positive"},
 		{[]string{"torture", "--crash-points", "0"}, 2, "--crash-points must be positive"},
 		{[]string{"torture", "--store-kind", "disk"}, 2, "want events or projection"},
 		{[]string{"torture", "--crash-points", "5", "--no-sync"}, 1, "acknowledged appends lost"},
-		{[]string{"serve", "--bus-format", "avro"}, 2, "--bus-format avro needs a --bus"},
-		{[]string{"serve", "--bus", "kafka://h:1/t", "--bus-format", "xml"}, 2, "want logbook or avro"},
-		{[]string{"serve", "--tokens", "/no/such/tokens"}, 1, "no such file"},
-		{[]string{"serve", "extra-arg"}, 2, "unexpected arguments"},
+		{[]string{"flights", "serve", "--bus-format", "avro"}, 2, "--bus-format avro needs a --bus"},
+		{[]string{"flights", "serve", "--bus", "kafka://h:1/t", "--bus-format", "xml"}, 2, "want logbook or avro"},
+		{[]string{"flights", "serve", "--tokens", "/no/such/tokens"}, 1, "no such file"},
+		{[]string{"flights", "serve", "extra-arg"}, 2, "unexpected arguments"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.msg) {
@@ -79,7 +80,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		}
 	}
 	t.Setenv("LOGBOOK_TOKENS", "")
-	if code, _, stderr := runCLI(t, "serve", "--data", t.TempDir()); code != 2 || !strings.Contains(stderr, "no bearer tokens") {
+	if code, _, stderr := runCLI(t, "flights", "serve", "--data", t.TempDir()); code != 2 || !strings.Contains(stderr, "no bearer tokens") {
 		t.Errorf("serve without tokens: %d %q", code, stderr)
 	}
 }
@@ -168,12 +169,13 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{nil, []string{"serve", "cluster", "flights", "bench", "loadtest", "version", "completion", "--log-format"}},
-		{[]string{"--help"}, []string{"serve", "bench"}},
+		{nil, []string{"flights", "cluster", "flights", "bench", "loadtest", "version", "completion", "--log-format"}},
+		{[]string{"--help"}, []string{"flights", "bench"}},
+		{[]string{"flights", "--help"}, []string{"serve", "generate", "import", "check", "export"}},
 		{[]string{"help", "bench"}, []string{"append", "commands", "crush", "read", "--cpuprofile"}},
-		{[]string{"bench", "append", "--help"}, []string{"--events", "--writers", "--store-ids", "--json", "--cpuprofile", "--data", "(env LOGBOOK_STORE)", "--log-level"}},
+		{[]string{"bench", "append", "--help"}, []string{"--events", "--writers", "--store-ids", "--json", "-o, --output", "table, json, csv", "--cpuprofile", "--data", "(env LOGBOOK_STORE)", "--log-level"}},
 		{[]string{"bench", "crush", "-h"}, []string{"--max-concurrent-queries", "--poll", "--refresh-interval"}},
-		{[]string{"serve", "--help"}, []string{"--replica-of", "--replica-token", "--debug-addr", "(env LOGBOOK_ADDR)", "(env LOGBOOK_BUS)", "LOGBOOK_TOKENS"}},
+		{[]string{"flights", "serve", "--help"}, []string{"--replica-of", "--replica-token", "--debug-addr", "(env LOGBOOK_ADDR)", "(env LOGBOOK_BUS)", "LOGBOOK_TOKENS"}},
 		{[]string{"flights", "generate", "--help"}, []string{"--seed", "--violations", "--out"}},
 		{[]string{"loadtest", "read", "--help"}, []string{"--rate", "--query", "--conns", "--batch-delay", "--plot", "(env LOGBOOK_URL)", "(env LOGBOOK_TOKEN)"}},
 	} {
@@ -194,7 +196,7 @@ func TestHelp(t *testing.T) {
 func TestEnvironmentFallback(t *testing.T) {
 	t.Setenv("LOGBOOK_URL", "")
 	t.Setenv("LOGBOOK_TOKEN", "")
-	if code, _, stderr := runCLI(t, "loadtest", "read"); code != 2 || !strings.Contains(stderr, "--url and --token are required") {
+	if code, _, stderr := runCLI(t, "loadtest", "read"); code != 2 || !strings.Contains(stderr, `required flag(s) "token", "url" not set`) {
 		t.Fatalf("no flag, no variable: %d %q", code, stderr)
 	}
 	t.Setenv("LOGBOOK_URL", "ftp://from-env")
@@ -290,7 +292,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestServeLogsAndMeasuresRequests runs `logbook serve` with JSON logs,
+// TestServeLogsAndMeasuresRequests runs `logbook flights serve` with JSON logs,
 // sends it requests, and finds each in the access log and in the HTTP
 // metrics, by route pattern; then stops it as a signal would.
 func TestServeLogsAndMeasuresRequests(t *testing.T) {
@@ -308,7 +310,7 @@ func TestServeLogsAndMeasuresRequests(t *testing.T) {
 	l.Close()
 	go func() {
 		done <- run(ctx, &env{stdout: &stdout, stderr: &stderr, getenv: os.Getenv},
-			[]string{"serve", "--data", t.TempDir(), "--log-format", "json", "--debug-addr", debugAddr})
+			[]string{"flights", "serve", "--data", t.TempDir(), "--log-format", "json", "--debug-addr", debugAddr})
 	}()
 	var url string
 	for deadline := time.Now().Add(20 * time.Second); url == "" && time.Now().Before(deadline); {

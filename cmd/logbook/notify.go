@@ -29,11 +29,18 @@ import (
 )
 
 func newNotifyCmd(e *env) *cobra.Command {
-	return group("notify", "the mass-notification service: serve it, and its loopback delivery endpoint",
+	g := group("notify", "Serve the mass-notification service and its test endpoint",
 		newNotifyServeCmd(e),
 		newNotifySinkCmd(e),
 		newNotifyUsersCmd(e),
 	)
+	g.Long = `The notify service sends a notification to many users at once: a send
+request is an event on the log; a pipeline checks each recipient's
+preferences (followed from the users' database by change data capture),
+builds the messages and delivers them by push and e-mail, keeping what
+failed as dead letters. sink is a loopback delivery endpoint for trying it
+out; users fills a users' database.`
+	return g
 }
 
 // notifyServeFlags are `logbook notify serve`'s flags.
@@ -57,8 +64,17 @@ type notifyServeFlags struct {
 func newNotifyServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve --users-db postgres://… --push-url URL --email-url URL",
-		Short: "serve the notify service: send requests on the log, the pipeline (preferences by CDC, build, deliver, dead letters), metrics windows",
-		Args:  noArgs,
+		Short: "Serve the notify service: send requests, delivery pipeline, metrics",
+		Long: `Serves the notify service: its HTTP API and web page take send requests
+onto the log; the pipeline checks preferences (followed from the users'
+database by change data capture), builds the messages, delivers them to
+--push-url and --email-url and keeps dead letters; delivery outcomes are
+aggregated into minute, hour and day windows.`,
+		Example: `  logbook notify sink &
+  LOGBOOK_TOKENS=viewer-tok:viewer,sender-tok:sender logbook notify serve \
+      --users-db postgres://localhost/users \
+      --push-url http://127.0.0.1:8084/deliver --email-url http://127.0.0.1:8084/deliver`,
+		Args: noArgs,
 	}
 	fs := cmd.Flags()
 	var f notifyServeFlags
@@ -70,7 +86,7 @@ func newNotifyServeCmd(e *env) *cobra.Command {
 	fromEnv(fs, "users-db")
 	fs.StringVar(&f.usersSchema, "users-schema", "public", "schema of the users' tables (users, user_settings, user_devices)")
 	fs.StringVar(&f.slot, "slot", "logbook_notify_users", "name of the replication slot and of the publication")
-	fs.StringVar(&f.pushURL, "push-url", "", "URL push batches are posted to (e.g. a logbook notify sink's http://127.0.0.1:8090/deliver)")
+	fs.StringVar(&f.pushURL, "push-url", "", "URL push batches are posted to (e.g. a logbook notify sink's http://127.0.0.1:8084/deliver)")
 	fs.StringVar(&f.emailURL, "email-url", "", "URL e-mail batches are posted to")
 	fs.Float64Var(&f.rate, "rate", 0, "most delivery calls per second per channel (0: no limit)")
 	fs.IntVar(&f.attempts, "attempts", 6, "calls per batch before it fails for good and becomes a dead letter")
@@ -86,6 +102,9 @@ func newNotifyServeCmd(e *env) *cobra.Command {
 	fs.IntVar(&f.senders, "senders", 8, "delivery calls each chunk keeps in flight")
 	fs.IntVar(&f.chunk, "chunk", 10_000, "recipients per chunk event (and pipeline step)")
 	fs.IntVar(&f.maxRecipients, "max-recipients", 1_000_000, "most recipients of one request")
+	for _, name := range []string{"users-db", "push-url", "email-url"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch {
 		case f.usersDB == "" || !isPostgresURL(f.usersDB):
@@ -293,11 +312,16 @@ func startMetricsSinks(ctx context.Context, e *env, url string, agg *window.Aggr
 func newNotifySinkCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sink",
-		Short: "serve a loopback delivery endpoint (POST /deliver, GET /stats) that counts what it receives per idempotency key",
-		Args:  noArgs,
+		Short: "Serve a loopback delivery endpoint that counts what it receives",
+		Long: `Serves a delivery endpoint for trying the notify service out: POST /deliver
+takes a batch of messages and counts them per idempotency key, GET /stats
+says what arrived. --latency and --error-rate make it slow or failing.`,
+		Example: `  logbook notify sink
+  logbook notify sink --addr 127.0.0.1:9000 --error-rate 0.2`,
+		Args: noArgs,
 	}
 	fs := cmd.Flags()
-	addr := fs.String("addr", "127.0.0.1:8090", "address to listen on")
+	addr := fs.String("addr", "127.0.0.1:8084", "address to listen on")
 	latency := fs.Duration("latency", 0, "added before each call is answered")
 	errorRate := fs.Float64("error-rate", 0, "share of calls (0…1) answered 503 without taking the batch")
 	seed := fs.Uint64("seed", 1, "seed of the failure draws")

@@ -81,8 +81,9 @@ func TestNotifyServeBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"notify", "serve", "--push-url", "http://x", "--email-url", "http://y"}, "--users-db"},
-		{[]string{"notify", "serve", "--users-db", "postgres://x/y"}, "--push-url and --email-url"},
+		{[]string{"notify", "serve", "--push-url", "http://x", "--email-url", "http://y"}, `required flag(s) "users-db" not set`},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y"}, `required flag(s) "email-url", "push-url" not set`},
+		{[]string{"notify", "serve", "--users-db", "mysql://x/y", "--push-url", "http://x", "--email-url", "http://y"}, "--users-db postgres://… is required"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--chunk", "0"}, "--chunk 1-50000"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--metrics-sink", "mysql://x"}, "--metrics-sink"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--bus", "http://x"}, "--bus"},

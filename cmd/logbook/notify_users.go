@@ -10,7 +10,7 @@ import (
 )
 
 func newNotifyUsersCmd(e *env) *cobra.Command {
-	return group("users", "the users' database the notify service follows: fill it for a try-out or a test",
+	return group("users", "Fill the users' database the notify service follows",
 		newNotifyUsersGenerateCmd(e),
 	)
 }
@@ -22,8 +22,13 @@ func newNotifyUsersCmd(e *env) *cobra.Command {
 func newNotifyUsersGenerateCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "generate --users-db postgres://… --users N --clubs K",
-		Short: "create the users' tables and fill them with generated users (ids 1…N, user i in club 1 + i mod K)",
-		Args:  noArgs,
+		Short: "Create the users' tables and fill them with generated users",
+		Long: `Creates the users' tables (users, user_settings, user_devices) if they are
+missing and fills them with generated users: ids 1 … N, user i in club
+1 + i mod K, some with a notification type turned off, opted out, or
+without an e-mail address or a device. The tables must be empty.`,
+		Example: `  logbook notify users generate --users-db postgres://localhost/users --users 10000 --clubs 100`,
+		Args:    noArgs,
 	}
 	fs := cmd.Flags()
 	var (
@@ -35,6 +40,7 @@ func newNotifyUsersGenerateCmd(e *env) *cobra.Command {
 	)
 	fs.StringVar(&url, "users-db", "", "postgres://… URL of the users' database (required)")
 	fromEnv(fs, "users-db")
+	_ = cmd.MarkFlagRequired("users-db")
 	fs.StringVar(&schema, "users-schema", "public", "schema of the users' tables")
 	fs.IntVar(&p.Users, "users", 1000, "users to generate")
 	fs.IntVar(&p.Clubs, "clubs", 10, "clubs to spread them over")

@@ -75,7 +75,8 @@ func TestNotifyUsersGenerateUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "--users-db postgres://… is required"},
+		{nil, `required flag(s) "users-db" not set`},
+		{[]string{"--users-db", "mysql://x/y"}, "--users-db postgres://… is required"},
 		{[]string{"--users-db", "postgres://x/y", "--users", "0"}, "--users and --clubs must be positive"},
 		{[]string{"--users-db", "postgres://x/y", "--opt-out", "1.5"}, "--opt-out 1.5: want a share from 0 to 1"},
 	} {

@@ -25,8 +25,9 @@ func TestSecretsStayOutOfOutput(t *testing.T) {
 		return ""
 	}
 	for _, args := range [][]string{
+		{"flights", "serve", "--bogus"},
+		{"flights", "serve", "--help"},
 		{"serve", "--bogus"},
-		{"serve", "--help"},
 		{"bench", "append", "--bogus"},
 		{"loadtest", "write", "--bogus"},
 	} {

@@ -29,7 +29,7 @@ import (
 	"github.com/logbook/logbook/services/flights/httpapi"
 )
 
-// serveFlags are the flags of `logbook serve`, as given.
+// serveFlags are the flags of `logbook flights serve`, as given.
 type serveFlags struct {
 	store        storeFlags
 	addr         string
@@ -47,16 +47,17 @@ type serveFlags struct {
 func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "run the flights service: HTTP API, queries, metrics and the web UI on a store",
-		Long: `Run the flights service: its HTTP API, persistence queries, Prometheus
-metrics and the web UI, on one of these kinds of node:
+		Short: "Serve the flights service: HTTP API, queries, metrics and web UI",
+		Long: `Serves the flights service: its HTTP API, persistence queries, Prometheus
+metrics and the web UI, as one of these kinds of node:
 
-  logbook serve [--data DIR]                       one process on the embedded store
-  logbook serve --store postgres://… [--bus kafka://…] [--commands-only]
-                                                   a write node of a cluster
-  logbook serve --read-only --store postgres://… [--bus kafka://…]
-                                                   a read replica of a cluster
-  logbook serve --replica-of URL --replica-token T a read replica of one server, over HTTP`,
+  one process on the embedded store       [--data DIR]
+  a write node of a cluster               --store postgres://… [--bus kafka://…] [--commands-only]
+  a read replica of a cluster             --read-only --store postgres://… [--bus kafka://…]
+  a read replica of one server, over HTTP --replica-of URL --replica-token T`,
+		Example: `  LOGBOOK_TOKENS=viewer-tok:viewer,planner-tok:planner logbook flights serve
+  logbook flights serve --store postgres://localhost/logbook --bus kafka://127.0.0.1:9092/logbook --tokens ./dev-tokens
+  logbook flights serve --read-only --store postgres://localhost/logbook --addr 127.0.0.1:8180 --tokens ./dev-tokens`,
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
@@ -78,6 +79,8 @@ metrics and the web UI, on one of these kinds of node:
 	fromEnv(fs, "bus")
 	fs.StringVar(&f.busFormat, "bus-format", "logbook", "format of the values on --bus: logbook (its own), or avro (the schema registry's wire format, schema registered under <topic>-value, for stock Confluent deserializers)")
 	fromEnv(fs, "bus-format")
+	_ = cmd.RegisterFlagCompletionFunc("bus-format", cobra.FixedCompletions([]string{"logbook", "avro"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.MarkFlagsMutuallyExclusive("read-only", "commands-only", "replica-of")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := f.parse()
 		if err != nil {

@@ -5,27 +5,28 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/webui"
 	labcli "github.com/logbook/logbook/lab/cli"
-	"github.com/logbook/logbook/lab/loadtest"
-	"github.com/logbook/logbook/lab/plot"
 	"github.com/logbook/logbook/services/tickets"
 	"github.com/logbook/logbook/services/tickets/httpapi"
 )
 
 func newTicketsCmd(e *env) *cobra.Command {
-	return group("tickets", "the ticketing service under skewed demand: serve, check",
+	g := group("tickets", "Serve the ticketing service and check its store",
 		newTicketsServeCmd(e),
 		newTicketsCheckCmd(e),
 	)
+	g.Long = `The tickets service sells seats of an event's sports (search, book, return)
+under skewed demand: one sport in hot demand, the others cold, with the
+store's nodes emulated at a fixed service rate behind a scheduler.`
+	return g
 }
 
 // catalogueFlags are the flags that say which tickets exist.
@@ -51,7 +52,20 @@ func (c *catalogueFlags) catalogue() (tickets.Catalogue, error) {
 }
 
 func newTicketsServeCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]", Short: "serve the tickets API (search, book, return, control, live throughput) and its web page; with --arch, on the experiment rig's emulated store nodes", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "serve [--arch micro|queue|queue-rep|fair] [--node-rate R]",
+		Short: "Serve the tickets API and its web page",
+		Long: `Serves the tickets API (search, book, return, control, live throughput)
+and its web page. Requests go straight to the store unless --arch puts the
+lab's experiment rig in front of it: emulated store nodes, each serving at
+most --node-rate requests per second, behind one of four schedulers: micro
+(one worker and one node per sport), queue (one shared queue, a pool of
+workers), queue-rep (the queue, every sport on two nodes) or fair (fair
+queuing per sport in front of queue-rep's nodes).`,
+		Example: `  LOGBOOK_TOKENS=viewer-tok:viewer,booker-tok:booker logbook tickets serve
+  logbook tickets serve --arch fair --node-rate 100 --tokens ./dev-tokens`,
+		Args: noArgs,
+	}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data-tickets")
@@ -63,6 +77,7 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 	fromEnv(fs, "debug-addr")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and booker (default: LOGBOOK_TOKENS, token:role,…)")
 	rig := labcli.TicketsRigFlags(fs) // the lab's emulated store nodes, on --arch
+	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cat, err := cf.catalogue()
 		if err != nil {
@@ -127,11 +142,19 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 }
 
 func newTicketsCheckCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "check", Short: "read every ticket's history and report any seat sold twice (run it on a stopped server's store)", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Report any seat sold twice in a stopped server's store",
+		Long: `Reads every ticket's history from the tickets service's store and reports
+any seat sold twice. Run it on a stopped server's store; it exits 1 if a
+seat was sold twice.`,
+		Example: `  logbook tickets check --data ./data-tickets`,
+		Args:    noArgs,
+	}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs, "./data-tickets")
-	asJSON := jsonFlag(fs)
+	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		sf.readOnly = true
 		s, err := sf.open(e.log)
@@ -143,99 +166,18 @@ func newTicketsCheckCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := report(e.stdout, *asJSON, a, [][2]string{
+		if err := o.Print(e.stdout, a, cliutil.Pairs([][2]string{
 			{"ticket events", strconv.Itoa(a.Events)},
 			{"tickets with a history", strconv.Itoa(a.Tickets)},
 			{"tickets held now", strconv.Itoa(a.Booked)},
 			{"seats sold twice", strconv.Itoa(len(a.Violations))},
-		}); err != nil {
+		})); err != nil {
 			return err
 		}
 		if len(a.Violations) > 0 {
 			return fmt.Errorf("%d violations, the first: %s", len(a.Violations), a.Violations[0])
 		}
 		return nil
-	}
-	return cmd
-}
-
-func newLoadtestTicketsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "tickets --url URL --token TOKEN", Short: "the skewed-demand experiment on the tickets service: cold sports at a constant rate, the hot one at multiples of it (an open model)", Args: noArgs}
-	fs := cmd.Flags()
-	u := fs.String("url", "", "tickets server, e.g. http://127.0.0.1:8081 (required)")
-	fromEnv(fs, "url")
-	token := fs.String("token", "", "bearer token: a viewer's for search, a booker's for book and mixed (required)")
-	fromEnv(fs, "token")
-	var cfg loadtest.TicketsConfig
-	fs.StringVar(&cfg.Pipeline, "pipeline", "auto", "pipeline requests over a few connections: on, off (one request per connection at a time), or auto (on when the server's nodes are unlimited, --node-rate 0)")
-	fs.IntVar(&cfg.PipeConns, "conns", 4, "connections requests are pipelined over (unpipelined: one connection per request in flight, up to --max-inflight)")
-	fs.DurationVar(&cfg.BatchDelay, "batch-delay", time.Millisecond, "pipelined: how long a request may wait to share a write with others (counted in its latency)")
-	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 8192, "requests outstanding at most; beyond, arrivals are dropped and counted")
-	fs.Float64Var(&cfg.ColdRate, "cold-rate", 20, "requests/s of each cold sport")
-	mults := fs.String("hot-multipliers", "1,2,3,4,5,6,7,8,9,10", "the hot sport's rate in multiples of --cold-rate, one step each")
-	fs.DurationVar(&cfg.Step, "step", 30*time.Second, "how long each step lasts")
-	fs.DurationVar(&cfg.Warmup, "warmup", 0, "the unmeasured start of each step (default a fifth of --step)")
-	fs.StringVar(&cfg.Ops, "ops", "search", "search, book or mixed (half search, a quarter each book and return)")
-	fs.Float64Var(&cfg.ControlRate, "control-rate", 20, "control requests/s, sent alongside (negative: the step's total offered rate, which the paper measured in a separate run)")
-	fs.StringVar(&cfg.Hot, "hot", "athletics", "the sport in hot demand")
-	fs.IntVar(&cfg.SearchLimit, "search-limit", 10, "tickets per search answer")
-	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the arrival process (0: random)")
-	plotFile := fs.String("plot", "", "also draw throughput per sport and per node, and p99 per sport, against the multiplier into this .svg or .png file")
-	asJSON := jsonFlag(fs)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if *u == "" || *token == "" {
-			return usageError{"--url and --token are required"}
-		}
-		if *plotFile != "" {
-			if err := plot.CheckFile(*plotFile); err != nil {
-				return usagef("--plot %v", err)
-			}
-		}
-		cfg.Multipliers = nil
-		for _, f := range strings.Split(*mults, ",") {
-			m, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || m <= 0 {
-				return usagef("--hot-multipliers: %q is not a positive number", f)
-			}
-			cfg.Multipliers = append(cfg.Multipliers, m)
-		}
-		if cfg.Warmup == 0 {
-			cfg.Warmup = cfg.Step / 5
-		}
-		if cfg.ColdRate <= 0 || cfg.Step <= 0 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Step || cfg.PipeConns < 1 || cfg.MaxInFlight < 1 || cfg.BatchDelay < 0 {
-			return usageError{"--cold-rate and --step must be positive, --warmup shorter than --step, --conns and --max-inflight positive, --batch-delay not negative"}
-		}
-		switch cfg.Pipeline {
-		case "auto", "on", "off":
-		default:
-			return usagef("--pipeline %q: want auto, on or off", cfg.Pipeline)
-		}
-		switch cfg.Ops {
-		case "search", "book", "mixed":
-		default:
-			return usagef("--ops %q: want search, book or mixed", cfg.Ops)
-		}
-		c, err := loadtest.NewTicketsClient(*u, *token, cfg.MaxInFlight)
-		if err != nil {
-			return usageError{err.Error()}
-		}
-		if err := loadtest.Reachable(cmd.Context(), *u); err != nil {
-			return err
-		}
-		res, err := loadtest.RunTickets(cmd.Context(), c, cfg)
-		if err != nil {
-			return err
-		}
-		if *plotFile != "" {
-			if err := plot.Save(*plotFile, res.Figure()); err != nil {
-				return fmt.Errorf("--plot: %w", err)
-			}
-		}
-		if *asJSON {
-			return report(e.stdout, true, res, nil)
-		}
-		_, err = fmt.Fprint(e.stdout, res.Table())
-		return err
 	}
 	return cmd
 }

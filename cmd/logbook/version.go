@@ -4,6 +4,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/internal/cliutil"
 )
 
 // buildInfo is what the binary knows of its own build.
@@ -51,11 +53,12 @@ func readBuildInfo() buildInfo {
 
 func newVersionCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "print the module version, the commit it was built from and the Go version",
-		Args:  noArgs,
+		Use:     "version",
+		Short:   "Print the version, the commit it was built from and the Go version",
+		Example: `  logbook version -o json`,
+		Args:    noArgs,
 	}
-	asJSON := jsonFlag(cmd.Flags())
+	o := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(*cobra.Command, []string) error {
 		v := readBuildInfo()
 		rev := v.Revision
@@ -76,7 +79,7 @@ func newVersionCmd(e *env) *cobra.Command {
 		if v.Platform != "" {
 			rows = append(rows, [2]string{"platform", v.Platform})
 		}
-		return report(e.stdout, *asJSON, v, rows)
+		return o.Print(e.stdout, v, cliutil.Pairs(rows))
 	}
 	return cmd
 }

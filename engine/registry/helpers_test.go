@@ -50,7 +50,7 @@ func openRegistry(t testing.TB, store eventstore.Store) *Registry {
 	return reg
 }
 
-// newServer serves reg under /registry, as logbook serve mounts it.
+// newServer serves reg under /registry, as logbook flights serve mounts it.
 func newServer(t testing.TB, reg *Registry) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()

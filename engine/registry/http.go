@@ -15,8 +15,8 @@ import (
 const ContentType = "application/vnd.schemaregistry.v1+json"
 
 // Handler serves Confluent Schema Registry's REST API for reg. It is meant
-// to be mounted under a prefix with http.StripPrefix (logbook serve uses
-// /registry), so that a client configured with http://HOST:PORT/registry
+// to be mounted under a prefix with http.StripPrefix (logbook flights
+// serve uses /registry), so that a client configured with http://HOST:PORT/registry
 // finds …/registry/subjects and the rest.
 //
 // Every request needs a token of tokens (bearer, or the password of basic

@@ -1,7 +1,7 @@
 // Package webui serves the web UI: the TypeScript application in web/,
 // built by Vite into dist/ and embedded in the logbook binary, so that
-// `logbook serve`, `logbook tickets serve` and `logbook notify serve` need
-// no files beside them. The build has one page per service — index.html,
+// `logbook flights serve`, `logbook tickets serve` and `logbook notify
+// serve` need no files beside them. The build has one page per service — index.html,
 // the planners' schedule board, tickets.html, the tickets page, and
 // notify.html, the notify service's send and metrics page — over shared
 // assets; each server serves its own page at "/" (Handler, TicketsHandler,

@@ -72,7 +72,7 @@ type KVResult struct {
 
 // Table prints the result as aligned columns.
 func (r *KVResult) Table() [][]string {
-	out := [][]string{{"table", "setting", "backend", "puts/s", "p99 ms", "B/msg", "seed puts/s"}}
+	out := [][]string{{"table", "setting", "backend", "puts/s", "p99 ms", "B/msg", "reference puts/s"}}
 	for _, row := range r.Rows {
 		seed := ""
 		if row.Seed > 0 {

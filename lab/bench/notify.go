@@ -690,7 +690,7 @@ func problemDetail(status string, body []byte) string {
 func (r NotifyResult) Print(w io.Writer) error {
 	fmt.Fprintf(w, "mode %s: %s users generated in %.1f s; sink error rate %g\n\n", r.Mode, group(int64(r.Users)), r.GenerateS, r.SinkErrorRate)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "recipients\truns\tmean ms\tp50 ms\tp99 ms\tµs/recipient\tdeliveries\t   the seed (§5.3)")
+	fmt.Fprintln(tw, "recipients\truns\tmean ms\tp50 ms\tp99 ms\tµs/recipient\tdeliveries\t   published figure (§5.3)")
 	if r.ColdMS != nil {
 		fmt.Fprintf(tw, "1 cold\t1\t%.1f\t\t\t\t\t   %s\n", *r.ColdMS, r.ColdSeed)
 	}

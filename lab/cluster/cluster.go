@@ -100,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// The store's URL, which may carry a password, goes in the
 		// environment: a command line is visible to every user in ps.
 		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: append([]string{"LOGBOOK_STORE=" + cfg.Store}, cfg.Env...)}
-		n.args = []string{"serve", "--addr", n.Addr, "--tokens", tokens}
+		n.args = []string{"flights", "serve", "--addr", n.Addr, "--tokens", tokens}
 		if cfg.Bus != "" {
 			n.args = append(n.args, "--bus", cfg.Bus)
 		}

@@ -1,4 +1,4 @@
-// The web UI in a real browser against a real `logbook serve` with a
+// The web UI in a real browser against a real `logbook flights serve` with a
 // generated schedule (scripts/test-ui.sh).
 // @ts-check
 import { after, afterEach, before, describe, test } from "node:test";

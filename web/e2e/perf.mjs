@@ -1,5 +1,5 @@
 // The board's scrolling frame times, measured by hand against a running
-// `logbook serve` (not part of the browser tests: node --test runs only
+// `logbook flights serve` (not part of the browser tests: node --test runs only
 // *.test.mjs). Signs in, waits for the board, then scrolls it every
 // animation frame (dy px down and dx px right, turning back at the edges)
 // for a few seconds and reports the requestAnimationFrame deltas.

@@ -1,17 +1,25 @@
-package main
+package cli
 
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )
 
 func newBenchRegistryCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "registry", Short: "schema lookups by id over HTTP, and registrations checked against earlier versions", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "registry",
+		Short: "Time schema registry lookups and checked registrations",
+		Long: `Measures the schema registry: lookups of a schema by id over HTTP, and
+registrations checked for compatibility against earlier versions.`,
+		Example: `  logbook bench registry --lookups 100000 --versions 100`,
+		Args:    cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
-	bf.register(fs)
+	bf.register(cmd)
 	var cfg bench.RegistryConfig
 	fs.IntVar(&cfg.Lookups, "lookups", 500_000, "schema lookups by id over HTTP")
 	// 64 closed-loop clients keep the server busy: fewer leave it idle
@@ -22,11 +30,13 @@ func newBenchRegistryCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.Timed, "timed", 10, "registrations timed after the earlier versions")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Lookups <= 0 || cfg.Writers <= 0 || cfg.Versions <= 0 || cfg.Fields <= 1 || cfg.Timed <= 0 {
-			return usageError{"--lookups, --clients, --versions and --timed must be positive, --fields above 1"}
+			return cliutil.Usage("--lookups, --clients, --versions and --timed must be positive, --fields above 1")
 		}
-		// The registry is served as logbook serve serves it, collector included.
-		tuneGC(cmd.Context())
-		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
+		// The registry is served as logbook flights serve serves it, collector included.
+		if e.TuneGC != nil {
+			e.TuneGC(cmd.Context())
+		}
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			return bench.RunRegistry(cmd.Context(), s, cfg)
 		})
 	}

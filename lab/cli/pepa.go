@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/pepa"
 	"github.com/logbook/logbook/lab/plot"
 )
@@ -24,22 +25,30 @@ import (
 // newPepaCmd is `logbook pepa solve|sweep|ode|sim MODEL.pepa …`: the
 // PEPA tool of lab/pepa.
 func newPepaCmd(e *env) *cobra.Command {
-	return group("pepa", "PEPA performance models: steady state, sweeps, fluid approximation, simulation",
+	g := cliutil.Group("pepa", "Solve PEPA performance models",
 		newPepaSolveCmd(e),
 		newPepaSweepCmd(e),
 		newPepaODECmd(e),
 		newPepaSimCmd(e),
 		newPepaPredictCmd(e),
 	)
+	g.Long = `A tool for models in PEPA, the Performance Evaluation Process Algebra
+(Jane Hillston, "A Compositional Approach to Performance Modelling", 1996),
+in the syntax of the PEPA Eclipse plug-in: the steady state (solve), a sweep
+of one rate (sweep), the fluid approximation (ode), simulation (sim), and
+the tickets service's model calibrated with a load test (predict). The
+models of docs/models/ are those of Stephen Shephard's "Performance
+modelling and simulation of skewed demand in complex systems" (2017).`
+	return g
 }
 
 // oneModel takes exactly one argument, the model file.
 func oneModel(_ *cobra.Command, args []string) error {
 	switch {
 	case len(args) == 0:
-		return usagef("which model? (a .pepa file)")
+		return cliutil.Usagef("which model? (a .pepa file)")
 	case len(args) > 1:
-		return usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
+		return cliutil.Usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
 	}
 	return nil
 }
@@ -82,11 +91,13 @@ func loadPepa(e *env, path string, set rateSet) (*pepa.Model, *pepa.System, erro
 		return nil, nil, err
 	}
 	for _, w := range s.Warnings {
-		fmt.Fprintf(e.stderr, "%s:%s (warning)\n", path, w)
+		fmt.Fprintf(e.Stderr, "%s:%s (warning)\n", path, w)
 	}
 	return m, s, nil
 }
 
+// writeJSON writes v as indented JSON: the models' results are read by
+// people as often as by machines.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -94,7 +105,15 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func newPepaSolveCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "solve MODEL.pepa", Short: "the steady state of a model: throughput per action, utilisation per local state", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "solve MODEL.pepa",
+		Short: "Solve a model's steady state: throughput and utilisation",
+		Long: `Derives the model's state space and solves its steady state by
+Gauss–Seidel iteration: the throughput of every action and the utilisation
+of every local state (and the mean population of arrays).`,
+		Example: `  logbook pepa solve docs/models/shared_queue.pepa --set a=10`,
+		Args:    oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -102,11 +121,11 @@ func newPepaSolveCmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "stop when the residual max|πQ| is at most this")
 	fs.IntVar(&opt.MaxIterations, "max-iterations", 100000, "give up after this many Gauss–Seidel sweeps")
 	fs.Float64Var(&opt.Omega, "omega", 1, "over-relaxation factor in (0, 2); 1 is Gauss–Seidel")
-	asJSON := jsonFlag(fs)
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if !(opt.Tolerance > 0) || opt.MaxIterations <= 0 || !(opt.Omega > 0 && opt.Omega < 2) {
-			return usageError{"--tolerance and --max-iterations must be positive, --omega in (0, 2)"}
+			return cliutil.Usage("--tolerance and --max-iterations must be positive, --omega in (0, 2)")
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -116,11 +135,11 @@ func newPepaSolveCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return writeJSON(e.stdout, r)
+		if out.JSON() {
+			return writeJSON(e.Stdout, r)
 		}
-		fmt.Fprintf(e.stdout, "states %d, transitions %d, residual %.3g after %d iterations, %.3f s\n\n", r.States, r.Transitions, r.Residual, r.Iterations, r.Seconds)
-		printMeasures(e.stdout, s.Actions(), r.Measures)
+		fmt.Fprintf(e.Stdout, "states %d, transitions %d, residual %.3g after %d iterations, %.3f s\n\n", r.States, r.Transitions, r.Residual, r.Iterations, r.Seconds)
+		printMeasures(e.Stdout, s.Actions(), r.Measures)
 		return nil
 	}
 	return cmd
@@ -148,36 +167,43 @@ func printMeasures(w io.Writer, actions []string, m pepa.Measures) {
 func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func newPepaSweepCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "sweep MODEL.pepa", Short: "solve a model for each value of one rate: throughput per action, one row per value", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "sweep MODEL.pepa",
+		Short: "Solve a model for each value of one rate",
+		Long: `Solves the model's steady state for each value of the rate definition
+--param from --from to --to by --step, and prints the throughput of each
+action, one row per value (as the published tables print them, to two
+decimals; -o csv and -o json give every digit). --plot draws it.`,
+		Example: `  logbook pepa sweep docs/models/shared_queue.pepa --param a --from 1 --to 10
+  logbook pepa sweep docs/models/shared_queue.pepa --param a -o csv > sweep.csv`,
+		Args: oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set another rate definition, name=value (repeatable)")
 	param := fs.String("param", "", "the rate definition to vary (required)")
+	_ = cmd.MarkFlagRequired("param")
 	from := fs.Float64("from", 1, "first value")
 	to := fs.Float64("to", 10, "last value")
 	step := fs.Float64("step", 1, "step between values")
 	actions := fs.String("actions", "", "comma-separated actions to report (default: all)")
-	asCSV := fs.Bool("csv", false, "print CSV")
-	asJSON := jsonFlag(fs)
+	out := cliutil.OutputFlag(cmd)
+	out.Alias(cmd, "csv", cliutil.CSV)
+	_ = fs.MarkHidden("csv") // -o csv; --csv kept for old scripts
+	cmd.MarkFlagsMutuallyExclusive("output", "json", "csv")
 	plotFile := fs.String("plot", "", "also draw each action's throughput against the parameter into this .svg or .png file")
 	var opt pepa.SolveOptions
 	fs.Float64Var(&opt.Tolerance, "tolerance", 1e-10, "the solver's residual bound")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
-		if *param == "" {
-			return usageError{"--param NAME is required"}
-		}
 		if *plotFile != "" {
 			if err := plot.CheckFile(*plotFile); err != nil {
-				return usagef("--plot %v", err)
+				return cliutil.Usagef("--plot %v", err)
 			}
-		}
-		if *asCSV && *asJSON {
-			return usageError{"--csv and --json exclude each other"}
 		}
 		values, err := pepa.Steps(*from, *to, *step)
 		if err != nil {
-			return usageError{err.Error()}
+			return cliutil.Usage(err.Error())
 		}
 		m, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -192,7 +218,7 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 			cols = strings.Split(*actions, ",")
 			for _, a := range cols {
 				if !known[a] {
-					return usageError{fmt.Sprintf("--actions: the model has no action %q (actions: %s)", a, strings.Join(s.Actions(), ", "))}
+					return cliutil.Usage(fmt.Sprintf("--actions: the model has no action %q (actions: %s)", a, strings.Join(s.Actions(), ", ")))
 				}
 			}
 		}
@@ -205,8 +231,8 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 				return fmt.Errorf("--plot: %w", err)
 			}
 		}
-		switch {
-		case *asJSON:
+		switch out.Format() {
+		case cliutil.JSON:
 			out := struct {
 				Param string           `json:"param"`
 				Rows  []map[string]any `json:"rows"`
@@ -218,9 +244,9 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 				}
 				out.Rows = append(out.Rows, row)
 			}
-			return writeJSON(e.stdout, out)
-		case *asCSV:
-			w := csv.NewWriter(e.stdout)
+			return writeJSON(e.Stdout, out)
+		case cliutil.CSV:
+			w := csv.NewWriter(e.Stdout)
 			w.Write(append([]string{*param}, cols...))
 			for _, r := range rows {
 				rec := []string{strconv.FormatFloat(r.Value, 'g', -1, 64)}
@@ -233,7 +259,7 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 			return w.Error()
 		}
 		// Text: two decimals, as the published tables print them.
-		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, *param+"\t"+strings.Join(cols, "\t")+"\t")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%g\t", r.Value)
@@ -248,7 +274,20 @@ func newPepaSweepCmd(e *env) *cobra.Command {
 }
 
 func newPepaODECmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "ode MODEL.pepa", Short: "the fluid (ODE) approximation of a model, integrated to steady state", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "ode MODEL.pepa",
+		Short: "Integrate a model's fluid (ODE) approximation to steady state",
+		Long: `Integrates the fluid approximation of the model — ordinary differential
+equations for the mean population of each local state — until it is
+steady: implicit (backward Euler, for stiff models and large populations),
+rk4 (explicit Runge–Kutta) or closure (means and covariances, the normal
+moment closure of Hayden and Bradley's "A fluid analysis framework for a
+Markovian process algebra", 2010, for small populations). It exits 1 if
+the solution was not steady when it stopped.`,
+		Example: `  logbook pepa ode docs/models/shared_queue.pepa --set a=10
+  logbook pepa ode docs/models/shared_queue.pepa --method closure`,
+		Args: oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -258,18 +297,19 @@ func newPepaODECmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.MaxTime, "max-time", 0, "give up after this much model time (default 1e7 for rk4 and closure, 1e12 for implicit)")
 	fs.Float64Var(&opt.Top, "top", 1e4, "implicit: a passive side with fewer than 1/top copies enabling an action slows its partner in proportion")
 	method := fs.String("method", "implicit", "implicit (backward Euler with growing steps, for stiff models and large populations), rk4 (explicit Runge–Kutta, window means) or closure (means and covariances, normal moment closure: second order, for small populations)")
+	_ = cmd.RegisterFlagCompletionFunc("method", cobra.FixedCompletions([]string{"implicit", "rk4", "closure"}, cobra.ShellCompDirectiveNoFileComp))
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this much wall-clock time")
-	asJSON := jsonFlag(fs)
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if opt.Step < 0 || !(opt.Tolerance > 0) || opt.MaxTime < 0 || !(opt.Top > 0) || *timeout <= 0 {
-			return usageError{"--step and --max-time must not be negative; --tolerance, --top and --timeout must be positive"}
+			return cliutil.Usage("--step and --max-time must not be negative; --tolerance, --top and --timeout must be positive")
 		}
 		solve := map[string]func(*pepa.System, context.Context, pepa.FluidOptions) (*pepa.FluidResult, error){
 			"implicit": (*pepa.System).FluidImplicit, "rk4": (*pepa.System).Fluid, "closure": (*pepa.System).Closure,
 		}[*method]
 		if solve == nil {
-			return usageError{fmt.Sprintf("--method %q: implicit, rk4 or closure", *method)}
+			return cliutil.Usage(fmt.Sprintf("--method %q: implicit, rk4 or closure", *method))
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -281,13 +321,13 @@ func newPepaODECmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if err := writeJSON(e.stdout, r); err != nil {
+		if out.JSON() {
+			if err := writeJSON(e.Stdout, r); err != nil {
 				return err
 			}
 		} else {
-			fmt.Fprintf(e.stdout, "fluid approximation (%s): t = %g after %d steps (last %g), converged %v (last change %.3g), %.3f s\n\n", r.Method, r.Time, r.Steps, r.Step, r.Converged, r.Change, r.Seconds)
-			printMeasures(e.stdout, s.Actions(), r.Measures)
+			fmt.Fprintf(e.Stdout, "fluid approximation (%s): t = %g after %d steps (last %g), converged %v (last change %.3g), %.3f s\n\n", r.Method, r.Time, r.Steps, r.Step, r.Converged, r.Change, r.Seconds)
+			printMeasures(e.Stdout, s.Actions(), r.Measures)
 		}
 		if !r.Converged {
 			return fmt.Errorf("not at steady state when stopped (change %.3g > %g): raise --timeout or --max-time", r.Change, opt.Tolerance)
@@ -298,7 +338,15 @@ func newPepaODECmd(e *env) *cobra.Command {
 }
 
 func newPepaSimCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "sim MODEL.pepa", Short: "Gillespie simulation of a model, with 95 % confidence intervals", Args: oneModel}
+	cmd := &cobra.Command{
+		Use:   "sim MODEL.pepa",
+		Short: "Simulate a model (Gillespie) with 95 % confidence intervals",
+		Long: `Simulates the model's Markov chain event by event (Gillespie's method) for
+--time units of model time after a --warmup, and prints each action's
+throughput with a 95 % confidence interval from --batches batch means.`,
+		Example: `  logbook pepa sim docs/models/shared_queue.pepa --set a=10 --time 100000 --seed 3`,
+		Args:    oneModel,
+	}
 	fs := cmd.Flags()
 	set := rateSet{}
 	fs.Var(set, "set", "set a rate definition, name=value (repeatable)")
@@ -307,11 +355,11 @@ func newPepaSimCmd(e *env) *cobra.Command {
 	fs.Float64Var(&opt.Time, "time", 10000, "model time measured")
 	fs.Float64Var(&opt.Warmup, "warmup", 0, "model time discarded first (default: --time / 10)")
 	fs.IntVar(&opt.Batches, "batches", 20, "batches for the 95 % confidence interval")
-	asJSON := jsonFlag(fs)
+	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, path := cmd.Context(), args[0]
 		if !(opt.Time > 0) || opt.Warmup < 0 || opt.Batches < 2 {
-			return usageError{"--time must be positive, --warmup not negative, --batches at least 2"}
+			return cliutil.Usage("--time must be positive, --warmup not negative, --batches at least 2")
 		}
 		_, s, err := loadPepa(e, path, set)
 		if err != nil {
@@ -321,11 +369,19 @@ func newPepaSimCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return writeJSON(e.stdout, r)
+		switch out.Format() {
+		case cliutil.JSON:
+			return writeJSON(e.Stdout, r)
+		case cliutil.CSV:
+			rows := cliutil.Rows{Header: []string{"action", "throughput", "half_width_95"}}
+			for _, a := range s.Actions() {
+				est := r.Throughput[a]
+				rows.Rows = append(rows.Rows, []string{a, strconv.FormatFloat(est.Mean, 'g', -1, 64), strconv.FormatFloat(est.HalfWidth, 'g', -1, 64)})
+			}
+			return out.Print(e.Stdout, r, rows)
 		}
-		fmt.Fprintf(e.stdout, "%d events, %.3f s\n\n", r.Events, r.Seconds)
-		tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+		fmt.Fprintf(e.Stdout, "%d events, %.3f s\n\n", r.Events, r.Seconds)
+		tw := tabwriter.NewWriter(e.Stdout, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "action\tthroughput\t95 % confidence")
 		for _, a := range s.Actions() {
 			est := r.Throughput[a]

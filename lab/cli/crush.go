@@ -1,25 +1,39 @@
-package main
+package cli
 
 import (
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )
 
 func newBenchCrushCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "crush", Short: "many live persistence queries at once under a concurrency limit", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "crush",
+		Short: "Run many live persistence queries at once under a limit",
+		Long: `The crush test of Aaron Stannard's "Scaling Akka.Persistence.Query to
+100k+ Concurrent Queries for Large-Scale CQRS" (2023): writes --ids streams
+of --events-per-id events, then runs a live query per stream (or one query
+over all events, --mode all-events) with at most --max-concurrent-queries
+backend queries at once, and checks every query received its stream whole
+and in order.`,
+		Example: `  logbook bench crush --ids 100000 --events-per-id 100
+  logbook bench crush --mode all-events --store postgres://localhost/logbook`,
+		Args: cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
-	bf.register(fs)
+	bf.register(cmd)
 	var cfg bench.CrushConfig
 	fs.IntVar(&cfg.IDs, "ids", 100_000, "streams to write, and live queries to run in by-id mode")
 	fs.IntVar(&cfg.EventsPerID, "events-per-id", 100, "events per stream")
 	fs.IntVar(&cfg.Buffer, "buffer", 100, "the queries' max-buffer-size: events per backend query")
 	fs.IntVar(&cfg.MaxConcurrentQueries, "max-concurrent-queries", 100, "backend queries allowed to run at once")
 	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByPersistenceId query per stream; all-events: one AllEvents query fanned out to a projection per stream")
+	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{bench.CrushByID, bench.CrushAllEvents}, cobra.ShellCompDirectiveNoFileComp))
 	fs.IntVar(&cfg.Writers, "writers", 8, "concurrent writers in the write phase")
 	fs.IntVar(&cfg.Batch, "batch", 0, "events per append in the write phase (default: events-per-id, at most 1000)")
 	fs.IntVar(&cfg.Payload, "payload", 32, "bytes of data per event")
@@ -27,18 +41,18 @@ func newBenchCrushCmd(e *env) *cobra.Command {
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", time.Second, "how often polling queries ask again (with --poll)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Writers <= 0 || cfg.Batch < 0 || cfg.Payload < 0 || cfg.RefreshInterval <= 0 {
-			return usageError{"--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative"}
+			return cliutil.Usage("--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative")
 		}
 		if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
-			return usageError{"--mode must be by-id or all-events"}
+			return cliutil.Usage("--mode must be by-id or all-events")
 		}
 		// Room for every permitted query plus the writers of the write
 		// phase: the permitter, not the pool, must be what bounds the
 		// queries.
-		bf.store.pgConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
-		return benchOn(cmd, e, &bf, func(s *openedStore, p *progress.Counter) (table, error) {
-			if s.pg != nil {
-				pool := s.pg.Pool()
+		bf.store.PGConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
+			if s.PG != nil {
+				pool := s.PG.Pool()
 				cfg.BusyConns = func() int { return int(pool.Stat().AcquiredConns()) }
 			}
 			cfg.Progress = p

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )
@@ -16,12 +17,21 @@ import (
 // newBenchWindowsCmd is `logbook bench windows`: windowed aggregation of a
 // generated day of notifications (lab/bench/windows.go).
 func newBenchWindowsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "windows", Short: "aggregate a day of events into minute windows, query them under a live ingest: events/s, query latency, --verify", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "windows",
+		Short: "Aggregate a day of events into windows, query them under load",
+		Long: `Appends a generated day of notification events, aggregates them into
+one-minute windows rolled up to hours and days (events/s), then times pull
+queries while a live ingest continues. --verify recomputes every minute
+window from the raw events and counts mismatches.`,
+		Example: `  logbook bench windows --events 1000000 --verify`,
+		Args:    cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var bf benchFlags
 	// The bench needs an empty store: by default a temporary one.
-	bf.store.register(fs, "")
-	bf.asJSON = jsonFlag(fs)
+	bf.store.Register(fs, "")
+	bf.out = cliutil.OutputFlag(cmd)
 	var cfg bench.WindowsConfig
 	fs.IntVar(&cfg.Events, "events", 10_000_000, "events appended first, then aggregated (timed)")
 	fs.IntVar(&cfg.Senders, "senders", 1000, "distinct senders")
@@ -32,21 +42,23 @@ func newBenchWindowsCmd(e *env) *cobra.Command {
 	fs.BoolVar(&cfg.Verify, "verify", false, "recompute every minute window from the raw events and count mismatches")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Senders <= 0 || cfg.Senders > 65536 || cfg.Types <= 0 || cfg.Types > 256 || cfg.LiveEvents < 0 || cfg.MaxBatch <= 0 {
-			return usageError{"--events and --batch must be positive, --senders 1-65536, --types 1-256, --live-events not negative"}
+			return cliutil.Usage("--events and --batch must be positive, --senders 1-65536, --types 1-256, --live-events not negative")
 		}
-		if bf.store.data == "" && bf.store.store == "" {
+		if bf.store.Data == "" && bf.store.URL == "" {
 			dir, err := os.MkdirTemp("", "logbook-bench-windows-store-")
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			bf.store.data = dir
+			bf.store.Data = dir
 		}
 		// The aggregation runs as it would in logbook notify serve,
 		// collector and processors included.
-		tuneGC(cmd.Context())
-		tuneProcs()
-		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
+		if e.TuneGC != nil {
+			e.TuneGC(cmd.Context())
+		}
+		cliutil.TuneProcs()
+		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			if p, ok := s.Store.(interface{ Metrics() *pebble.Metrics }); ok {
 				cfg.Settle = func(ctx context.Context) error { return settle(ctx, p.Metrics) }
 			}

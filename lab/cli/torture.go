@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/torture"
 )
 
@@ -15,7 +16,7 @@ import (
 func newTortureCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "torture",
-		Short: "cut the power under the embedded store again and again, and check every acknowledged write after each cut",
+		Short: "Cut the power under the embedded store and check every write",
 		Long: `torture runs an append workload on the embedded store over a simulated
 disk (Pebble's crash-consistent in-memory file system), cuts the power at
 random moments, and after each cut checks that every acknowledged append is
@@ -24,22 +25,24 @@ there; that positions have no gap and stream versions agree; and that the
 head readers were shown survived. --store-kind projection also runs a
 checkpointed view through the cuts and checks that it holds exactly the
 log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
-		Args: noArgs,
+		Example: `  logbook torture --crash-points 2000 --seed 7
+  logbook torture --store-kind projection -o json`,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	var cfg torture.Config
-	var asJSON bool
 	fs.IntVar(&cfg.CrashPoints, "crash-points", 1000, "power cuts")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed (the same seed makes the same workload, though not the same interleaving)")
 	fs.StringVar(&cfg.Kind, "store-kind", "events", "events (the store) or projection (the store and a checkpointed view)")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "acknowledge appends before their fsync, to see the checks catch the lost writes")
-	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	_ = cmd.RegisterFlagCompletionFunc("store-kind", cobra.FixedCompletions([]string{"events", "projection"}, cobra.ShellCompDirectiveNoFileComp))
+	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.CrashPoints <= 0 {
-			return usageError{"--crash-points must be positive"}
+			return cliutil.Usage("--crash-points must be positive")
 		}
 		if cfg.Kind != "events" && cfg.Kind != "projection" {
-			return usageError{fmt.Sprintf("--store-kind %q: want events or projection", cfg.Kind)}
+			return cliutil.Usage(fmt.Sprintf("--store-kind %q: want events or projection", cfg.Kind))
 		}
 		res, err := torture.Run(cmd.Context(), cfg)
 		if err != nil {
@@ -57,7 +60,7 @@ log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
 		if len(res.FirstProblems) > 0 {
 			rows = append(rows, [2]string{"first problems", strings.Join(res.FirstProblems, "; ")})
 		}
-		if err := report(e.stdout, asJSON, res, rows); err != nil {
+		if err := out.Print(e.Stdout, res, cliutil.Pairs(rows)); err != nil {
 			return err
 		}
 		if res.LostAcknowledged > 0 || res.Violations > 0 {

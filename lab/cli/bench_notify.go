@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -7,24 +7,36 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/bench"
 )
 
 func newBenchNotifyCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "notify",
-		Short: "the seed's latency and scalability tests of the notify service: one request to 1 … 1,000,000 users, sent until the sink acknowledges the last delivery, pipeline or monolith",
-		Args:  noArgs,
+		Short: "Time one notify request to 1 … 1,000,000 users, pipeline or monolith",
+		Long: `Reruns the published latency and scalability tests of a mass-notification
+service (a serverless pipeline against a monolith, vg-monolith): one send
+request to users 1 … n for each --sizes, timed until the loopback sink
+acknowledges the last delivery. --mode pipeline runs logbook notify serve as
+a child process; --mode monolith the baseline in this process, one
+synchronous request resolving every recipient with one IN query. The last
+column is the published figure for that size. It exits 1 unless every
+delivery arrived exactly once.`,
+		Example: `  logbook bench notify --users-db postgres://localhost/users --sizes 1,100,10000
+  logbook bench notify --users-db postgres://localhost/users --mode monolith -o json`,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	var cfg bench.NotifyConfig
 	fs.StringVar(&cfg.UsersDB, "users-db", "", "the users' database, postgres://… (scripts/postgres.sh start prints one; wal_level=logical for the pipeline's CDC)")
-	fromEnv(fs, "users-db")
+	cliutil.FromEnv(fs, "users-db")
 	fs.StringVar(&cfg.Schema, "schema", "logbook_notify_bench", "schema made for the users' tables (dropped first if it is there)")
 	fs.IntSliceVar(&cfg.Sizes, "sizes", []int{1, 100, 1000, 10_000, 100_000, 1_000_000}, "recipients per request; as many users are generated as the largest")
 	fs.IntVar(&cfg.Runs, "runs", 3, "requests per size")
-	fs.IntVar(&cfg.LatencyRuns, "latency-runs", 20, "warm requests of size 1, after the cold one (the seed's latency test ran 20); 0: --runs")
+	fs.IntVar(&cfg.LatencyRuns, "latency-runs", 20, "warm requests of size 1, after the cold one (the published latency test ran 20); 0: --runs")
 	fs.StringVar(&cfg.Mode, "mode", bench.ModePipeline, "pipeline (logbook notify serve, a child process) or monolith (one synchronous request, one IN query)")
+	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{bench.ModePipeline, bench.ModeMonolith}, cobra.ShellCompDirectiveNoFileComp))
 	fs.Float64Var(&cfg.SinkErrorRate, "sink-error-rate", 0, "share of delivery calls (0…1) the sink answers 503")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "the longest one request may take to be delivered (default 5m)")
 	fs.StringVar(&cfg.Data, "data", "", "pipeline: the service's data directory, empty or absent (default: a fresh temporary one)")
@@ -32,32 +44,33 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 	fs.StringVar(&cfg.Bus, "bus", "", "pipeline: the service's Kafka bus, kafka://…")
 	exe := fs.String("exe", "", "pipeline: the logbook binary the service runs from (default: this one)")
 	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")
-	fromEnv(fs, "store")
-	fromEnv(fs, "bus")
-	asJSON := jsonFlag(fs)
+	cliutil.FromEnv(fs, "store")
+	cliutil.FromEnv(fs, "bus")
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
+	cmd.MarkFlagsMutuallyExclusive("data", "store")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.UsersDB == "" {
-			return usageError{"--users-db is needed (or LOGBOOK_USERS_DB)"}
+			return cliutil.Usage("--users-db is needed (or LOGBOOK_USERS_DB)")
 		}
 		if cfg.Mode != bench.ModePipeline && cfg.Mode != bench.ModeMonolith {
-			return usagef("--mode %q: want pipeline or monolith", cfg.Mode)
+			return cliutil.Usagef("--mode %q: want pipeline or monolith", cfg.Mode)
 		}
 		if len(cfg.Sizes) == 0 || cfg.Runs <= 0 || cfg.LatencyRuns < 0 || cfg.Timeout < 0 {
-			return usageError{"--sizes and --runs must be given and positive, --latency-runs and --timeout not negative"}
+			return cliutil.Usage("--sizes and --runs must be given and positive, --latency-runs and --timeout not negative")
 		}
 		for _, n := range cfg.Sizes {
 			if n <= 0 {
-				return usagef("--sizes: %d recipients: want a positive number", n)
+				return cliutil.Usagef("--sizes: %d recipients: want a positive number", n)
 			}
 		}
 		if cfg.SinkErrorRate < 0 || cfg.SinkErrorRate >= 1 {
-			return usagef("--sink-error-rate %g: want a share from 0 up to (not including) 1", cfg.SinkErrorRate)
+			return cliutil.Usagef("--sink-error-rate %g: want a share from 0 up to (not including) 1", cfg.SinkErrorRate)
 		}
 		if cfg.Mode == bench.ModeMonolith && (cfg.Data != "" || cfg.Store != "" || cfg.Bus != "" || cfg.DebugAddr != "") {
-			return usageError{"--data, --store, --bus and --debug-addr are the pipeline's: the monolith runs in this process and keeps no log"}
+			return cliutil.Usage("--data, --store, --bus and --debug-addr are the pipeline's: the monolith runs in this process and keeps no log")
 		}
 		if cfg.Data != "" && cfg.Store != "" {
-			return usageError{"--data and --store: give one"}
+			return cliutil.Usage("--data and --store: give one")
 		}
 		if cfg.Mode == bench.ModePipeline {
 			cfg.Exe = *exe
@@ -69,17 +82,17 @@ func newBenchNotifyCmd(e *env) *cobra.Command {
 				cfg.Exe = self
 			}
 		} else if *exe != "" {
-			return usageError{"--exe is the pipeline's: the monolith runs in this process"}
+			return cliutil.Usage("--exe is the pipeline's: the monolith runs in this process")
 		}
-		cfg.Log = e.log
+		cfg.Log = e.Log
 		res, err := bench.RunNotify(cmd.Context(), cfg)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			err = report(e.stdout, true, res, nil)
+		if out.JSON() {
+			err = cliutil.WriteJSON(e.Stdout, res)
 		} else {
-			err = res.Print(e.stdout)
+			err = res.Print(e.Stdout)
 		}
 		if err != nil {
 			return err

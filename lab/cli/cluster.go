@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/cluster"
 )
 
@@ -17,26 +18,34 @@ import (
 func newClusterCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster --store postgres://…",
-		Short: "run write nodes, read replicas and nginx on this machine, on a shared PostgreSQL store",
-		Args:  noArgs,
+		Short: "Run write nodes, read replicas and nginx on one PostgreSQL store",
+		Long: `Starts write nodes and read replicas of the flights service (logbook flights
+serve) and nginx in front of them, all on this machine and one shared
+PostgreSQL store, and keeps them until interrupted: the layout of
+docs/deployment.md on one machine, for trying it out and for the scaling
+benchmark (scripts/scaling.sh).`,
+		Example: `  logbook cluster --store postgres://localhost/logbook --writers 3 --replicas 2
+  logbook cluster --store postgres://localhost/logbook --bus kafka://127.0.0.1:9092/logbook`,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	store := fs.String("store", "", "postgres:// URL of the shared store (required)")
-	fromEnv(fs, "store")
+	cliutil.FromEnv(fs, "store")
+	_ = cmd.MarkFlagRequired("store")
 	bus := fs.String("bus", "", "kafka://host:port/topic: publish the log to Kafka, and feed the replicas from it")
-	fromEnv(fs, "bus")
+	cliutil.FromEnv(fs, "bus")
 	writers := fs.Int("writers", 3, "write nodes")
 	replicas := fs.Int("replicas", 2, "read replicas")
 	addr := fs.String("addr", "127.0.0.1:8090", "where nginx listens")
-	fromEnv(fs, "addr")
+	cliutil.FromEnv(fs, "addr")
 	tokensFile := fs.String("tokens", "./dev-tokens", "bearer tokens, one \"token role\" per line, for every node")
 	dir := fs.String("dir", "./data-cluster", "directory for the nodes' logs and nginx's files")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if !isPostgresURL(*store) {
-			return usageError{"--store must be a postgres:// URL: the nodes share it"}
+		if !cliutil.IsPostgresURL(*store) {
+			return cliutil.Usage("--store must be a postgres:// URL: the nodes share it")
 		}
 		if *writers < 1 || *replicas < 0 {
-			return usageError{"--writers must be at least 1 and --replicas not negative"}
+			return cliutil.Usage("--writers must be at least 1 and --replicas not negative")
 		}
 		tokens, err := os.ReadFile(*tokensFile)
 		if err != nil {
@@ -57,9 +66,9 @@ func newClusterCmd(e *env) *cobra.Command {
 			return err
 		}
 		defer c.Stop()
-		fmt.Fprintf(e.stdout, "nginx at %s\n", c.URL)
+		fmt.Fprintf(e.Stdout, "nginx at %s\n", c.URL)
 		for _, n := range c.Nodes() {
-			fmt.Fprintf(e.stdout, "%-10s http://%s  log %s\n", n.Name, n.Addr, filepath.Join(absDir, n.Name+".log"))
+			fmt.Fprintf(e.Stdout, "%-10s http://%s  log %s\n", n.Name, n.Addr, filepath.Join(absDir, n.Name+".log"))
 		}
 		<-ctx.Done()
 		return nil

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,19 +10,22 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/lab/loadtest"
 	"github.com/logbook/logbook/lab/plot"
 )
 
 func newLoadtestCmd(e *env) *cobra.Command {
-	g := group("loadtest", "load a running server's HTTP API: read (the schedule checks), write (simulated planners)",
+	g := cliutil.Group("loadtest", "Load a running server's HTTP API",
 		newLoadtestReadCmd(e),
 		newLoadtestWriteCmd(e),
 		newLoadtestTicketsCmd(e),
 	)
-	cpuProfileFlag(g)
+	g.Long = `Load tests of a running server: read (the flights service's schedule
+checks at a fixed request rate), write (simulated planners) and tickets (one
+sport in hot demand on the tickets service).`
+	cliutil.ProfileFlags(g)
 	return g
 }
 
@@ -32,35 +35,35 @@ type targetFlags struct {
 	conns      int
 	batchDelay time.Duration
 	plotFile   string
-	asJSON     *bool
+	out        *cliutil.Output
 }
 
-func (t *targetFlags) register(fs *pflag.FlagSet, conns int, role string) {
+func (t *targetFlags) register(cmd *cobra.Command, conns int, role string) {
+	fs := cmd.Flags()
 	fs.StringVar(&t.url, "url", "", "server, e.g. http://127.0.0.1:8080 (required)")
-	fromEnv(fs, "url")
+	cliutil.FromEnv(fs, "url")
 	fs.StringVar(&t.token, "token", "", "bearer token ("+role+") (required)")
-	fromEnv(fs, "token")
+	cliutil.FromEnv(fs, "token")
 	fs.IntVar(&t.conns, "conns", conns, "HTTP/1.1 connections to pipeline requests over")
 	fs.DurationVar(&t.batchDelay, "batch-delay", 200*time.Microsecond, "how long a request may wait to share a write with others (counted in its latency)")
 	fs.StringVar(&t.plotFile, "plot", "", "also draw the run second by second (throughput, latency percentiles) into this .svg or .png file")
-	t.asJSON = jsonFlag(fs)
+	t.out = cliutil.OutputFlag(cmd)
+	_ = cmd.MarkFlagRequired("url")
+	_ = cmd.MarkFlagRequired("token")
 }
 
 // client checks the flags and returns a client for the server.
 func (t *targetFlags) client() (*loadtest.Client, error) {
-	if t.url == "" || t.token == "" {
-		return nil, usageError{"--url and --token are required"}
-	}
 	u, err := url.Parse(t.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usagef("--url %q: want http://host:port", t.url)
+		return nil, cliutil.Usagef("--url %q: want http://host:port", t.url)
 	}
 	if t.conns <= 0 || t.batchDelay < 0 {
-		return nil, usageError{"--conns must be positive and --batch-delay not negative"}
+		return nil, cliutil.Usage("--conns must be positive and --batch-delay not negative")
 	}
 	if t.plotFile != "" {
 		if err := plot.CheckFile(t.plotFile); err != nil {
-			return nil, usagef("--plot %v", err)
+			return nil, cliutil.Usagef("--plot %v", err)
 		}
 	}
 	if os.Getenv("GOGC") == "" {
@@ -84,14 +87,23 @@ func (t *targetFlags) finish(e *env, res interface {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
-	return report(e.stdout, *t.asJSON, res, res.Rows())
+	return t.out.Print(e.Stdout, res, cliutil.Pairs(res.Rows()))
 }
 
 func newLoadtestReadCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "read --url URL --token TOKEN", Short: "ramp to a request rate and hold it on the three schedule checks (an open model)", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "read --url URL --token TOKEN",
+		Short: "Ramp to a request rate on the schedule checks and hold it",
+		Long: `Sends the flights service's three schedule checks at a rate that ramps
+from 1 request/s to --rate and holds it for --hold (an open model: requests
+arrive on time whether or not earlier ones were answered), and prints the
+throughput and latency percentiles of the hold.`,
+		Example: `  logbook loadtest read --url http://127.0.0.1:8080 --token VIEWER --rate 2000 --hold 30s`,
+		Args:    cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var t targetFlags
-	t.register(fs, 4, "a viewer's is enough")
+	t.register(cmd, 4, "a viewer's is enough")
 	var cfg loadtest.ReadConfig
 	fs.Float64Var(&cfg.Rate, "rate", 1000, "target requests per second")
 	fs.DurationVar(&cfg.Ramp, "ramp", 10*time.Second, "ramp from 1 request/s to the rate")
@@ -100,7 +112,7 @@ func newLoadtestReadCmd(e *env) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *query != "" {
 			if _, err := url.ParseQuery(*query); err != nil {
-				return usagef("--query %q: %v", *query, err)
+				return cliutil.Usagef("--query %q: %v", *query, err)
 			}
 			cfg.Paths = nil
 			for _, p := range loadtest.CheckPaths {
@@ -108,7 +120,7 @@ func newLoadtestReadCmd(e *env) *cobra.Command {
 			}
 		}
 		if cfg.Rate < 1 || cfg.Hold <= 0 || cfg.Ramp < 0 {
-			return usageError{"--rate must be at least 1, --hold positive, --ramp not negative"}
+			return cliutil.Usage("--rate must be at least 1, --hold positive, --ramp not negative")
 		}
 		c, err := t.client()
 		if err != nil {
@@ -120,7 +132,7 @@ func newLoadtestReadCmd(e *env) *cobra.Command {
 			return fmt.Errorf("server not ready: %w", err)
 		}
 		var stop func()
-		cfg.Progress, stop = e.showProgress(cmd, *t.asJSON)
+		cfg.Progress, stop = e.ShowProgress(cmd, t.out.Quiet())
 		res, err := loadtest.RunRead(ctx, c, cfg)
 		stop()
 		if err != nil {
@@ -132,10 +144,18 @@ func newLoadtestReadCmd(e *env) *cobra.Command {
 }
 
 func newLoadtestWriteCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "write --url URL --token TOKEN", Short: "simulated planners building rotations one command at a time (a closed model)", Args: noArgs}
+	cmd := &cobra.Command{
+		Use:   "write --url URL --token TOKEN",
+		Short: "Simulate planners building rotations one command at a time",
+		Long: `Simulated planners build rotations on the flights service, each sending
+its next command once the last is answered (a closed model), in --waves
+waves; prints commands per second and latency percentiles.`,
+		Example: `  logbook loadtest write --url http://127.0.0.1:8080 --token PLANNER --users 100 --legs 750`,
+		Args:    cliutil.NoArgs,
+	}
 	fs := cmd.Flags()
 	var t targetFlags
-	t.register(fs, 0, "a planner's")
+	t.register(cmd, 0, "a planner's")
 	fs.Lookup("conns").Usage = "HTTP/1.1 connections to pipeline requests over (default: one per planner, at most 512)"
 	var cfg loadtest.WriteConfig
 	fs.IntVar(&cfg.Users, "users", 1000, "simulated planners")
@@ -144,7 +164,7 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 	fs.DurationVar(&cfg.WaveInterval, "wave-interval", 100*time.Millisecond, "time between waves")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Users <= 0 || cfg.Legs < 0 || cfg.Waves <= 0 {
-			return usageError{"--users and --waves must be positive, --legs not negative"}
+			return cliutil.Usage("--users and --waves must be positive, --legs not negative")
 		}
 		if t.conns == 0 {
 			// A planner waits for each answer before its next command,
@@ -167,7 +187,7 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 			return fmt.Errorf("waiting for the server's view to catch up with its log: %w", err)
 		}
 		var stop func()
-		cfg.Progress, stop = e.showProgress(cmd, *t.asJSON)
+		cfg.Progress, stop = e.ShowProgress(cmd, t.out.Quiet())
 		res, err := loadtest.RunWrite(cmd.Context(), c, cfg)
 		stop()
 		if err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -49,9 +49,11 @@ func TestPepaCommands(t *testing.T) {
 	if swept.Param != "a" || len(swept.Rows) != 10 || swept.Rows[3]["a"] != 4 || len(swept.Rows[3]) != 3 {
 		t.Fatalf("sweep: %+v", swept)
 	}
-	code, out, _ = runCLI(t, "pepa", "sweep", model, "--param", "a", "--from", "4", "--to", "5", "--actions", "athletics,cycling", "--csv")
-	if lines := strings.Split(out, "\n"); code != 0 || len(lines) != 4 || lines[0] != "a,athletics,cycling" || !strings.HasPrefix(lines[1], "4,3.899") || !strings.HasPrefix(lines[2], "5,4.534") {
-		t.Errorf("sweep --csv: %d\n%s", code, out)
+	for _, csvFlag := range [][]string{{"-o", "csv"}, {"--csv"}} {
+		code, out, _ = runCLI(t, append([]string{"pepa", "sweep", model, "--param", "a", "--from", "4", "--to", "5", "--actions", "athletics,cycling"}, csvFlag...)...)
+		if lines := strings.Split(out, "\n"); code != 0 || len(lines) != 4 || lines[0] != "a,athletics,cycling" || !strings.HasPrefix(lines[1], "4,3.899") || !strings.HasPrefix(lines[2], "5,4.534") {
+			t.Errorf("sweep %v: %d\n%s", csvFlag, code, out)
+		}
 	}
 	code, out, _ = runCLI(t, "pepa", "sweep", model, "--param", "a", "--from", "10", "--to", "10")
 	if code != 0 || !strings.Contains(out, "5.00     0.50") {
@@ -65,6 +67,10 @@ func TestPepaCommands(t *testing.T) {
 	code, out, stderr = runCLI(t, "pepa", "ode", model, "--set", "a=5", "--set", "n=20", "--method", "closure", "--json")
 	if code != 0 || !strings.Contains(out, `"method": "closure"`) || !strings.Contains(out, `"variances"`) || !strings.Contains(out, `"athletics": 4.79`) {
 		t.Errorf("ode --method closure: %d %s %s", code, out, stderr)
+	}
+	code, csvOut, _ := runCLI(t, "pepa", "sim", model, "--seed", "3", "--time", "2000", "-o", "csv")
+	if lines := strings.Split(csvOut, "\n"); code != 0 || lines[0] != "action,throughput,half_width_95" || len(lines) < 3 {
+		t.Errorf("sim -o csv: %d\n%s", code, csvOut)
 	}
 	code, out, stderr = runCLI(t, "pepa", "sim", model, "--seed", "3", "--time", "2000", "--json")
 	if code != 0 || !strings.Contains(out, `"half_width"`) {
@@ -88,10 +94,12 @@ func TestPepaErrors(t *testing.T) {
 		{[]string{"pepa", "solve", model, "--set", "zz=1"}, 1, `no rate named "zz"`},
 		{[]string{"pepa", "solve", model, "--set", "a"}, 2, "want name=value"},
 		{[]string{"pepa", "solve", model, "extra"}, 2, "unexpected arguments: extra"},
-		{[]string{"pepa", "sweep", model}, 2, "--param NAME is required"},
+		{[]string{"pepa", "sweep", model}, 2, `required flag(s) "param" not set`},
 		{[]string{"pepa", "sweep", model, "--param", "a", "--step", "0"}, 2, "the step must be positive"},
 		{[]string{"pepa", "sweep", model, "--param", "a", "--actions", "nope"}, 2, `no action "nope"`},
-		{[]string{"pepa", "sweep", model, "--param", "a", "--csv", "--json"}, 2, "exclude each other"},
+		{[]string{"pepa", "sweep", model, "--param", "a", "--csv", "--json"}, 2, "none of the others can be"},
+		{[]string{"pepa", "sweep", model, "--param", "a", "-o", "xml"}, 2, `"xml": want table, json, csv`},
+		{[]string{"pepa", "solve", model, "-o", "csv"}, 2, `"csv": want table, json`},
 		{[]string{"pepa", "sim", model, "--batches", "1"}, 2, "--batches at least 2"},
 		{[]string{"pepa", "ode", model, "--method", "euler"}, 2, "implicit, rk4 or closure"},
 	} {
@@ -165,6 +173,13 @@ func TestPepaPredict(t *testing.T) {
 	// Saturated at 100/s, with demands 200:20:20:20 the cycling share is 10.
 	if c := p.Steps[0].Sports["cycling"].Predicted; c < 9.5 || c > 10.5 || p.MaxAbsError > 5 {
 		t.Errorf("prediction %+v", p)
+	}
+	// -o csv: a header naming each sport's columns, a row per step.
+	code, out, stderr = runCLI(t, "pepa", "predict", path, "-o", "csv")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "multiplier,athletics measured,athletics predicted,athletics error %,cycling measured") ||
+		!strings.HasSuffix(lines[0], ",states") || !strings.HasPrefix(lines[1], "10,99,") {
+		t.Errorf("predict -o csv: %d %s\n%s", code, stderr, out)
 	}
 	// The written model is calibrated with the step's rates and solves.
 	code, out, stderr = runCLI(t, "pepa", "solve", model, "--json")

@@ -1,10 +1,7 @@
-package main
+package cli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 
@@ -14,16 +11,14 @@ import (
 
 func benchNotify(t *testing.T, args ...string) (bench.NotifyResult, int, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), &env{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }},
-		append([]string{"bench", "notify"}, args...))
+	code, stdout, stderr := runCLI(t, append([]string{"bench", "notify"}, args...)...)
 	var res bench.NotifyResult
 	if code == 0 || code == 1 {
-		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-			t.Fatalf("exit %d, stdout %q, stderr %q: %v", code, stdout.String(), stderr.String(), err)
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatalf("exit %d, stdout %q, stderr %q: %v", code, stdout, stderr, err)
 		}
 	}
-	return res, code, stderr.String()
+	return res, code, stderr
 }
 
 // The monolith mode on real PostgreSQL: small sizes are delivered
@@ -70,11 +65,9 @@ func TestBenchNotifyUsage(t *testing.T) {
 		{"--users-db", "postgres://x", "--mode", "monolith", "--sink-error-rate", "1"},
 		{"--users-db", "postgres://x", "--mode", "monolith", "--data", "d"},
 	} {
-		var stderr bytes.Buffer
-		code := run(context.Background(), &env{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }},
-			append([]string{"bench", "notify"}, args...))
-		if code != 2 || stderr.Len() == 0 {
-			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
+		code, _, stderr := runCLI(t, append([]string{"bench", "notify"}, args...)...)
+		if code != 2 || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 	}
 }

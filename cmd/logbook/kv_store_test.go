@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/internal/testenv"
+	"github.com/logbook/logbook/services/kv"
+)
+
+// kv serve --store opens every backend the kv package has: the embedded
+// one (no --store), postgres://, redis:// and etcd://. Each is written to
+// and read back through the repository.
+func TestKVServeStores(t *testing.T) {
+	pgURL, _ := testenv.SchemaURL(t)
+	stores := map[string]string{
+		"embedded": "",
+		"postgres": pgURL,
+		"redis":    "redis://" + testenv.Redis(t),
+		"etcd":     "etcd://" + strings.Join(testenv.Etcd(t), ","),
+	}
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			b, where, err := openKVBackend(ctx, t.TempDir(), store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(where, "pw") {
+				t.Errorf("where %q shows a password", where)
+			}
+			repo := kv.New(b, kv.Limits{})
+			defer repo.Close()
+			id := fmt.Sprintf("kv-serve-store-%d", time.Now().UnixNano())
+			if err := repo.Add(ctx, id, []byte("v1")); err != nil {
+				t.Fatal(err)
+			}
+			e, ok, err := repo.Get(ctx, id)
+			if err != nil || !ok || string(e.Value) != "v1" {
+				t.Fatalf("get %s: %+v %v %v", id, e, ok, err)
+			}
+			if err := repo.Delete(ctx, id, e.Version); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestKVServeBadStore(t *testing.T) {
+	for _, c := range []struct{ store, want string }{
+		{"mysql://u:pw@h/db", "want postgres://…, redis://host:port or etcd://host:port"},
+		{"redis://u:pw@h:1", "want redis://host:port"},
+		{"redis://h:1/3", "want redis://host:port"},
+		{"etcd://", "want etcd://host:port"},
+		{"etcd://h:1/prefix", "want etcd://host:port"},
+	} {
+		_, _, err := openKVBackend(context.Background(), t.TempDir(), c.store)
+		if !isUsage(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
+			t.Errorf("--store %s: %v; want bad usage naming %q, no password", c.store, err, c.want)
+		}
+	}
+}

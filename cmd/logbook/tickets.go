@@ -82,7 +82,7 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		tokens, err := auth.Load(*tokensFile)
+		tokens, err := loadTokens(*tokensFile)
 		if err != nil {
 			return fmt.Errorf("tokens: %w", err)
 		}
@@ -117,7 +117,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	}
 	defer svc.Close()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
+	mux.Handle("GET /metrics", tokens.RequireRole(auth.Viewer, metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
 	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, tokens))
 	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput

@@ -211,5 +211,5 @@ func (a *API) session(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	c := a.Catalogue
-	return httpkit.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(auth.Booker), Arch: a.Arch, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
+	return httpkit.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(Booker), Arch: a.Arch, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func newBenchCrushCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "crush", Short: "many live persistence queries at once under a concurrency limit", Args: noArgs}
+	cmd := &cobra.Command{Use: "crush", Short: "many live stream queries at once under a concurrency limit", Args: noArgs}
 	fs := cmd.Flags()
 	var bf benchFlags
 	bf.register(fs)
@@ -19,7 +19,7 @@ func newBenchCrushCmd(e *env) *cobra.Command {
 	fs.IntVar(&cfg.EventsPerID, "events-per-id", 100, "events per stream")
 	fs.IntVar(&cfg.Buffer, "buffer", 100, "the queries' max-buffer-size: events per backend query")
 	fs.IntVar(&cfg.MaxConcurrentQueries, "max-concurrent-queries", 100, "backend queries allowed to run at once")
-	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByPersistenceId query per stream; all-events: one AllEvents query fanned out to a projection per stream")
+	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByStream query per stream; all-events: one AllEvents query fanned out to a projection per stream")
 	fs.IntVar(&cfg.Writers, "writers", 8, "concurrent writers in the write phase")
 	fs.IntVar(&cfg.Batch, "batch", 0, "events per append in the write phase (default: events-per-id, at most 1000)")
 	fs.IntVar(&cfg.Payload, "payload", 32, "bytes of data per event")

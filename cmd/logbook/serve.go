@@ -48,7 +48,7 @@ func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "run the flights service: HTTP API, queries, metrics and the web UI on a store",
-		Long: `Run the flights service: its HTTP API, persistence queries, Prometheus
+		Long: `Run the flights service: its HTTP API, stream queries, Prometheus
 metrics and the web UI, on one of these kinds of node:
 
   logbook serve [--data DIR]                       one process on the embedded store
@@ -318,7 +318,7 @@ func (n *node) openStore() (*openedStore, eventstore.Store, error) {
 	return s, store, nil
 }
 
-// serveQueries adds the persistence queries on store.
+// serveQueries adds the stream queries on store.
 func (n *node) serveQueries(store eventstore.Store) error {
 	queries, err := query.New(store, query.Options{Registerer: n.reg})
 	if err != nil {

@@ -172,7 +172,7 @@ func round(x float64, digits int) float64 {
 }
 
 // wantsSSE decides between NDJSON and server-sent events as the
-// persistence queries do: format=ndjson|sse, else the Accept header.
+// stream queries do: format=ndjson|sse, else the Accept header.
 func wantsSSE(r *http.Request) (bool, error) {
 	switch f := r.URL.Query().Get("format"); f {
 	case "ndjson":

@@ -189,7 +189,7 @@ func (t *Tokens) RequireRole(need Role, h http.Handler) http.Handler {
 			return
 		}
 		if !role.Has(need) {
-			problem.Error(w, http.StatusForbidden, fmt.Sprintf("role %s may not do this: it needs a %s token", role, need))
+			problem.Error(w, http.StatusForbidden, fmt.Sprintf("role %s may not do this: it needs a token of role %s", role, need))
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -114,7 +114,7 @@ func TestRequireRole(t *testing.T) {
 		if c.status >= 400 && rec.Header().Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%q: not problem+json", c.token)
 		}
-		if c.status == 403 && !strings.Contains(rec.Body.String(), "needs a editor token") {
+		if c.status == 403 && !strings.Contains(rec.Body.String(), "needs a token of role editor") {
 			t.Errorf("%q: 403 does not name the role needed: %s", c.token, rec.Body)
 		}
 	}

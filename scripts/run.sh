@@ -11,13 +11,17 @@ need_go
 log "building bin/logbook"
 go build -o bin/logbook ./cmd/logbook
 
-# Development tokens: one planner, one viewer, made once and kept.
+# Development tokens, made once and kept: a viewer, and one token of each
+# role the services declare (flights planner, tickets booker, notify
+# sender, kv writer, the registry's schema-admin), so that the file serves
+# every command.
 if [ ! -s dev-tokens ]; then
 	umask 077
 	{
 		echo "# logbook development tokens: token role"
-		echo "planner-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' | head -c 24) planner"
-		echo "viewer-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' | head -c 24) viewer"
+		for role in planner viewer booker sender writer schema-admin; do
+			echo "$role-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' | head -c 24) $role"
+		done
 	} >dev-tokens
 fi
 

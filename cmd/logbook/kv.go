@@ -43,14 +43,14 @@ Redis or etcd (--store).`,
 	fromEnv(fs, "store")
 	addr := fs.String("addr", "127.0.0.1:8083", "address to listen on")
 	fromEnv(fs, "addr")
-	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, planner writes (default: LOGBOOK_TOKENS, token:role,…)")
+	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, writer writes (default: LOGBOOK_TOKENS, token:role,…)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		tokens, err := auth.Load(*tokensFile)
+		tokens, err := loadTokens(*tokensFile)
 		if err != nil {
 			return fmt.Errorf("tokens: %w", err)
 		}
 		if tokens.Len() == 0 {
-			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer reads, planner writes)"}
+			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer reads, writer writes)"}
 		}
 		b, where, err := openKVBackend(cmd.Context(), *data, *store)
 		if err != nil {
@@ -67,7 +67,7 @@ func serveKV(ctx context.Context, e *env, repo *kv.Repository, tokens *auth.Toke
 	reg := metrics.NewRegistry()
 	mux := http.NewServeMux()
 	httpapi.Mount(mux, repo, tokens)
-	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
+	mux.Handle("GET /metrics", tokens.RequireRole(auth.Viewer, metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		// A read through the backend: a failed database answers 503.
 		if _, err := repo.Exist(r.Context(), "healthz"); err != nil {

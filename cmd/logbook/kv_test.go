@@ -13,9 +13,10 @@ import (
 // `logbook kv serve` serves the repository's HTTP API for real: add with
 // If-None-Match: *, read with its version as the entity tag, 304 when
 // unchanged, 412 on a stale If-Match, compare-and-set, delete; tokens
-// required, the viewer only reads.
+// required, the viewer only reads, and writing needs kv's own writer
+// role: a flights planner's token may not.
 func TestKVServe(t *testing.T) {
-	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,planner-token:planner")
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,writer-token:writer,planner-token:planner")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,15 +70,16 @@ func TestKVServe(t *testing.T) {
 	}{
 		{"GET", "/api/kv/users/1", "", "", nil, 401, "", ""},
 		{"PUT", "/api/kv/users/1", "viewer-token", "x", []string{"If-None-Match", "*"}, 403, "", ""},
-		{"PUT", "/api/kv/users/1", "planner-token", "alice", nil, 428, "", ""},
-		{"PUT", "/api/kv/users/1", "planner-token", "alice", []string{"If-None-Match", "*"}, 201, `"1"`, ""},
-		{"PUT", "/api/kv/users/1", "planner-token", "alice", []string{"If-None-Match", "*"}, 412, "", ""},
+		{"PUT", "/api/kv/users/1", "planner-token", "x", []string{"If-None-Match", "*"}, 403, "", ""},
+		{"PUT", "/api/kv/users/1", "writer-token", "alice", nil, 428, "", ""},
+		{"PUT", "/api/kv/users/1", "writer-token", "alice", []string{"If-None-Match", "*"}, 201, `"1"`, ""},
+		{"PUT", "/api/kv/users/1", "writer-token", "alice", []string{"If-None-Match", "*"}, 412, "", ""},
 		{"GET", "/api/kv/users/1", "viewer-token", "", nil, 200, `"1"`, "alice"},
 		{"GET", "/api/kv/users/1", "viewer-token", "", []string{"If-None-Match", `"1"`}, 304, `"1"`, ""},
-		{"PUT", "/api/kv/users/1", "planner-token", "bob", []string{"If-Match", `"7"`}, 412, "", ""},
-		{"PUT", "/api/kv/users/1", "planner-token", "bob", []string{"If-Match", `"1"`}, 204, `"2"`, ""},
+		{"PUT", "/api/kv/users/1", "writer-token", "bob", []string{"If-Match", `"7"`}, 412, "", ""},
+		{"PUT", "/api/kv/users/1", "writer-token", "bob", []string{"If-Match", `"1"`}, 204, `"2"`, ""},
 		{"GET", "/api/kv/users/1", "viewer-token", "", []string{"If-None-Match", `"1"`}, 200, `"2"`, "bob"},
-		{"DELETE", "/api/kv/users/1", "planner-token", "", []string{"If-Match", `"2"`}, 204, "", ""},
+		{"DELETE", "/api/kv/users/1", "writer-token", "", []string{"If-Match", `"2"`}, 204, "", ""},
 		{"GET", "/api/kv/users/1", "viewer-token", "", nil, 404, "", ""},
 	} {
 		code, etag, body := do(c.method, c.path, c.token, c.body, c.header...)

@@ -126,7 +126,7 @@ aggregated into minute, hour and day windows.`,
 			}
 			bus = &busConfig{cfg: cfg, topic: topic}
 		}
-		tokens, err := auth.Load(f.tokens)
+		tokens, err := loadTokens(f.tokens)
 		if err != nil {
 			return fmt.Errorf("tokens: %w", err)
 		}
@@ -233,10 +233,10 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 		}
 	}()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
+	mux.Handle("GET /metrics", tokens.RequireRole(auth.Viewer, metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", notifyHealthz(store, view, e.log))
 	httpapi.Mount(mux, svc, tokens)
-	mux.Handle("/api/windows/", tokens.Require(window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
+	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = serveUntil(ctx, e.log, f.addr, defaultMaxConns, mux, "logbook notify serving",
 		[]any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL})

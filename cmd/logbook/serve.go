@@ -48,7 +48,7 @@ func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the flights service: HTTP API, queries, metrics and web UI",
-		Long: `Serves the flights service: its HTTP API, persistence queries, Prometheus
+		Long: `Serves the flights service: its HTTP API, stream queries, Prometheus
 metrics and the web UI, as one of these kinds of node:
 
   one process on the embedded store       [--data DIR]
@@ -179,7 +179,7 @@ func (f *serveFlags) parse() (*nodeConfig, error) {
 	default:
 		return nil, usageError{fmt.Sprintf("--bus-format %q: want logbook or avro", f.busFormat)}
 	}
-	tokens, err := auth.Load(f.tokensFile)
+	tokens, err := loadTokens(f.tokensFile)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
@@ -229,7 +229,7 @@ func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, er
 		return nil, err
 	}
 	// Metrics need a token of any role; /healthz none (docs/deployment.md).
-	n.mux.Handle("GET /metrics", cfg.tokens.Require(metrics.Handler(n.reg)))
+	n.mux.Handle("GET /metrics", cfg.tokens.RequireRole(auth.Viewer, metrics.Handler(n.reg)))
 	n.mux.HandleFunc("GET /healthz", healthz(n.health, n.log))
 	n.mux.Handle("/api/", httpapi.New(ctx, n.svc, cfg.tokens))
 	n.mux.Handle("/", webui.Handler())
@@ -321,14 +321,14 @@ func (n *node) openStore() (*openedStore, eventstore.Store, error) {
 	return s, store, nil
 }
 
-// serveQueries adds the persistence queries on store.
+// serveQueries adds the stream queries on store.
 func (n *node) serveQueries(store eventstore.Store) error {
 	queries, err := query.New(store, query.Options{Registerer: n.reg})
 	if err != nil {
 		return err
 	}
 	n.closers = append(n.closers, queries.Close)
-	n.mux.Handle("/queries/", n.cfg.tokens.Require(query.NewHandler(queries, query.HandlerOptions{})))
+	n.mux.Handle("/queries/", n.cfg.tokens.RequireRole(auth.Viewer, query.NewHandler(queries, query.HandlerOptions{})))
 	// Live query streams end, so that Shutdown need not wait for them.
 	n.onShutdown = append(n.onShutdown, queries.Close)
 	return nil
@@ -440,7 +440,7 @@ func startDebug(addr string, tokens *auth.Tokens, log *slog.Logger) (stop func()
 	dbg.HandleFunc("/debug/pprof/", pprof.Index)
 	dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := newHTTPServer(tokens.Require(dbg), log, defaultTimeouts)
+	srv := newHTTPServer(tokens.RequireRole(auth.Viewer, dbg), log, defaultTimeouts)
 	srv.WriteTimeout = 2 * time.Minute
 	srv.Addr = addr
 	go func() {

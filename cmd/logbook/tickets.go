@@ -88,7 +88,7 @@ queuing per sport in front of queue-rep's nodes).`,
 			return usageError{err.Error()}
 		}
 		defer gate.Close() // the service closes it too; closing twice is harmless
-		tokens, err := auth.Load(*tokensFile)
+		tokens, err := loadTokens(*tokensFile)
 		if err != nil {
 			return fmt.Errorf("tokens: %w", err)
 		}
@@ -123,7 +123,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	}
 	defer svc.Close()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
+	mux.Handle("GET /metrics", tokens.RequireRole(auth.Viewer, metrics.Handler(reg)))
 	mux.HandleFunc("GET /healthz", healthz(store, e.log))
 	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, tokens))
 	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput

@@ -1,12 +1,14 @@
-// Package auth is token authentication with five roles: planners change
-// the flight schedule, bookers book and return tickets, senders send
-// notifications, viewers only
-// read, and schema admins change the schema registry (register, delete,
-// configure; reading schemas needs only a viewer). Tokens come from a
-// file (one "token role" per line) or an environment variable
-// ("token:role,…"), and are sent as a bearer token or as the password of
-// HTTP basic auth (the user name is ignored), which is what Confluent's
-// registry clients send.
+// Package auth is bearer-token authentication by role. A role is a name
+// for what a token may do; the services declare their own (each in its
+// HTTP package), and the binary that serves them gives the roles it knows
+// to the token loader, which refuses any other. One role is every
+// service's: Viewer, the least role, which only reads and which every
+// token has (Role.Has).
+//
+// Tokens come from a file (one "token role" per line) or an environment
+// variable ("token:role,…"), and are sent as a bearer token or as the
+// password of HTTP basic auth (the user name is ignored), which is what
+// Confluent's registry clients send.
 package auth
 
 import (
@@ -16,37 +18,72 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"unicode"
 
 	"github.com/logbook/logbook/engine/problem"
 )
 
-// Role is what a token may do.
+// Role is what a token may do: a name a service declares, such as
+// "viewer". A role name is not empty and has no blank, comma, colon or
+// control character, so that it fits the token file and LOGBOOK_TOKENS.
 type Role string
 
-const (
-	Planner     Role = "planner"
-	Viewer      Role = "viewer"
-	SchemaAdmin Role = "schema-admin"
-	// Booker may book and return tickets (and read, like every role),
-	// but not change the flight schedule.
-	Booker Role = "booker"
-	// Sender may send notifications (and read, like every role).
-	Sender Role = "sender"
-)
+// Viewer is the least role: it reads, and every token has it.
+const Viewer Role = "viewer"
 
-// CanWrite reports whether the role may change the schedule.
-func (r Role) CanWrite() bool { return r == Planner }
+// Has reports whether a token of role r may use a route that needs role
+// need: Viewer (or no role) every token may; any other role only its
+// holders.
+func (r Role) Has(need Role) bool { return need == Viewer || need == "" || r == need }
+
+// check reports why r cannot be a role name, if it cannot.
+func (r Role) check() error {
+	if r == "" {
+		return fmt.Errorf("auth: a role has a name")
+	}
+	if strings.ContainsFunc(string(r), func(c rune) bool {
+		return unicode.IsSpace(c) || unicode.IsControl(c) || c == ',' || c == ':'
+	}) {
+		return fmt.Errorf("auth: role %q contains a blank, a control character, a comma or a colon", r)
+	}
+	return nil
+}
 
 // Tokens maps tokens to roles. Tokens are kept only as SHA-256 digests,
 // and looked up by digest: a timing difference then says something about a
 // hash, not about the token.
+//
+// A Tokens knows the roles it may hand out: Viewer and those given to
+// NewTokens. The zero value knows only Viewer.
 type Tokens struct {
 	byDigest map[[32]byte]Role
+	roles    []Role // the roles Add accepts besides Viewer, sorted
 }
 
-// Add registers a token.
+// NewTokens returns an empty set of tokens whose roles may be Viewer or
+// one of roles: the roles the services a binary serves declare. It panics
+// on a malformed role name, which is a program's mistake, not a user's.
+func NewTokens(roles []Role) *Tokens {
+	t := &Tokens{}
+	for _, r := range roles {
+		if err := r.check(); err != nil {
+			panic(err)
+		}
+		if r != Viewer && !slices.Contains(t.roles, r) {
+			t.roles = append(t.roles, r)
+		}
+	}
+	slices.Sort(t.roles)
+	return t
+}
+
+// Roles returns the roles a token may have: Viewer first, then the
+// others in order of name.
+func (t *Tokens) Roles() []Role { return append([]Role{Viewer}, t.roles...) }
+
+// Add registers a token of a known role.
 func (t *Tokens) Add(token string, role Role) error {
 	if len(token) < 8 {
 		return fmt.Errorf("auth: token %q… is shorter than 8 characters", prefix(token))
@@ -57,8 +94,12 @@ func (t *Tokens) Add(token string, role Role) error {
 	if strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return fmt.Errorf("auth: token %q… contains a blank or a control character", prefix(token))
 	}
-	if role != Planner && role != Viewer && role != SchemaAdmin && role != Booker && role != Sender {
-		return fmt.Errorf("auth: unknown role %q (planner, booker, sender, viewer or schema-admin)", role)
+	if role != Viewer && !slices.Contains(t.roles, role) {
+		names := make([]string, 0, len(t.roles)+1)
+		for _, r := range t.Roles() {
+			names = append(names, string(r))
+		}
+		return fmt.Errorf("auth: unknown role %q (known roles: %s)", role, strings.Join(names, ", "))
 	}
 	if t.byDigest == nil {
 		t.byDigest = map[[32]byte]Role{}
@@ -83,9 +124,10 @@ func (t *Tokens) Lookup(token string) (Role, bool) {
 	return r, ok
 }
 
-// ParseFile reads "token role" lines; blank lines and #-comments are skipped.
-func ParseFile(r io.Reader, name string) (*Tokens, error) {
-	t := &Tokens{}
+// ParseFile reads "token role" lines; blank lines and #-comments are
+// skipped. A role must be Viewer or one of roles (see NewTokens).
+func ParseFile(r io.Reader, name string, roles []Role) (*Tokens, error) {
+	t := NewTokens(roles)
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -103,9 +145,10 @@ func ParseFile(r io.Reader, name string) (*Tokens, error) {
 	return t, sc.Err()
 }
 
-// ParseEnv reads "token:role,token:role".
-func ParseEnv(v string) (*Tokens, error) {
-	t := &Tokens{}
+// ParseEnv reads "token:role,token:role". A role must be Viewer or one
+// of roles (see NewTokens).
+func ParseEnv(v string, roles []Role) (*Tokens, error) {
+	t := NewTokens(roles)
 	for i, item := range strings.Split(v, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -122,23 +165,20 @@ func ParseEnv(v string) (*Tokens, error) {
 	return t, nil
 }
 
-// Load reads tokens from file if given, else from LOGBOOK_TOKENS.
-func Load(file string) (*Tokens, error) {
+// Load reads tokens from file if given, else from LOGBOOK_TOKENS. A role
+// must be Viewer or one of roles: the binary passes the roles its services
+// declare, so that a misspelt role is refused when the server starts.
+func Load(file string, roles []Role) (*Tokens, error) {
 	if file != "" {
 		f, err := os.Open(file)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		return ParseFile(f, file)
+		return ParseFile(f, file, roles)
 	}
-	return ParseEnv(os.Getenv("LOGBOOK_TOKENS"))
+	return ParseEnv(os.Getenv("LOGBOOK_TOKENS"), roles)
 }
-
-// Has reports whether a token of role r may use a route that needs role
-// need: Viewer is the least role, which every token has; any other role
-// only its holders.
-func (r Role) Has(need Role) bool { return need == Viewer || need == "" || r == need }
 
 // RequireRole wraps h: no valid token, 401; a token without the
 // role need (Role.Has), 403.
@@ -149,7 +189,7 @@ func (t *Tokens) RequireRole(need Role, h http.Handler) http.Handler {
 			return
 		}
 		if !role.Has(need) {
-			problem.Error(w, http.StatusForbidden, fmt.Sprintf("role %s may not do this: it needs a %s token", role, need))
+			problem.Error(w, http.StatusForbidden, fmt.Sprintf("role %s may not do this: it needs a token of role %s", role, need))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -183,26 +223,6 @@ func (t *Tokens) authenticate(w http.ResponseWriter, r *http.Request) (Role, boo
 		return "", false
 	}
 	return role, true
-}
-
-// Require wraps h: no valid token, 401; a role other than planner on a
-// method that changes things (anything but GET, HEAD, OPTIONS), 403.
-func (t *Tokens) Require(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		role, ok := t.authenticate(w, r)
-		if !ok {
-			return
-		}
-		switch r.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-		default:
-			if !role.CanWrite() {
-				problem.Error(w, http.StatusForbidden, fmt.Sprintf("role %s may only read; changing the schedule needs a planner token", role))
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // bearer returns the token of an Authorization header of the Bearer

@@ -7,65 +7,115 @@ import (
 	"testing"
 )
 
+// The roles the tests declare, as a service would declare its own.
+const (
+	editor Role = "editor"
+	admin  Role = "admin"
+)
+
+var testRoles = []Role{editor, admin}
+
 func TestParse(t *testing.T) {
-	tok, err := ParseFile(strings.NewReader("# tokens\n\nplanner-secret planner\nviewer-secret viewer\n"), "t")
+	tok, err := ParseFile(strings.NewReader("# tokens\n\neditor-secret editor\nviewer-secret viewer\n"), "t", testRoles)
 	if err != nil || tok.Len() != 2 {
 		t.Fatalf("%v %v", tok, err)
 	}
-	if r, ok := tok.Lookup("planner-secret"); !ok || r != Planner {
-		t.Fatal("planner token not found")
+	if r, ok := tok.Lookup("editor-secret"); !ok || r != editor {
+		t.Fatal("editor token not found")
 	}
-	if _, ok := tok.Lookup("planner-secreT"); ok {
+	if _, ok := tok.Lookup("editor-secreT"); ok {
 		t.Fatal("a wrong token was accepted")
 	}
 	for in, want := range map[string]string{
 		"only-one-field\n":        "t:1: want \"token role\"",
-		"short planner\n":         "shorter than 8",
-		"long-enough-token god\n": "unknown role",
+		"short editor\n":          "shorter than 8",
+		"long-enough-token god\n": `t:1: auth: unknown role "god" (known roles: viewer, admin, editor)`,
 	} {
-		if _, err := ParseFile(strings.NewReader(in), "t"); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := ParseFile(strings.NewReader(in), "t", testRoles); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}
 	}
-	env, err := ParseEnv("aaaaaaaa:planner, bbbbbbbb:viewer, cccccccc:booker")
+	env, err := ParseEnv("aaaaaaaa:editor, bbbbbbbb:viewer, cccccccc:admin", testRoles)
 	if err != nil || env.Len() != 3 {
 		t.Fatal(env, err)
 	}
-	// A booker books tickets and reads, but does not plan flights.
-	if r, _ := env.Lookup("cccccccc"); r != Booker || !r.Has(Booker) || !r.Has(Viewer) || r.Has(Planner) || r.CanWrite() {
-		t.Errorf("booker role: %q", r)
+	// An admin reads and does what needs an admin, but not what needs an
+	// editor.
+	if r, _ := env.Lookup("cccccccc"); r != admin || !r.Has(admin) || !r.Has(Viewer) || r.Has(editor) {
+		t.Errorf("admin role: %q", r)
 	}
-	if r, _ := env.Lookup("aaaaaaaa"); r.Has(Booker) {
-		t.Error("a planner may book")
+	if r, _ := env.Lookup("aaaaaaaa"); r.Has(admin) {
+		t.Error("an editor has the admin role")
 	}
-	if _, err := ParseEnv("aaaaaaaa"); err == nil {
+	if r, _ := env.Lookup("bbbbbbbb"); r.Has(admin) || r.Has(editor) || !r.Has(Viewer) {
+		t.Error("a viewer has more than the viewer role")
+	}
+	if _, err := ParseEnv("aaaaaaaa", testRoles); err == nil {
 		t.Fatal("missing role accepted")
+	}
+	// A role the binary did not declare is refused, though another binary
+	// may know it.
+	if _, err := ParseEnv("aaaaaaaa:editor", []Role{admin}); err == nil || !strings.Contains(err.Error(), `unknown role "editor"`) {
+		t.Fatalf("an undeclared role: %v", err)
 	}
 }
 
-func TestRequire(t *testing.T) {
-	tok, _ := ParseEnv("planner-token:planner,viewer-token:viewer")
-	h := tok.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("ok"))
-	}))
+// The zero Tokens, and NewTokens with no roles, know only Viewer.
+func TestViewerAlwaysKnown(t *testing.T) {
+	for _, toks := range []*Tokens{{}, NewTokens(nil)} {
+		if err := toks.Add("viewer-token-1", Viewer); err != nil {
+			t.Fatal(err)
+		}
+		if err := toks.Add("editor-token-1", editor); err == nil {
+			t.Fatal("an undeclared role was added")
+		}
+	}
+	if got := NewTokens([]Role{admin, Viewer, editor, admin}).Roles(); len(got) != 3 || got[0] != Viewer || got[1] != admin || got[2] != editor {
+		t.Fatalf("roles %q", got)
+	}
+}
+
+// A role whose name cannot be written in a token file is a program's
+// mistake, found when the tokens are made.
+func TestMalformedRolePanics(t *testing.T) {
+	for _, r := range []Role{"", "a b", "a:b", "a,b", "a\x00"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("role %q accepted", r)
+				}
+			}()
+			NewTokens([]Role{r})
+		}()
+	}
+}
+
+func TestRequireRole(t *testing.T) {
+	tok, _ := ParseEnv("editor-token:editor,viewer-token:viewer,admin-token:admin", testRoles)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+	read, edit := tok.RequireRole(Viewer, ok), tok.RequireRole(editor, ok)
 	for _, c := range []struct {
-		method, token string
-		status        int
+		h      http.Handler
+		token  string
+		status int
 	}{
-		{"GET", "", 401}, {"GET", "nope-nope", 401}, {"GET", "viewer-token", 200},
-		{"POST", "viewer-token", 403}, {"DELETE", "viewer-token", 403}, {"POST", "planner-token", 200},
+		{read, "", 401}, {read, "nope-nope", 401}, {read, "viewer-token", 200}, {read, "editor-token", 200}, {read, "admin-token", 200},
+		{edit, "", 401}, {edit, "viewer-token", 403}, {edit, "admin-token", 403}, {edit, "editor-token", 200},
 	} {
-		req := httptest.NewRequest(c.method, "/x", nil)
+		req := httptest.NewRequest("POST", "/x", nil)
 		if c.token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.token)
 		}
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		c.h.ServeHTTP(rec, req)
 		if rec.Code != c.status {
-			t.Errorf("%s with %q: %d, want %d", c.method, c.token, rec.Code, c.status)
+			t.Errorf("%q: %d, want %d", c.token, rec.Code, c.status)
 		}
 		if c.status >= 400 && rec.Header().Get("Content-Type") != "application/problem+json" {
-			t.Errorf("%s with %q: not problem+json", c.method, c.token)
+			t.Errorf("%q: not problem+json", c.token)
+		}
+		if c.status == 403 && !strings.Contains(rec.Body.String(), "needs a token of role editor") {
+			t.Errorf("%q: 403 does not name the role needed: %s", c.token, rec.Body)
 		}
 	}
 }
@@ -88,37 +138,31 @@ func TestBearerSchemeCaseInsensitive(t *testing.T) {
 	}
 }
 
-// The schema-admin role: a token of its own, which reads like any token,
-// may use routes that need it, and may not change the schedule. Tokens
-// are accepted as the password of basic auth too.
-func TestSchemaAdminAndBasicAuth(t *testing.T) {
-	tok, err := ParseEnv("admin-secret:schema-admin,viewer-secret:viewer,planner-secret:planner")
+// Tokens are accepted as the password of basic auth too (what registry
+// clients send); the user name is not the token.
+func TestBasicAuth(t *testing.T) {
+	tok, err := ParseEnv("admin-secret:admin,viewer-secret:viewer,editor-secret:editor", testRoles)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	schedule, registry := tok.Require(ok), tok.RequireRole(SchemaAdmin, ok)
+	h := tok.RequireRole(admin, ok)
 	for _, c := range []struct {
-		h              http.Handler
-		method         string
 		user, password string
 		want           int
 	}{
-		{registry, "POST", "x", "admin-secret", 204},
-		{registry, "POST", "", "viewer-secret", 403},
-		{registry, "POST", "", "planner-secret", 403},
-		{registry, "GET", "admin-secret", "", 401}, // the token is the password, not the user
-		{registry, "GET", "x", "wrong-secret", 401},
-		{schedule, "POST", "x", "admin-secret", 403},
-		{schedule, "GET", "x", "admin-secret", 204},
-		{schedule, "POST", "x", "planner-secret", 204},
+		{"x", "admin-secret", 204},
+		{"", "viewer-secret", 403},
+		{"", "editor-secret", 403},
+		{"admin-secret", "", 401}, // the token is the password, not the user
+		{"x", "wrong-secret", 401},
 	} {
-		req := httptest.NewRequest(c.method, "/", nil)
+		req := httptest.NewRequest("POST", "/", nil)
 		req.SetBasicAuth(c.user, c.password)
 		rec := httptest.NewRecorder()
-		c.h.ServeHTTP(rec, req)
+		h.ServeHTTP(rec, req)
 		if rec.Code != c.want {
-			t.Errorf("%s as %q:%q: %d, want %d", c.method, c.user, c.password, rec.Code, c.want)
+			t.Errorf("%q:%q: %d, want %d", c.user, c.password, rec.Code, c.want)
 		}
 	}
 }

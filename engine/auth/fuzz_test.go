@@ -16,7 +16,7 @@ func usable(t *testing.T, toks *Tokens, want map[string]Role) {
 	if toks.Len() != len(want) {
 		t.Fatalf("%d tokens kept, %d accepted", toks.Len(), len(want))
 	}
-	h := toks.RequireRole(Planner, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h := toks.RequireRole(editor, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for tok, role := range want {
 		if got, ok := toks.Lookup(tok); !ok || got != role {
 			t.Fatalf("token %q: role %q %v, want %q", tok, got, ok, role)
@@ -26,7 +26,7 @@ func usable(t *testing.T, toks *Tokens, want map[string]Role) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		wantCode := 200
-		if role != Planner {
+		if role != editor {
 			wantCode = 403
 		}
 		if rec.Code != wantCode {
@@ -38,15 +38,15 @@ func usable(t *testing.T, toks *Tokens, want map[string]Role) {
 // FuzzParseFile: a token file either fails as a whole or gives exactly
 // the tokens of its lines, each of which then authenticates with its role.
 func FuzzParseFile(f *testing.F) {
-	f.Add([]byte("# tokens\n\nplanner-secret planner\nviewer-secret viewer\n"))
+	f.Add([]byte("# tokens\n\neditor-secret editor\nviewer-secret viewer\n"))
 	f.Add([]byte("  spaced-token \t viewer  \r\n#x y z\n"))
 	f.Add([]byte("only-one-field\n"))
-	f.Add([]byte("short planner\n"))
+	f.Add([]byte("short editor\n"))
 	f.Add([]byte("long-enough-token god\n"))
-	f.Add([]byte("same-token-1 planner\nsame-token-1 viewer\n"))
+	f.Add([]byte("same-token-1 editor\nsame-token-1 viewer\n"))
 	f.Add([]byte("tok\x00en-123 viewer\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		toks, err := ParseFile(bytes.NewReader(src), "f")
+		toks, err := ParseFile(bytes.NewReader(src), "f", testRoles)
 		if err != nil {
 			return
 		}
@@ -65,14 +65,14 @@ func FuzzParseFile(f *testing.F) {
 
 // FuzzParseEnv: the same for LOGBOOK_TOKENS.
 func FuzzParseEnv(f *testing.F) {
-	f.Add("aaaaaaaa:planner, bbbbbbbb:viewer")
+	f.Add("aaaaaaaa:editor, bbbbbbbb:viewer")
 	f.Add("aaaaaaaa")
 	f.Add(",,aaaaaaaa:viewer,")
 	f.Add("aaaa aaaa:viewer")
 	f.Add("aaaaaaaa\t:viewer")
-	f.Add("a:b:planner")
+	f.Add("a:b:editor")
 	f.Fuzz(func(t *testing.T, v string) {
-		toks, err := ParseEnv(v)
+		toks, err := ParseEnv(v, testRoles)
 		if err != nil {
 			return
 		}

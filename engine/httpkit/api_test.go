@@ -52,15 +52,16 @@ func TestPathRegexp(t *testing.T) {
 type thing struct{ calls int }
 
 func TestMount(t *testing.T) {
-	tokens := &auth.Tokens{}
-	_ = tokens.Add("planner-token", auth.Planner)
+	const editor auth.Role = "editor" // a role a service would declare
+	tokens := auth.NewTokens([]auth.Role{editor})
+	_ = tokens.Add("editor-token", editor)
 	_ = tokens.Add("viewer-token", auth.Viewer)
 	ok := func(a *thing, w http.ResponseWriter, r *http.Request) error {
 		a.calls++
 		return WriteJSON(w, 200, map[string]string{"ok": r.Pattern})
 	}
 	routes := []Route[*thing]{
-		{Spec: Spec{Method: "POST", Path: "/c/{id}", Role: auth.Planner, Kind: Command}, Handle: ok},
+		{Spec: Spec{Method: "POST", Path: "/c/{id}", Role: editor, Kind: Command}, Handle: ok},
 		{Spec: Spec{Method: "GET", Path: "/v", Role: auth.Viewer, Kind: ViewQuery, Query: []string{"q", MinPosition}}, Handle: ok},
 		{Spec: Spec{Method: "GET", Path: "/doc", Public: true, Kind: Anywhere}, Handle: ok},
 	}
@@ -85,13 +86,13 @@ func TestMount(t *testing.T) {
 		status            int
 		typ               string
 	}{
-		{full, "POST", "/c/1", "planner-token", 200, ""},
+		{full, "POST", "/c/1", "editor-token", 200, ""},
 		{full, "POST", "/c/1", "viewer-token", 403, "about:blank"},
 		{full, "POST", "/c/1", "", 401, "about:blank"},
 		{full, "GET", "/v?q=1&min_position=3", "viewer-token", 200, ""},
 		{full, "GET", "/v?nonce=1", "viewer-token", 400, TypeInvalidRequest},
 		{full, "GET", "/doc", "", 200, ""},
-		{Node{Views: true}, "POST", "/c/1", "planner-token", 421, TypeMisdirected},
+		{Node{Views: true}, "POST", "/c/1", "editor-token", 421, TypeMisdirected},
 		{Node{WriteModel: true}, "GET", "/v", "viewer-token", 421, TypeMisdirected},
 		{Node{WriteModel: true}, "GET", "/doc", "", 200, ""},
 		{Node{Views: true}, "POST", "/c/1", "viewer-token", 403, "about:blank"}, // the role is checked first

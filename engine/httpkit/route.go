@@ -53,7 +53,8 @@ type Spec struct {
 	Method string // GET, POST, …
 	Path   string // an http.ServeMux path: /api/rotations/{id}/legs
 	// Role is the least role a bearer token needs: auth.Viewer admits any
-	// known token, auth.Planner only planners. Public routes need none.
+	// known token, a role the service declares only its holders. Public
+	// routes need none.
 	Role   auth.Role
 	Public bool
 	Kind   Kind

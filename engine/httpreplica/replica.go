@@ -1,7 +1,7 @@
 // Package httpreplica lets a read model run in another process than the
 // store: Store is a read-only eventstore.Store that follows a logbook
 // server over HTTP — the log's head from /healthz, the events from the
-// live persistence query /queries/all — so that projection runners (and
+// live stream query /queries/all — so that projection runners (and
 // the views they feed) work on it unchanged. The embedded store is one
 // process's; its read replicas are processes like this one.
 package httpreplica

@@ -37,7 +37,7 @@ func TestPublishAvro(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	tokens, err := auth.ParseEnv("viewer-token-1:viewer")
+	tokens, err := auth.ParseEnv("viewer-token-1:viewer", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

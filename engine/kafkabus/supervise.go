@@ -15,8 +15,15 @@ import (
 // SuperviseConfig configures Supervise.
 type SuperviseConfig struct {
 	PublisherConfig
-	// Registerer receives logbook_bus_published_events_total, the events
-	// this process has published (nil: no metric).
+	// Registerer receives the publisher's state (nil: no metrics):
+	// logbook_bus_published_events_total, the events this process has
+	// published; logbook_bus_publisher_running, 1 while a publisher of
+	// this process runs (with Exclusive: holds the lock), else 0;
+	// logbook_bus_published_position, the last log position known to be
+	// in Kafka (0 until a publisher has looked; with
+	// logbook_head_position, the publisher's lag); and
+	// logbook_bus_publisher_restarts_total, the publishers that stopped
+	// with an error (Supervise starts another, unless the store closed).
 	Registerer prometheus.Registerer
 	// Exclusive, if set, runs each publisher only while this process holds
 	// a lock shared by every process that may publish the topic, and runs
@@ -35,7 +42,7 @@ const restartPause = time.Second
 // Supervise publishes store's log to cfg.Topic until ctx ends, starting a
 // new Publisher whenever one stops with an error: the long-running form
 // of a Publisher for a server. It returns ctx's error, the store's
-// eventstore.ErrClosed, or the error of registering the metric.
+// eventstore.ErrClosed, or the error of registering the metrics.
 func Supervise(ctx context.Context, store eventstore.Store, cfg SuperviseConfig) error {
 	cfg.PublisherConfig = cfg.PublisherConfig.withDefaults()
 	log := cfg.Logger
@@ -48,15 +55,47 @@ func Supervise(ctx context.Context, store eventstore.Store, cfg SuperviseConfig)
 		}
 		return 0
 	})
-	if _, err := metrics.Register(cfg.Registerer, published); err != nil {
+	var running atomic.Bool
+	state := []prometheus.Collector{
+		published,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "logbook_bus_publisher_running", Help: "1 while a Kafka publisher of this process runs (holds the publishing lock), else 0.",
+		}, func() float64 {
+			if running.Load() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "logbook_bus_published_position", Help: "The last log position known to be in Kafka, as this process's publisher last saw it.",
+		}, func() float64 {
+			if p := current.Load(); p != nil {
+				return float64(p.LastPosition())
+			}
+			return 0
+		}),
+	}
+	restarts := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "logbook_bus_publisher_restarts_total", Help: "Kafka publishers of this process that stopped with an error.",
+	})
+	for _, c := range state {
+		if _, err := metrics.Register(cfg.Registerer, c); err != nil {
+			return err
+		}
+	}
+	restarts, err := metrics.Register(cfg.Registerer, restarts)
+	if err != nil {
 		return err
 	}
 	run := func(ctx context.Context) error {
 		p := NewPublisher(store, cfg.PublisherConfig)
 		current.Store(p)
+		running.Store(true)
 		log.Info("publishing the log to Kafka", "topic", cfg.Topic)
 		err := p.Run(ctx)
+		running.Store(false)
 		if err != nil && ctx.Err() == nil {
+			restarts.Inc()
 			log.Warn("Kafka publisher stopped; restarting", "topic", cfg.Topic, "err", err)
 		}
 		return err

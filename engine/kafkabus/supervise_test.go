@@ -32,23 +32,60 @@ func (l *lockedBuffer) String() string {
 }
 
 // A publisher that fails is started again, after a pause, until the
-// context ends; each failure is logged.
+// context ends; each failure is logged and counted.
 func TestSuperviseRestartsAFailedPublisher(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	var logs lockedBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*restartPause+restartPause/2)
 	defer cancel()
+	reg := prometheus.NewRegistry()
 	// No transactional id: every Run fails at once.
 	err := Supervise(ctx, st, SuperviseConfig{PublisherConfig: PublisherConfig{
 		Topic: "never-created", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-	}})
+	}, Registerer: reg})
 	if err != context.DeadlineExceeded {
 		t.Fatalf("Supervise returned %v, want the context's end", err)
 	}
 	// Runs start at 0, 1 and 2 pauses; a loaded machine may delay one.
 	if n := strings.Count(logs.String(), "Kafka publisher stopped; restarting"); n < 2 || n > 3 {
 		t.Fatalf("%d restarts logged in 2.5 pauses, want 3:\n%s", n, logs.String())
+	} else if got := gathered(t, reg, "logbook_bus_publisher_restarts_total"); got != float64(n) {
+		t.Fatalf("restarts counted %v, logged %d", got, n)
 	}
+	if got := gathered(t, reg, "logbook_bus_publisher_running"); got != 0 {
+		t.Fatalf("publisher running %v after Supervise returned", got)
+	}
+}
+
+// gathered is the value of the one series of the metric name on reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	v, ok := gather(reg, name)
+	if !ok {
+		t.Fatalf("no single series %s", name)
+	}
+	return v
+}
+
+// gather is the value of the one series of the metric name on reg, if
+// there is one.
+func gather(reg *prometheus.Registry, name string) (float64, bool) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue(), true
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // With Exclusive, publishers run only through it: the lock decides.
@@ -82,15 +119,19 @@ func TestSupervisePublishesAndCounts(t *testing.T) {
 	go func() {
 		done <- Supervise(ctx, st, SuperviseConfig{PublisherConfig: testPublisher(cfg, topic, uniqueName(t, "tx"), partitions), Registerer: reg})
 	}()
-	waitFor(t, 20*time.Second, "the metric to count every event", func() bool {
-		mfs, err := reg.Gather()
-		if err != nil || len(mfs) != 1 {
-			return false
-		}
-		return mfs[0].GetMetric()[0].GetCounter().GetValue() == float64(h)
+	waitFor(t, 20*time.Second, "the metrics to count every event", func() bool {
+		events, _ := gather(reg, "logbook_bus_published_events_total")
+		position, _ := gather(reg, "logbook_bus_published_position")
+		return events == float64(h) && position == float64(h)
 	})
 	if n := testutil.CollectAndCount(reg, "logbook_bus_published_events_total"); n != 1 {
 		t.Fatalf("%d series", n)
+	}
+	if got := gathered(t, reg, "logbook_bus_publisher_running"); got != 1 {
+		t.Fatalf("publisher running %v while it publishes", got)
+	}
+	if got := gathered(t, reg, "logbook_bus_publisher_restarts_total"); got != 0 {
+		t.Fatalf("%v restarts of a publisher that did not fail", got)
 	}
 	cancel()
 	if err := <-done; err != context.Canceled {

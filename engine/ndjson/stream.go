@@ -1,5 +1,5 @@
 // Package stream writes the answer of a streaming HTTP query — a
-// persistence query, a windowed aggregation's push query — as NDJSON (one
+// stream query, a windowed aggregation's push query — as NDJSON (one
 // JSON value per line) or as server-sent events, the two forms every
 // logbook stream takes.
 package ndjson

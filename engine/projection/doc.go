@@ -37,7 +37,7 @@
 // view instance: read replicas, each building its state from the log on
 // its own, so that reads scale out by adding replicas. The embedded Pebble
 // store belongs to one process, so replicas in other processes will follow
-// the log through the persistence-query HTTP stream or Kafka instead of
+// the log through the stream queries over HTTP (/queries/all) or Kafka instead of
 // eventstore.Store.Subscribe; the View contract does not change.
 //
 // # Metrics

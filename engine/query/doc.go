@@ -1,22 +1,43 @@
-// Package query runs persistence queries — Akka.Persistence.Query's eight
-// kinds — against any eventstore.Store, throttled so that any number of
-// them can run without crushing the backend.
+// Package query runs queries over the event streams of any
+// eventstore.Store — the ids of its streams, the events of one stream, of
+// the whole log, or of a tag — throttled so that any number of them can
+// run without crushing the backend. Each comes finite ("current": it ends
+// at the head of the log as it stood when it began) and live (it goes on
+// with new events):
 //
-//	finite ("current")               live
-//	CurrentPersistenceIDs            PersistenceIDs
-//	CurrentEventsByPersistenceID     EventsByPersistenceID   (stream, from seq, to seq)
-//	CurrentAllEvents                 AllEvents               (from position)
-//	CurrentEventsByTag               EventsByTag             (tag, from position)
+//	finite ("current")         live              reads
+//	CurrentStreamIDs           StreamIDs         the ids of the streams
+//	CurrentEventsByStream      EventsByStream    one stream (from seq, to seq)
+//	CurrentAllEvents           AllEvents         the whole log (from position)
+//	CurrentEventsByTag         EventsByTag       one tag (from position)
+//
+// # Akka.Persistence.Query's names
+//
+// The eight queries are those of Akka.Persistence.Query, under logbook's
+// own names (the engine calls an event stream a stream):
+//
+//	Akka.Persistence.Query               logbook
+//	persistence id                       stream (id)
+//	sequence nr                          seq (eventstore.Event.Seq)
+//	offset (exclusive)                   position (inclusive, see below)
+//	read journal (ReadJournal)           Reader
+//	PersistenceIds / CurrentPersistenceIds
+//	                                     StreamIDs / CurrentStreamIDs
+//	EventsByPersistenceId / Current…     EventsByStream / CurrentEventsByStream
+//	AllEvents / CurrentAllEvents         AllEvents / CurrentAllEvents
+//	EventsByTag / CurrentEventsByTag     EventsByTag / CurrentEventsByTag
+//	QueryThrottler                       Permitter
+//	max-buffer-size, refresh-interval,   Options.MaxBufferSize, RefreshInterval,
+//	max-concurrent-queries               MaxConcurrentQueries
 //
 // Every from is inclusive (0 means the beginning), as everywhere in
 // logbook: a consumer that has processed position p resumes from p+1. This
-// differs from Akka, whose offsets are exclusive. A current query ends at
-// the head of the log as it stood when the query began; a live one goes on.
+// differs from Akka, whose offsets are exclusive.
 //
 // # Go API
 //
-//	j, err := query.New(store, query.Options{MaxBufferSize: 100, MaxConcurrentQueries: 100})
-//	q := j.EventsByPersistenceID("order-42", 1, 0)
+//	r, err := query.New(store, query.Options{MaxBufferSize: 100, MaxConcurrentQueries: 100})
+//	q := r.EventsByStream("order-42", 1, 0)
 //	for {
 //		evs, err := q.Next(ctx) // a page of at most MaxBufferSize events
 //		if err == io.EOF { break } // only current queries (or a reached "to") end
@@ -32,13 +53,13 @@
 // calling Next, and a query costs only its small struct between calls —
 // a hundred thousand idle live queries cost a few megabytes plus their
 // consumers. Cancelling ctx ends a Next at once (the query can be resumed
-// with a later Next); ReadJournal.Close ends every live query.
+// with a later Next); Reader.Close ends every live query.
 //
 // # Throttling
 //
 // Every backend call a query makes (ReadStream, ReadAll, ReadTag,
 // ListStreams, and the Head read that bounds a current query) runs under a
-// permit of the journal's Permitter, MaxConcurrentQueries of them, granted
+// permit of the reader's Permitter, MaxConcurrentQueries of them, granted
 // in FIFO order and always given back: after success, failure, a panic, or
 // cancellation while waiting. A permit is held for one call, never while
 // the consumer handles a page, and the call runs on one of the
@@ -63,7 +84,7 @@
 //
 // NewHandler serves all eight over HTTP as NDJSON (one JSON object per
 // line, flushed per page) or server-sent events. Events are EventJSON
-// objects; persistence ids are {"stream": ID}. A failure after the
+// objects; stream ids are {"stream": ID}. A failure after the
 // response has begun is written in-band — an NDJSON line {"error":
 // PROBLEM} or an SSE "error" event — and a finished current query sends
 // an SSE "end" event. Bad parameters are answered 400 with an RFC 9457

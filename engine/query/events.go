@@ -19,7 +19,7 @@ import (
 // io.EOF or ErrClosed, Next may be called again: the cursor moves only
 // when a page is returned, so a retry resumes where the query stood.
 type Events struct {
-	j      *ReadJournal
+	j      *Reader
 	filter eventstore.Filter
 	cursor uint64 // the next seq (stream) or position to deliver
 	to     uint64 // stream queries: the last seq to deliver, 0 for none
@@ -34,45 +34,45 @@ type Events struct {
 	changed <-chan struct{}
 }
 
-// CurrentEventsByPersistenceID returns the events of stream with from <=
+// CurrentEventsByStream returns the events of stream with from <=
 // Seq <= to (to == 0: no upper bound) that are stored when the query
 // begins, then io.EOF.
-func (j *ReadJournal) CurrentEventsByPersistenceID(stream string, from, to uint64) *Events {
+func (j *Reader) CurrentEventsByStream(stream string, from, to uint64) *Events {
 	return j.newEvents(eventstore.OfStream(stream), from, to, false)
 }
 
-// EventsByPersistenceID returns the events of stream with from <= Seq <=
+// EventsByStream returns the events of stream with from <= Seq <=
 // to (to == 0: no upper bound), stored now or later: it never ends unless
-// to is reached (then io.EOF), ctx ends, or the journal is closed.
-func (j *ReadJournal) EventsByPersistenceID(stream string, from, to uint64) *Events {
+// to is reached (then io.EOF), ctx ends, or the reader is closed.
+func (j *Reader) EventsByStream(stream string, from, to uint64) *Events {
 	return j.newEvents(eventstore.OfStream(stream), from, to, true)
 }
 
 // CurrentAllEvents returns every event from position from (inclusive) up
 // to the head of the log when the query begins, then io.EOF.
-func (j *ReadJournal) CurrentAllEvents(from uint64) *Events {
+func (j *Reader) CurrentAllEvents(from uint64) *Events {
 	return j.newEvents(eventstore.All(), from, 0, false)
 }
 
 // AllEvents returns every event from position from (inclusive) on, live.
-func (j *ReadJournal) AllEvents(from uint64) *Events {
+func (j *Reader) AllEvents(from uint64) *Events {
 	return j.newEvents(eventstore.All(), from, 0, true)
 }
 
 // CurrentEventsByTag returns the events carrying tag from position from
 // (inclusive) up to the head of the log when the query begins, then
 // io.EOF.
-func (j *ReadJournal) CurrentEventsByTag(tag string, from uint64) *Events {
+func (j *Reader) CurrentEventsByTag(tag string, from uint64) *Events {
 	return j.newEvents(eventstore.Tagged(tag), from, 0, false)
 }
 
 // EventsByTag returns the events carrying tag from position from
 // (inclusive) on, live.
-func (j *ReadJournal) EventsByTag(tag string, from uint64) *Events {
+func (j *Reader) EventsByTag(tag string, from uint64) *Events {
 	return j.newEvents(eventstore.Tagged(tag), from, 0, true)
 }
 
-func (j *ReadJournal) newEvents(f eventstore.Filter, from, to uint64, live bool) *Events {
+func (j *Reader) newEvents(f eventstore.Filter, from, to uint64, live bool) *Events {
 	if from == 0 {
 		from = 1
 	}
@@ -89,7 +89,7 @@ func (e *Events) Cursor() uint64 { return e.cursor }
 
 // Next returns the next page of at most MaxBufferSize events. A current
 // query returns io.EOF after its last page; a live one that has caught up
-// waits for new events until ctx ends (returning ctx.Err()) or the journal
+// waits for new events until ctx ends (returning ctx.Err()) or the reader
 // is closed (ErrClosed).
 func (e *Events) Next(ctx context.Context) ([]eventstore.Event, error) {
 	for {

@@ -11,10 +11,10 @@ import (
 	"github.com/logbook/logbook/engine/query"
 )
 
-// Persistence queries over a store: the streams it holds, and the events
+// Stream queries over a store: the streams it holds, and the events
 // carrying a tag. A current query ends at the head of the log as it stood
-// when the query began; its live twin (PersistenceIDs, EventsByTag, …)
-// goes on with new events. The journal throttles every backend read the
+// when the query began; its live twin (StreamIDs, EventsByTag, …)
+// goes on with new events. The reader throttles every backend read the
 // queries make.
 func Example() {
 	ctx := context.Background()
@@ -40,19 +40,19 @@ func Example() {
 		}
 	}
 
-	journal, err := query.New(store, query.Options{MaxBufferSize: 100, MaxConcurrentQueries: 8})
+	reader, err := query.New(store, query.Options{MaxBufferSize: 100, MaxConcurrentQueries: 8})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer journal.Close()
+	defer reader.Close()
 
-	for id, err := range journal.CurrentPersistenceIDs().All(ctx) {
+	for id, err := range reader.CurrentStreamIDs().All(ctx) {
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Println("stream", id)
 	}
-	for ev, err := range journal.CurrentEventsByTag("orders", 0).All(ctx) { // from 0: the beginning
+	for ev, err := range reader.CurrentEventsByTag("orders", 0).All(ctx) { // from 0: the beginning
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -33,10 +33,10 @@ type HandlerOptions struct {
 	Heartbeat time.Duration
 }
 
-// NewHandler serves the journal's eight queries over HTTP, under /queries/
+// NewHandler serves the reader's eight queries over HTTP, under /queries/
 // (mount it with mux.Handle("/queries/", h)):
 //
-//	GET /queries/persistence-ids[?live=true]
+//	GET /queries/streams[?live=true]
 //	GET /queries/events?stream=ID[&from=SEQ][&to=SEQ][&live=true]
 //	GET /queries/all[?from=POSITION][&live=true]
 //	GET /queries/tag/{tag}[?from=POSITION][&live=true]
@@ -46,14 +46,16 @@ type HandlerOptions struct {
 // format=sse it is server-sent events instead, each event's SSE id its
 // sequence number (stream queries) or position (the others), so that a
 // reconnecting EventSource resumes after Last-Event-ID. See the package
-// documentation for the objects.
-func NewHandler(j *ReadJournal, opts HandlerOptions) http.Handler {
+// documentation for the objects. /queries/persistence-ids, the former
+// name of /queries/streams, still answers the same.
+func NewHandler(j *Reader, opts HandlerOptions) http.Handler {
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = 15 * time.Second
 	}
 	h := &handler{j: j, opts: opts}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /queries/persistence-ids", h.persistenceIDs)
+	mux.HandleFunc("GET /queries/streams", h.streamIDs)
+	mux.HandleFunc("GET /queries/persistence-ids", h.streamIDs) // the former name, kept for clients
 	mux.HandleFunc("GET /queries/events", h.events)
 	mux.HandleFunc("GET /queries/all", h.all)
 	mux.HandleFunc("GET /queries/tag/{tag}", h.tag)
@@ -62,7 +64,7 @@ func NewHandler(j *ReadJournal, opts HandlerOptions) http.Handler {
 }
 
 type handler struct {
-	j    *ReadJournal
+	j    *Reader
 	opts HandlerOptions
 }
 
@@ -73,6 +75,7 @@ func badParam(w http.ResponseWriter, name, detail string) {
 }
 
 var queryPaths = map[string]bool{
+	"/queries/streams":         true,
 	"/queries/persistence-ids": true,
 	"/queries/events":          true,
 	"/queries/all":             true,
@@ -84,7 +87,7 @@ func (h *handler) unknown(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, problem.New(http.StatusMethodNotAllowed, "queries are read with GET"))
 		return
 	}
-	problem.Write(w, problem.New(http.StatusNotFound, fmt.Sprintf("no query at %s; see /queries/persistence-ids, /queries/events, /queries/all, /queries/tag/{tag}", r.URL.Path)))
+	problem.Write(w, problem.New(http.StatusNotFound, fmt.Sprintf("no query at %s; see /queries/streams, /queries/events, /queries/all, /queries/tag/{tag}", r.URL.Path)))
 }
 
 // params reads a query's parameters, refusing unknown ones so that a typo
@@ -167,7 +170,7 @@ func resume(r *http.Request, sse bool, from uint64) uint64 {
 	return from
 }
 
-func (h *handler) persistenceIDs(w http.ResponseWriter, r *http.Request) {
+func (h *handler) streamIDs(w http.ResponseWriter, r *http.Request) {
 	p, ok := newParams(w, r, "live")
 	if !ok {
 		return
@@ -180,9 +183,9 @@ func (h *handler) persistenceIDs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := h.j.CurrentPersistenceIDs()
+	q := h.j.CurrentStreamIDs()
 	if live {
-		q = h.j.PersistenceIDs()
+		q = h.j.StreamIDs()
 	}
 	h.serve(w, r, sse, func(ctx context.Context, s *ndjson.Writer) (int, error) {
 		ids, err := q.Next(ctx)
@@ -221,9 +224,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		badParam(w, "to", fmt.Sprintf("to (%d) is before from (%d)", to, from))
 		return
 	}
-	q := h.j.CurrentEventsByPersistenceID(stream, from, to)
+	q := h.j.CurrentEventsByStream(stream, from, to)
 	if live {
-		q = h.j.EventsByPersistenceID(stream, from, to)
+		q = h.j.EventsByStream(stream, from, to)
 	}
 	h.runEvents(w, r, sse, q, true)
 }

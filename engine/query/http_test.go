@@ -20,11 +20,11 @@ import (
 func newServer(t *testing.T, opts query.HandlerOptions) (*httptest.Server, eventstore.Store) {
 	t.Helper()
 	s := openStore(t)
-	j := newJournal(t, s, query.Options{MaxBufferSize: 3})
+	j := newReader(t, s, query.Options{MaxBufferSize: 3})
 	mux := http.NewServeMux()
 	mux.Handle("/queries/", query.NewHandler(j, opts))
 	srv := httptest.NewServer(mux)
-	// Live responses end when the journal closes, before the server waits
+	// Live responses end when the reader closes, before the server waits
 	// for them.
 	t.Cleanup(srv.Close)
 	t.Cleanup(j.Close)
@@ -128,9 +128,13 @@ func TestHTTPEvents(t *testing.T) {
 	type idLine struct {
 		Stream string `json:"stream"`
 	}
-	ids := ndjson[idLine](t, get(t, ctx, srv.URL+"/queries/persistence-ids"))
-	if len(ids) != 2 || ids[0].Stream != "order-1" || ids[1].Stream != "order-2" {
-		t.Fatalf("persistence ids: %+v", ids)
+	// /queries/persistence-ids is the former name of /queries/streams,
+	// kept for clients.
+	for _, path := range []string{"/queries/streams", "/queries/persistence-ids"} {
+		ids := ndjson[idLine](t, get(t, ctx, srv.URL+path))
+		if len(ids) != 2 || ids[0].Stream != "order-1" || ids[1].Stream != "order-2" {
+			t.Fatalf("%s: %+v", path, ids)
+		}
 	}
 }
 
@@ -211,7 +215,7 @@ func TestHTTPLive(t *testing.T) {
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := lines(get(t, cctx, srv.URL+"/queries/persistence-ids?live=true"))
+	ch := lines(get(t, cctx, srv.URL+"/queries/streams?live=true"))
 	if l := nextLine(t, ch); l != `{"stream":"a"}` {
 		t.Fatalf("first id line %s", l)
 	}
@@ -265,7 +269,9 @@ func TestHTTPErrors(t *testing.T) {
 		{"GET", "/queries/events?stream=a&format=xml", 400, "format"},
 		{"GET", "/queries/all?from=1.5", 400, "from"},
 		{"GET", "/queries/tag/" + strings.Repeat("x", 200), 400, "tag"},
+		{"GET", "/queries/streams?live=2", 400, "live"},
 		{"GET", "/queries/persistence-ids?live=2", 400, "live"},
+		{"POST", "/queries/streams", 405, ""},
 		{"GET", "/queries/nothing", 404, ""},
 		{"POST", "/queries/all", 405, ""},
 		{"DELETE", "/queries/tag/x", 405, ""},
@@ -301,7 +307,7 @@ func TestHTTPErrors(t *testing.T) {
 func TestHTTPClientGoneReturnsPermit(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
-	j := newJournal(t, s, query.Options{MaxConcurrentQueries: 1})
+	j := newReader(t, s, query.Options{MaxConcurrentQueries: 1})
 	srv := httptest.NewServer(query.NewHandler(j, query.HandlerOptions{}))
 	defer srv.Close()
 	appendEvents(t, s, "a", 1)

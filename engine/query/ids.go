@@ -9,7 +9,7 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
-// PersistenceIDs is a query of stream ids (Akka's persistence ids). It
+// StreamIDs is a query of the ids of the streams. It
 // lists the streams through the store's index, a page at a time; a live
 // query then follows the log and delivers each stream whose first event
 // appears in it.
@@ -25,9 +25,9 @@ import (
 // remembered; under writes, at most the names listed meanwhile, for as
 // long as the follower needs to catch up with the listing.
 //
-// A PersistenceIDs is not safe for concurrent use.
-type PersistenceIDs struct {
-	j    *ReadJournal
+// A StreamIDs is not safe for concurrent use.
+type StreamIDs struct {
+	j    *Reader
 	live bool
 
 	listing bool
@@ -44,23 +44,23 @@ type PersistenceIDs struct {
 	pending []string // ids of a page that All stopped in the middle of
 }
 
-// CurrentPersistenceIDs returns the ids of the streams that exist, in byte
+// CurrentStreamIDs returns the ids of the streams that exist, in byte
 // order, then io.EOF.
-func (j *ReadJournal) CurrentPersistenceIDs() *PersistenceIDs {
-	return &PersistenceIDs{j: j, listing: true}
+func (j *Reader) CurrentStreamIDs() *StreamIDs {
+	return &StreamIDs{j: j, listing: true}
 }
 
-// PersistenceIDs returns the ids of the streams that exist, in byte order,
+// StreamIDs returns the ids of the streams that exist, in byte order,
 // then those of new streams as their first event commits. Each id is
 // delivered once.
-func (j *ReadJournal) PersistenceIDs() *PersistenceIDs {
-	return &PersistenceIDs{j: j, listing: true, live: true}
+func (j *Reader) StreamIDs() *StreamIDs {
+	return &StreamIDs{j: j, listing: true, live: true}
 }
 
 // Next returns the next page of at most MaxBufferSize stream ids. A
 // current query returns io.EOF after its last page; a live one waits for
-// new streams until ctx ends or the journal is closed (ErrClosed).
-func (p *PersistenceIDs) Next(ctx context.Context) ([]string, error) {
+// new streams until ctx ends or the reader is closed (ErrClosed).
+func (p *StreamIDs) Next(ctx context.Context) ([]string, error) {
 	if ids := p.pending; len(ids) > 0 {
 		p.pending = nil
 		return ids, nil
@@ -88,7 +88,7 @@ func (p *PersistenceIDs) Next(ctx context.Context) ([]string, error) {
 
 // list reads one page of the listing. It returns no ids when the listing
 // is over, having switched the query to following (or ended it).
-func (p *PersistenceIDs) list(ctx context.Context) ([]string, error) {
+func (p *StreamIDs) list(ctx context.Context) ([]string, error) {
 	var ids []string
 	var after uint64
 	err := p.j.backend(ctx, func() error {
@@ -107,7 +107,7 @@ func (p *PersistenceIDs) list(ctx context.Context) ([]string, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("query: persistence ids after %q: %w", p.after, err)
+		return nil, fmt.Errorf("query: stream ids after %q: %w", p.after, err)
 	}
 	p.started = true
 	if len(ids) > p.j.opts.MaxBufferSize {
@@ -142,7 +142,7 @@ func (p *PersistenceIDs) list(ctx context.Context) ([]string, error) {
 
 // follow reads one page of the log after the listing and returns the
 // streams that begin in it, waiting first if the last page was empty.
-func (p *PersistenceIDs) follow(ctx context.Context) ([]string, error) {
+func (p *StreamIDs) follow(ctx context.Context) ([]string, error) {
 	if p.changed != nil {
 		changed := p.changed
 		if err := p.j.wait(ctx, changed); err != nil {
@@ -158,7 +158,7 @@ func (p *PersistenceIDs) follow(ctx context.Context) ([]string, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("query: persistence ids: new streams from position %d: %w", p.cursor, err)
+		return nil, fmt.Errorf("query: stream ids: new streams from position %d: %w", p.cursor, err)
 	}
 	if len(evs) == 0 {
 		if changed == nil {
@@ -187,7 +187,7 @@ func (p *PersistenceIDs) follow(ctx context.Context) ([]string, error) {
 // All returns the rest of the query as an iterator of ids, like
 // Events.All. Breaking out of the loop keeps the ids not yet yielded for
 // the next call.
-func (p *PersistenceIDs) All(ctx context.Context) iter.Seq2[string, error] {
+func (p *StreamIDs) All(ctx context.Context) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		for {
 			ids, err := p.Next(ctx)

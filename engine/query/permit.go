@@ -54,7 +54,7 @@ type job struct {
 }
 
 // permitMetrics mirror the counts. They are plain gauges, moved in the
-// same critical sections as the counts, so that journals sharing a
+// same critical sections as the counts, so that readers sharing a
 // registry share (and sum into) one set of metrics.
 type permitMetrics struct {
 	waiters, inUse, permits prometheus.Gauge

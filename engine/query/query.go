@@ -14,8 +14,8 @@ import (
 	"github.com/logbook/logbook/engine/metrics"
 )
 
-// ErrClosed ends the queries of a ReadJournal that was closed.
-var ErrClosed = errors.New("query: read journal closed")
+// ErrClosed ends the queries of a Reader that was closed.
+var ErrClosed = errors.New("query: reader closed")
 
 // Defaults of Options, those of Akka.Persistence.Query's SQL plugins.
 const (
@@ -24,7 +24,7 @@ const (
 	DefaultMaxConcurrentQueries = 100
 )
 
-// Options configure a ReadJournal. The zero value of a field means its
+// Options configure a Reader. The zero value of a field means its
 // default.
 type Options struct {
 	// MaxBufferSize is the page size: the most events (or ids) one backend
@@ -35,9 +35,9 @@ type Options struct {
 	// Changed method). Backends that can wake queries never poll.
 	RefreshInterval time.Duration
 	// MaxConcurrentQueries is the number of permits: how many backend
-	// queries may run at once across all the journal's queries.
+	// queries may run at once across all the reader's queries.
 	MaxConcurrentQueries int
-	// Registerer, if not nil, receives the throttler's metrics. Journals
+	// Registerer, if not nil, receives the throttler's metrics. Readers
 	// sharing a registry share the metrics, which then sum over them.
 	Registerer prometheus.Registerer
 }
@@ -49,10 +49,10 @@ type changer interface {
 	Changed(eventstore.Filter) <-chan struct{}
 }
 
-// ReadJournal runs persistence queries against one store, all of them
+// Reader runs stream queries against one store, all of them
 // sharing one Permitter. It is safe for concurrent use; the iterators it
 // returns are not (each belongs to one consumer).
-type ReadJournal struct {
+type Reader struct {
 	store   eventstore.Store
 	changes changer // nil: poll every RefreshInterval
 	opts    Options
@@ -63,9 +63,9 @@ type ReadJournal struct {
 	done      chan struct{}
 }
 
-// New returns a ReadJournal on store. It fails only if the metrics cannot
+// New returns a Reader on store. It fails only if the metrics cannot
 // be registered.
-func New(store eventstore.Store, opts Options) (*ReadJournal, error) {
+func New(store eventstore.Store, opts Options) (*Reader, error) {
 	if opts.MaxBufferSize <= 0 {
 		opts.MaxBufferSize = DefaultMaxBufferSize
 	}
@@ -75,7 +75,7 @@ func New(store eventstore.Store, opts Options) (*ReadJournal, error) {
 	if opts.MaxConcurrentQueries <= 0 {
 		opts.MaxConcurrentQueries = DefaultMaxConcurrentQueries
 	}
-	j := &ReadJournal{
+	j := &Reader{
 		store:   store,
 		opts:    opts,
 		permits: NewPermitter(opts.MaxConcurrentQueries),
@@ -108,13 +108,13 @@ func registerMetrics(r prometheus.Registerer, p *Permitter) error {
 		}
 		return g
 	}
-	m.waiters = gauge("logbook_query_throttler_waiters", "Persistence queries waiting for a permit to run a backend query.")
-	m.inUse = gauge("logbook_query_throttler_permits_in_use", "Backend queries of persistence queries running now.")
-	m.permits = gauge("logbook_query_throttler_permits", "The limit on concurrent backend queries (max-concurrent-queries), summed over read journals.")
+	m.waiters = gauge("logbook_query_throttler_waiters", "Queries waiting for a permit to run a backend query.")
+	m.inUse = gauge("logbook_query_throttler_permits_in_use", "Backend queries of stream queries running now.")
+	m.permits = gauge("logbook_query_throttler_permits", "The limit on concurrent backend queries (max-concurrent-queries), summed over readers.")
 	if err == nil {
 		m.queries, err = metrics.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "logbook_query_backend_queries_total",
-			Help: "Backend queries run by persistence queries.",
+			Help: "Backend queries run by stream queries.",
 		}))
 	}
 	if err != nil {
@@ -142,23 +142,23 @@ func find[T any](s eventstore.Store) (T, bool) {
 	return zero, false
 }
 
-// Permitter returns the journal's throttler, for its statistics.
-func (j *ReadJournal) Permitter() *Permitter { return j.permits }
+// Permitter returns the reader's throttler, for its statistics.
+func (j *Reader) Permitter() *Permitter { return j.permits }
 
 // Options returns the options in force, defaults filled in.
-func (j *ReadJournal) Options() Options { return j.opts }
+func (j *Reader) Options() Options { return j.opts }
 
-// Close ends every live query of the journal — a Next waiting for new
+// Close ends every live query of the reader — a Next waiting for new
 // events returns ErrClosed, and so does every later Next — and stops the
 // permitter's worker goroutines. It does not close the store.
-func (j *ReadJournal) Close() {
+func (j *Reader) Close() {
 	j.closeOnce.Do(func() {
 		close(j.done)
 		j.permits.Close()
 	})
 }
 
-func (j *ReadJournal) closed() bool {
+func (j *Reader) closed() bool {
 	select {
 	case <-j.done:
 		return true
@@ -168,7 +168,7 @@ func (j *ReadJournal) closed() bool {
 }
 
 // backend runs one backend call under a permit.
-func (j *ReadJournal) backend(ctx context.Context, f func() error) error {
+func (j *Reader) backend(ctx context.Context, f func() error) error {
 	return j.permits.Do(ctx, f)
 }
 
@@ -176,7 +176,7 @@ func (j *ReadJournal) backend(ctx context.Context, f func() error) error {
 // nil when the store cannot signal and queries must poll. Callers take it
 // before they read, so a commit between the read and the wait still wakes
 // them.
-func (j *ReadJournal) changed(f eventstore.Filter) <-chan struct{} {
+func (j *Reader) changed(f eventstore.Filter) <-chan struct{} {
 	if j.changes == nil {
 		return nil
 	}
@@ -185,7 +185,7 @@ func (j *ReadJournal) changed(f eventstore.Filter) <-chan struct{} {
 
 // wait blocks a live query that has caught up until changed is signalled
 // or, without a signal, for one refresh interval.
-func (j *ReadJournal) wait(ctx context.Context, changed <-chan struct{}) error {
+func (j *Reader) wait(ctx context.Context, changed <-chan struct{}) error {
 	var tick <-chan time.Time
 	if changed == nil {
 		t := time.NewTimer(j.opts.RefreshInterval)

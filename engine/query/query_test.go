@@ -34,7 +34,7 @@ func openStore(t *testing.T) *pebblestore.Store {
 	return s
 }
 
-func newJournal(t *testing.T, s eventstore.Store, opts query.Options) *query.ReadJournal {
+func newReader(t *testing.T, s eventstore.Store, opts query.Options) *query.Reader {
 	t.Helper()
 	j, err := query.New(s, opts)
 	if err != nil {
@@ -137,7 +137,7 @@ func span(from, to uint64) []uint64 {
 	return out
 }
 
-func checkIdle(t *testing.T, j *query.ReadJournal) {
+func checkIdle(t *testing.T, j *query.Reader) {
 	t.Helper()
 	if st := j.Permitter().Stats(); st.InUse != 0 || st.Waiting != 0 {
 		t.Fatalf("permits not returned: %+v", st)
@@ -147,32 +147,32 @@ func checkIdle(t *testing.T, j *query.ReadJournal) {
 // hidden hides the store's Changed method, as a backend that must poll.
 type hidden struct{ eventstore.Store }
 
-func TestCurrentEventsByPersistenceID(t *testing.T) {
+func TestCurrentEventsByStream(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	appendEvents(t, s, "a", 10)
 	appendEvents(t, s, "b", 5)
-	j := newJournal(t, s, query.Options{MaxBufferSize: 3})
+	j := newReader(t, s, query.Options{MaxBufferSize: 3})
 
-	if got := seqs(drain(t, ctx, j.CurrentEventsByPersistenceID("a", 0, 0))); !slices.Equal(got, span(1, 10)) {
+	if got := seqs(drain(t, ctx, j.CurrentEventsByStream("a", 0, 0))); !slices.Equal(got, span(1, 10)) {
 		t.Fatalf("whole stream: %v", got)
 	}
-	if got := seqs(drain(t, ctx, j.CurrentEventsByPersistenceID("a", 4, 8))); !slices.Equal(got, span(4, 8)) {
+	if got := seqs(drain(t, ctx, j.CurrentEventsByStream("a", 4, 8))); !slices.Equal(got, span(4, 8)) {
 		t.Fatalf("4..8: %v", got)
 	}
-	if got := drain(t, ctx, j.CurrentEventsByPersistenceID("a", 11, 0)); len(got) != 0 {
+	if got := drain(t, ctx, j.CurrentEventsByStream("a", 11, 0)); len(got) != 0 {
 		t.Fatalf("past the end: %v", seqs(got))
 	}
-	if got := drain(t, ctx, j.CurrentEventsByPersistenceID("a", 5, 4)); len(got) != 0 {
+	if got := drain(t, ctx, j.CurrentEventsByStream("a", 5, 4)); len(got) != 0 {
 		t.Fatalf("to before from: %v", seqs(got))
 	}
-	if got := drain(t, ctx, j.CurrentEventsByPersistenceID("nobody", 0, 0)); len(got) != 0 {
+	if got := drain(t, ctx, j.CurrentEventsByStream("nobody", 0, 0)); len(got) != 0 {
 		t.Fatalf("missing stream: %v", seqs(got))
 	}
 
 	// The query ends at the log's head when it began, however much is
 	// appended while it runs.
-	q := j.CurrentEventsByPersistenceID("b", 1, 0)
+	q := j.CurrentEventsByStream("b", 1, 0)
 	first, err := q.Next(ctx)
 	if err != nil || len(first) != 3 {
 		t.Fatalf("first page: %d events, %v", len(first), err)
@@ -190,7 +190,7 @@ func TestCurrentEventsByPersistenceID(t *testing.T) {
 	}
 
 	// An invalid stream id fails with the store's error.
-	if _, err := j.CurrentEventsByPersistenceID("", 0, 0).Next(ctx); !errors.Is(err, eventstore.ErrInvalidStreamID) {
+	if _, err := j.CurrentEventsByStream("", 0, 0).Next(ctx); !errors.Is(err, eventstore.ErrInvalidStreamID) {
 		t.Fatalf("empty stream id: %v", err)
 	}
 	checkIdle(t, j)
@@ -224,14 +224,14 @@ func liveWriter(t *testing.T, s eventstore.Store, streams []string, batches int,
 	return wg.Wait
 }
 
-func TestEventsByPersistenceIDLive(t *testing.T) {
+func TestEventsByStreamLive(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	appendEvents(t, s, "a", 25)
-	j := newJournal(t, s, query.Options{MaxBufferSize: 4})
+	j := newReader(t, s, query.Options{MaxBufferSize: 4})
 
-	q := j.EventsByPersistenceID("a", 0, 0)
-	tail := j.EventsByPersistenceID("a", 20, 0)
+	q := j.EventsByStream("a", 0, 0)
+	tail := j.EventsByStream("a", 20, 0)
 	// Appends race with the catch-up, so the switch to live is crossed
 	// while events are arriving.
 	streams := []string{"a", "other"}
@@ -268,7 +268,7 @@ func TestEventsByPersistenceIDLive(t *testing.T) {
 	}
 
 	// A live query with an upper bound ends there.
-	bounded := j.EventsByPersistenceID("a", uint64(total), uint64(total)+5)
+	bounded := j.EventsByStream("a", uint64(total), uint64(total)+5)
 	got = take(t, ctx, bounded, 3)
 	appendEvents(t, s, "a", 10)
 	got = append(got, take(t, ctx, bounded, 3)...)
@@ -287,7 +287,7 @@ func TestCurrentAllEvents(t *testing.T) {
 	for i := range 7 {
 		appendEvents(t, s, fmt.Sprintf("s%d", i), i+1)
 	}
-	j := newJournal(t, s, query.Options{MaxBufferSize: 5})
+	j := newReader(t, s, query.Options{MaxBufferSize: 5})
 	if got := positions(drain(t, ctx, j.CurrentAllEvents(0))); !slices.Equal(got, span(1, 28)) {
 		t.Fatalf("all: %v", got)
 	}
@@ -310,7 +310,7 @@ func TestAllEventsLive(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	appendEvents(t, s, "x", 30)
-	j := newJournal(t, s, query.Options{MaxBufferSize: 7})
+	j := newReader(t, s, query.Options{MaxBufferSize: 7})
 	q := j.AllEvents(0)
 	streams := []string{"x", "y", "z"}
 	wait := liveWriter(t, s, streams, 150)
@@ -335,7 +335,7 @@ func TestCurrentEventsByTag(t *testing.T) {
 	appendEvents(t, s, "a", 4, "red")
 	appendEvents(t, s, "b", 4, "blue")
 	appendEvents(t, s, "c", 4, "red", "blue")
-	j := newJournal(t, s, query.Options{MaxBufferSize: 3})
+	j := newReader(t, s, query.Options{MaxBufferSize: 3})
 	if got := positions(drain(t, ctx, j.CurrentEventsByTag("red", 0))); !slices.Equal(got, append(span(1, 4), span(9, 12)...)) {
 		t.Fatalf("red: %v", got)
 	}
@@ -359,7 +359,7 @@ func TestEventsByTagLive(t *testing.T) {
 	s := openStore(t)
 	appendEvents(t, s, "a", 10, "hot")
 	appendEvents(t, s, "a", 10, "cold")
-	j := newJournal(t, s, query.Options{MaxBufferSize: 4})
+	j := newReader(t, s, query.Options{MaxBufferSize: 4})
 	q := j.EventsByTag("hot", 0)
 	hot := []string{"a", "b"}
 	w1 := liveWriter(t, s, hot, 60, "hot")
@@ -383,7 +383,7 @@ func TestEventsByTagLive(t *testing.T) {
 	checkIdle(t, j)
 }
 
-func drainIDs(t *testing.T, ctx context.Context, q *query.PersistenceIDs) []string {
+func drainIDs(t *testing.T, ctx context.Context, q *query.StreamIDs) []string {
 	t.Helper()
 	var out []string
 	for {
@@ -398,7 +398,7 @@ func drainIDs(t *testing.T, ctx context.Context, q *query.PersistenceIDs) []stri
 	}
 }
 
-func takeIDs(t *testing.T, ctx context.Context, q *query.PersistenceIDs, n int) []string {
+func takeIDs(t *testing.T, ctx context.Context, q *query.StreamIDs, n int) []string {
 	t.Helper()
 	var out []string
 	for len(out) < n {
@@ -411,7 +411,7 @@ func takeIDs(t *testing.T, ctx context.Context, q *query.PersistenceIDs, n int) 
 	return out
 }
 
-func TestCurrentPersistenceIDs(t *testing.T) {
+func TestCurrentStreamIDs(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	var want []string
@@ -420,17 +420,17 @@ func TestCurrentPersistenceIDs(t *testing.T) {
 		want = append(want, id)
 		appendEvents(t, s, id, 1+i%3)
 	}
-	j := newJournal(t, s, query.Options{MaxBufferSize: 5})
-	if got := drainIDs(t, ctx, j.CurrentPersistenceIDs()); !slices.Equal(got, want) {
+	j := newReader(t, s, query.Options{MaxBufferSize: 5})
+	if got := drainIDs(t, ctx, j.CurrentStreamIDs()); !slices.Equal(got, want) {
 		t.Fatalf("ids: %v", got)
 	}
-	if got := drainIDs(t, ctx, newJournal(t, openStore(t), query.Options{}).CurrentPersistenceIDs()); len(got) != 0 {
+	if got := drainIDs(t, ctx, newReader(t, openStore(t), query.Options{}).CurrentStreamIDs()); len(got) != 0 {
 		t.Fatalf("empty store: %v", got)
 	}
 	checkIdle(t, j)
 }
 
-func TestPersistenceIDsLive(t *testing.T) {
+func TestStreamIDsLive(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	want := map[string]bool{}
@@ -439,8 +439,8 @@ func TestPersistenceIDsLive(t *testing.T) {
 		want[id] = true
 		appendEvents(t, s, id, 2)
 	}
-	j := newJournal(t, s, query.Options{MaxBufferSize: 3})
-	q := j.PersistenceIDs()
+	j := newReader(t, s, query.Options{MaxBufferSize: 3})
+	q := j.StreamIDs()
 	// New streams, before and after the listing's cursor, and more events
 	// for old streams, all while the query lists and switches over.
 	var wg sync.WaitGroup
@@ -496,15 +496,15 @@ func (c *creating) ListStreams(ctx context.Context, after string, max int) ([]st
 	return c.Store.ListStreams(ctx, after, max)
 }
 
-func TestPersistenceIDsSwitch(t *testing.T) {
+func TestStreamIDsSwitch(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	want := []string{"m-0", "m-1", "m-2", "m-3", "m-4", "m-5", "m-6", "z-ahead", "a-behind", "n-later"}
 	for _, id := range want[:7] {
 		appendEvents(t, s, id, 1)
 	}
-	j := newJournal(t, &creating{Store: s, t: t}, query.Options{MaxBufferSize: 3})
-	q := j.PersistenceIDs()
+	j := newReader(t, &creating{Store: s, t: t}, query.Options{MaxBufferSize: 3})
+	q := j.StreamIDs()
 	got := takeIDs(t, ctx, q, 9)
 	appendEvents(t, s, "n-later", 1)
 	got = append(got, takeIDs(t, ctx, q, 1)...)
@@ -517,11 +517,11 @@ func TestPollingWithoutChanged(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	appendEvents(t, s, "a", 5, "t")
-	j := newJournal(t, hidden{s}, query.Options{MaxBufferSize: 2, RefreshInterval: 5 * time.Millisecond})
-	byID := j.EventsByPersistenceID("a", 1, 0)
+	j := newReader(t, hidden{s}, query.Options{MaxBufferSize: 2, RefreshInterval: 5 * time.Millisecond})
+	byID := j.EventsByStream("a", 1, 0)
 	all := j.AllEvents(1)
 	tag := j.EventsByTag("t", 1)
-	ids := j.PersistenceIDs()
+	ids := j.StreamIDs()
 	for _, q := range []*query.Events{byID, all, tag} {
 		if got := seqs(take(t, ctx, q, 5)); !slices.Equal(got, span(1, 5)) {
 			t.Fatalf("catch-up: %v", got)
@@ -576,8 +576,8 @@ func TestWakeupsNotTimers(t *testing.T) {
 	s := openStore(t)
 	appendEvents(t, s, "a", 1)
 	var reads atomic.Int64
-	j := newJournal(t, decorated{s, &reads}, query.Options{RefreshInterval: time.Millisecond})
-	q := j.EventsByPersistenceID("a", 1, 0)
+	j := newReader(t, decorated{s, &reads}, query.Options{RefreshInterval: time.Millisecond})
+	q := j.EventsByStream("a", 1, 0)
 	take(t, ctx, q, 1)
 	got := make(chan []eventstore.Event)
 	go func() {
@@ -613,7 +613,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestCancelEndsLiveQuery(t *testing.T) {
 	s := openStore(t)
 	appendEvents(t, s, "a", 3)
-	j := newJournal(t, s, query.Options{MaxConcurrentQueries: 1})
+	j := newReader(t, s, query.Options{MaxConcurrentQueries: 1})
 	run := func(name string, next func(context.Context) error) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -642,12 +642,12 @@ func TestCancelEndsLiveQuery(t *testing.T) {
 	events := func(q *query.Events) func(context.Context) error {
 		return func(ctx context.Context) error { _, err := q.Next(ctx); return err }
 	}
-	run("EventsByPersistenceID", events(j.EventsByPersistenceID("a", 1, 0)))
+	run("EventsByStream", events(j.EventsByStream("a", 1, 0)))
 	run("AllEvents", events(j.AllEvents(1)))
 	run("EventsByTag", events(j.EventsByTag("t", 1)))
-	ids := j.PersistenceIDs()
-	run("PersistenceIDs", func(ctx context.Context) error { _, err := ids.Next(ctx); return err })
-	polled := newJournal(t, hidden{s}, query.Options{RefreshInterval: time.Hour})
+	ids := j.StreamIDs()
+	run("StreamIDs", func(ctx context.Context) error { _, err := ids.Next(ctx); return err })
+	polled := newReader(t, hidden{s}, query.Options{RefreshInterval: time.Hour})
 	run("polling", events(polled.AllEvents(1)))
 
 	// Cancelled while queued for a permit: the wait ends, and the queue
@@ -667,7 +667,7 @@ func TestCancelEndsLiveQuery(t *testing.T) {
 	checkIdle(t, j)
 
 	// A cancelled live query resumes where it stood.
-	q := j.EventsByPersistenceID("a", 1, 0)
+	q := j.EventsByStream("a", 1, 0)
 	take(t, context.Background(), q, 3)
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer ccancel()
@@ -707,13 +707,13 @@ func TestManyLiveQueries(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
 	const streams, perStream, limit = 300, 12, 4
-	j := newJournal(t, s, query.Options{MaxBufferSize: 5, MaxConcurrentQueries: limit})
+	j := newReader(t, s, query.Options{MaxBufferSize: 5, MaxConcurrentQueries: limit})
 	var wg sync.WaitGroup
 	for i := range streams {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got := take(t, ctx, j.EventsByPersistenceID(fmt.Sprintf("s-%d", i), 0, 0), perStream)
+			got := take(t, ctx, j.EventsByStream(fmt.Sprintf("s-%d", i), 0, 0), perStream)
 			if !slices.Equal(seqs(got), span(1, perStream)) {
 				t.Errorf("stream %d: %v", i, seqs(got))
 			}
@@ -736,8 +736,8 @@ func TestIterators(t *testing.T) {
 	s := openStore(t)
 	appendEvents(t, s, "a", 10)
 	appendEvents(t, s, "b", 1)
-	j := newJournal(t, s, query.Options{MaxBufferSize: 4})
-	q := j.CurrentEventsByPersistenceID("a", 1, 0)
+	j := newReader(t, s, query.Options{MaxBufferSize: 4})
+	q := j.CurrentEventsByStream("a", 1, 0)
 	var got []uint64
 	for ev, err := range q.All(ctx) {
 		if err != nil {
@@ -758,7 +758,7 @@ func TestIterators(t *testing.T) {
 		t.Fatalf("iterated %v", got)
 	}
 
-	ids := j.CurrentPersistenceIDs()
+	ids := j.CurrentStreamIDs()
 	var names []string
 	for id, err := range ids.All(ctx) {
 		if err != nil {
@@ -779,7 +779,7 @@ func TestIterators(t *testing.T) {
 
 	// An error is yielded once and ends the loop.
 	n := 0
-	for _, err := range j.CurrentEventsByPersistenceID("bad\x01id", 0, 0).All(ctx) {
+	for _, err := range j.CurrentEventsByStream("bad\x01id", 0, 0).All(ctx) {
 		n++
 		if !errors.Is(err, eventstore.ErrInvalidStreamID) {
 			t.Fatalf("yielded %v", err)
@@ -795,7 +795,7 @@ func TestMetrics(t *testing.T) {
 	s := openStore(t)
 	appendEvents(t, s, "a", 3)
 	reg := prometheus.NewRegistry()
-	j := newJournal(t, s, query.Options{MaxConcurrentQueries: 2, Registerer: reg})
+	j := newReader(t, s, query.Options{MaxConcurrentQueries: 2, Registerer: reg})
 	drain(t, ctx, j.CurrentAllEvents(1))
 	if err := j.Permitter().Acquire(ctx); err != nil {
 		t.Fatal(err)
@@ -826,8 +826,8 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], v, got)
 		}
 	}
-	// A second journal on the same registry shares the metrics.
-	j2 := newJournal(t, s, query.Options{MaxConcurrentQueries: 5, Registerer: reg})
+	// A second reader on the same registry shares the metrics.
+	j2 := newReader(t, s, query.Options{MaxConcurrentQueries: 5, Registerer: reg})
 	drain(t, ctx, j2.CurrentAllEvents(1))
 	mfs, err = reg.Gather()
 	if err != nil {

@@ -19,12 +19,12 @@ import (
 const (
 	adminToken  = "admin-token-123"
 	viewerToken = "viewer-token-123"
-	plannerTok  = "planner-token-123"
+	editorTok   = "editor-token-123"
 )
 
 func testTokens(t testing.TB) *auth.Tokens {
 	t.Helper()
-	tokens, err := auth.ParseEnv(adminToken + ":schema-admin," + viewerToken + ":viewer," + plannerTok + ":planner")
+	tokens, err := auth.ParseEnv(adminToken+":schema-admin,"+viewerToken+":viewer,"+editorTok+":editor", append(Roles(), "editor")) // editor: another service's role
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,15 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 )
 
+// SchemaAdmin is the registry's role: a schema admin's token registers
+// and deletes schemas and changes the compatibility level and the mode.
+// Any token reads.
+const SchemaAdmin auth.Role = "schema-admin"
+
+// Roles returns the roles the registry declares, for the token loader of
+// a binary that serves it.
+func Roles() []auth.Role { return []auth.Role{SchemaAdmin} }
+
 // ContentType is the media type of every answer, Confluent's.
 const ContentType = "application/vnd.schemaregistry.v1+json"
 
@@ -103,8 +112,8 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, write bool) 
 		w.Header().Set("WWW-Authenticate", `Basic realm="logbook registry"`)
 		return errorf(http.StatusUnauthorized, http.StatusUnauthorized, "Unauthorized: unknown token")
 	}
-	if write && !role.Has(auth.SchemaAdmin) {
-		return errorf(http.StatusForbidden, http.StatusForbidden, "Forbidden: role %s may only read; changing the registry needs a %s token", role, auth.SchemaAdmin)
+	if write && !role.Has(SchemaAdmin) {
+		return errorf(http.StatusForbidden, http.StatusForbidden, "Forbidden: role %s may only read; changing the registry needs a %s token", role, SchemaAdmin)
 	}
 	return nil
 }

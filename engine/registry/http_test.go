@@ -143,7 +143,7 @@ func TestAuthorization(t *testing.T) {
 			t.Fatalf("token %q: %d %s", tok, status, b)
 		}
 	}
-	for _, tok := range []string{viewerToken, plannerTok, adminToken} {
+	for _, tok := range []string{viewerToken, editorTok, adminToken} {
 		if status, _ := f.callAs(tok, "GET", "/schemas/ids/1", nil); status != 200 {
 			t.Fatalf("%s reading: %d", tok, status)
 		}
@@ -152,7 +152,7 @@ func TestAuthorization(t *testing.T) {
 			t.Fatalf("%s looking up: %d", tok, status)
 		}
 	}
-	for _, tok := range []string{viewerToken, plannerTok} {
+	for _, tok := range []string{viewerToken, editorTok} {
 		for _, c := range []struct{ method, path string }{{"POST", "/subjects/s/versions"}, {"DELETE", "/subjects/s"}, {"PUT", "/config"}, {"PUT", "/mode"}} {
 			if status, b := f.callAs(tok, c.method, c.path, schemaBody(userV2)); status != 403 || !strings.Contains(b, `"error_code":403`) {
 				t.Fatalf("%s %s %s: %d %s", tok, c.method, c.path, status, b)

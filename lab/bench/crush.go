@@ -22,7 +22,7 @@ import (
 // for Large-Scale CQRS" (Akka.NET blog, 2023): 100,000 streams of 100
 // events, a live query on each, against one database.
 const (
-	// CrushByID runs one live EventsByPersistenceID query per stream, as
+	// CrushByID runs one live EventsByStream query per stream, as
 	// the Akka.NET crush test does.
 	CrushByID = "by-id"
 	// CrushAllEvents runs one live AllEvents query and hands each event
@@ -31,7 +31,7 @@ const (
 	CrushAllEvents = "all-events"
 )
 
-// CrushConfig describes the persistence-query crush test: many concurrent
+// CrushConfig describes the stream-query crush test: many concurrent
 // live queries against one store.
 type CrushConfig struct {
 	IDs                  int    // streams written, and queries run in by-id mode
@@ -100,7 +100,7 @@ func (r CrushResult) Rows() [][2]string {
 type pollingStore struct{ eventstore.Store }
 
 // RunCrush writes EventsPerID events to each of IDs new streams, then
-// reads them all back through live persistence queries and measures the
+// reads them all back through live stream queries and measures the
 // time until every stream has been delivered whole. The stream names are
 // new on every run, so a data directory can be reused.
 func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (CrushResult, error) {
@@ -233,12 +233,12 @@ func crushWrite(ctx context.Context, store eventstore.Store, cfg CrushConfig, na
 	return <-errc
 }
 
-// crushByID runs one live EventsByPersistenceID query per stream, all at
+// crushByID runs one live EventsByStream query per stream, all at
 // once, each from seq 0, and returns the time until the last has received
 // its m events. Each query's consumer is a goroutine; the queries
 // themselves cost none, and the store runs at most the permitted number
 // of reads at a time.
-func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int, errs *atomic.Int64, prog *progress.Counter) (time.Duration, error) {
+func crushByID(ctx context.Context, j *query.Reader, names []string, m int, errs *atomic.Int64, prog *progress.Counter) (time.Duration, error) {
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var remaining atomic.Int64
@@ -258,7 +258,7 @@ func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q := j.EventsByPersistenceID(name, 0, 0)
+			q := j.EventsByStream(name, 0, 0)
 			want := uint64(1)
 			finished := false
 			for {
@@ -304,7 +304,7 @@ func crushByID(ctx context.Context, j *query.ReadJournal, names []string, m int,
 // deals its events out to one projection per stream, sharded over a
 // goroutine per core by stream; it returns the time until every
 // projection has its m events (the query has passed position last).
-func crushAllEvents(ctx context.Context, j *query.ReadJournal, names []string, m int, first, last uint64, errs *atomic.Int64, prog *progress.Counter) (time.Duration, error) {
+func crushAllEvents(ctx context.Context, j *query.Reader, names []string, m int, first, last uint64, errs *atomic.Int64, prog *progress.Counter) (time.Duration, error) {
 	index := make(map[string]int32, len(names))
 	for i, n := range names {
 		index[n] = int32(i)

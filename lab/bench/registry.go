@@ -97,7 +97,7 @@ func RunRegistry(ctx context.Context, store eventstore.Store, cfg RegistryConfig
 	}
 	defer reg.Close()
 	const adminToken, viewerToken = "bench-admin-token", "bench-viewer-token"
-	tokens, err := auth.ParseEnv(adminToken + ":schema-admin," + viewerToken + ":viewer")
+	tokens, err := auth.ParseEnv(adminToken+":"+string(registry.SchemaAdmin)+","+viewerToken+":viewer", registry.Roles())
 	if err != nil {
 		return RegistryResult{}, err
 	}

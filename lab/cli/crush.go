@@ -13,7 +13,7 @@ import (
 func newBenchCrushCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "crush",
-		Short: "Run many live persistence queries at once under a limit",
+		Short: "Run many live stream queries at once under a limit",
 		Long: `The crush test of Aaron Stannard's "Scaling Akka.Persistence.Query to
 100k+ Concurrent Queries for Large-Scale CQRS" (2023): writes --ids streams
 of --events-per-id events, then runs a live query per stream (or one query
@@ -32,7 +32,7 @@ and in order.`,
 	fs.IntVar(&cfg.EventsPerID, "events-per-id", 100, "events per stream")
 	fs.IntVar(&cfg.Buffer, "buffer", 100, "the queries' max-buffer-size: events per backend query")
 	fs.IntVar(&cfg.MaxConcurrentQueries, "max-concurrent-queries", 100, "backend queries allowed to run at once")
-	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByPersistenceId query per stream; all-events: one AllEvents query fanned out to a projection per stream")
+	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByStream query per stream; all-events: one AllEvents query fanned out to a projection per stream")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{bench.CrushByID, bench.CrushAllEvents}, cobra.ShellCompDirectiveNoFileComp))
 	fs.IntVar(&cfg.Writers, "writers", 8, "concurrent writers in the write phase")
 	fs.IntVar(&cfg.Batch, "batch", 0, "events per append in the write phase (default: events-per-id, at most 1000)")

@@ -279,7 +279,7 @@ func freePort() (int, error) {
 // aggregate id, with consistent hashing, so an aggregate usually stays
 // cached on one node (correctness does not depend on it: the store's
 // optimistic concurrency catches a stale cache); view queries, live
-// streams and persistence queries go round-robin to the replicas. A
+// streams and stream queries go round-robin to the replicas. A
 // request that fails to reach a node goes to the next one — commands too
 // (non_idempotent): the API's Idempotency-Key makes a retried command
 // harmless, and a node that died mid-request may or may not have

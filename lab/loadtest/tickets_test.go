@@ -49,7 +49,7 @@ func serveTickets(t *testing.T, sc ticketrig.SchedConfig, perSport int) (string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := auth.ParseEnv("viewer-token:viewer,booker-token:booker")
+	tokens, _ := auth.ParseEnv("viewer-token:viewer,booker-token:booker", httpapi.Roles())
 	srv := httptest.NewServer(httpapi.New(ctx, svc, tokens))
 	t.Cleanup(func() {
 		srv.Close()
@@ -199,7 +199,7 @@ func TestTicketsPipelined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := auth.ParseEnv("booker-token:booker")
+	tokens, _ := auth.ParseEnv("booker-token:booker", httpapi.Roles())
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(httpapi.New(ctx, svc, tokens))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {

@@ -38,8 +38,8 @@ type Options struct {
 	// Schema holds the store's tables; default the URL's search_path
 	// parameter, else "logbook". It is created if missing.
 	Schema string
-	// MaxConns bounds the connection pool; default 64. The persistence
-	// query permitter keeps concurrent queries below its own limit, which
+	// MaxConns bounds the connection pool; default 64. The stream
+	// queries' permitter keeps concurrent queries below its own limit, which
 	// should be below this one.
 	MaxConns int32
 	Limits   eventstore.Limits

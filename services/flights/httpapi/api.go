@@ -33,6 +33,14 @@ func OpenAPI() []byte { return openapiJSON }
 // store limits to 1 MiB: about 4,000 legs; a larger one is refused with 413.
 const MaxBody = 16 << 20
 
+// Planner is the flights service's role: a planner's token changes the
+// schedule (rotations and their legs, imports). Any token reads it.
+const Planner auth.Role = "planner"
+
+// Roles returns the roles the flights API declares, for the token loader
+// of a binary that serves it.
+func Roles() []auth.Role { return []auth.Role{Planner} }
+
 // readWait bounds how long a query waits for the view to reach the
 // position a client asked for (min_position).
 const readWait = 5 * time.Second
@@ -110,7 +118,7 @@ var Routes = []httpkit.Route[*API]{
 	view("GET /api/board/meta", boardMeta),
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/session", Role: auth.Viewer, Kind: httpkit.Anywhere}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.session(s.tokens)(w, r) }},
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/live", Role: auth.Viewer, Kind: httpkit.ViewQuery}, Handle: (*API).live},
-	{Spec: httpkit.Spec{Method: "POST", Path: "/api/imports", Role: auth.Planner, Kind: httpkit.Command, Pinned: true}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.upload(&s.imports)(w, r) }},
+	{Spec: httpkit.Spec{Method: "POST", Path: "/api/imports", Role: Planner, Kind: httpkit.Command, Pinned: true}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.upload(&s.imports)(w, r) }},
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/imports/{id}", Role: auth.Viewer, Kind: httpkit.Command, Pinned: true}, Handle: func(s *API, w http.ResponseWriter, r *http.Request) error { return s.importStatus(&s.imports)(w, r) }},
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
@@ -121,7 +129,7 @@ var Routes = []httpkit.Route[*API]{
 
 // command is a route that changes the schedule: planners only.
 func command(pattern string, h func(*API, http.ResponseWriter, *http.Request) error) httpkit.Route[*API] {
-	return httpkit.NewRoute(pattern, auth.Planner, httpkit.Command, h)
+	return httpkit.NewRoute(pattern, Planner, httpkit.Command, h)
 }
 
 // read is a route that reads an aggregate from the write model.

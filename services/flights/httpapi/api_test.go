@@ -29,8 +29,8 @@ func newAPI(t *testing.T) (*httptest.Server, *flights.Service) {
 func newAPIUntil(t *testing.T, ctx context.Context) (*httptest.Server, *flights.Service) {
 	t.Helper()
 	svc, _ := newService(t)
-	tokens := &auth.Tokens{}
-	if err := tokens.Add(plannerToken, auth.Planner); err != nil {
+	tokens := auth.NewTokens(Roles())
+	if err := tokens.Add(plannerToken, Planner); err != nil {
 		t.Fatal(err)
 	}
 	if err := tokens.Add(viewerToken, auth.Viewer); err != nil {

@@ -123,7 +123,7 @@ func (s *API) session(tokens *auth.Tokens) func(http.ResponseWriter, *http.Reque
 			Role     auth.Role `json:"role"`
 			CanWrite bool      `json:"can_write"`
 			Replica  bool      `json:"replica"`
-		}{role, role.CanWrite() && s.Rotations != nil, s.Rotations == nil})
+		}{role, role.Has(Planner) && s.Rotations != nil, s.Rotations == nil})
 	}
 }
 

@@ -28,8 +28,8 @@ func TestCommandsOnly(t *testing.T) {
 	if svc.Validation != nil {
 		t.Fatal("a commands-only service runs a validation view")
 	}
-	tokens := &auth.Tokens{}
-	if err := tokens.Add(plannerToken, auth.Planner); err != nil {
+	tokens := auth.NewTokens(Roles())
+	if err := tokens.Add(plannerToken, Planner); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(New(context.Background(), svc, tokens))

@@ -34,8 +34,8 @@ func fuzzServer(f *testing.F) http.Handler {
 		svc.Close()
 		store.Close()
 	})
-	tokens := &auth.Tokens{}
-	_ = tokens.Add(plannerToken, auth.Planner)
+	tokens := auth.NewTokens(Roles())
+	_ = tokens.Add(plannerToken, Planner)
 	_ = tokens.Add(viewerToken, auth.Viewer)
 	h := New(ctx, svc, tokens)
 	for _, c := range [][2]string{

@@ -69,8 +69,8 @@ func TestResponseCacheByteBudget(t *testing.T) {
 // refused with 429 before its body is read.
 func TestConcurrentImportsBounded(t *testing.T) {
 	svc, _ := newService(t)
-	tokens := &auth.Tokens{}
-	_ = tokens.Add(plannerToken, auth.Planner)
+	tokens := auth.NewTokens(Roles())
+	_ = tokens.Add(plannerToken, Planner)
 	a := newAPIValue(context.Background(), svc, tokens)
 	for range maxRunningImports {
 		if !a.imports.acquire() {

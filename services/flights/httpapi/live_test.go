@@ -40,8 +40,8 @@ func TestLiveSharesOneSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	tokens := &auth.Tokens{}
-	_ = tokens.Add(plannerToken, auth.Planner)
+	tokens := auth.NewTokens(Roles())
+	_ = tokens.Add(plannerToken, Planner)
 	_ = tokens.Add(viewerToken, auth.Viewer)
 	a := newAPIValue(context.Background(), svc, tokens)
 	a.hub.max = 40

@@ -22,16 +22,16 @@ import (
 func TestReplicaInAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	svc, store := newService(t)
-	tokens := &auth.Tokens{}
-	_ = tokens.Add(plannerToken, auth.Planner)
+	tokens := auth.NewTokens(Roles())
+	_ = tokens.Add(plannerToken, Planner)
 	_ = tokens.Add(viewerToken, auth.Viewer)
-	journal, err := query.New(store, query.Options{})
+	reader, err := query.New(store, query.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer journal.Close()
+	defer reader.Close()
 	mux := http.NewServeMux()
-	mux.Handle("/queries/", tokens.Require(query.NewHandler(journal, query.HandlerOptions{})))
+	mux.Handle("/queries/", tokens.RequireRole(auth.Viewer, query.NewHandler(reader, query.HandlerOptions{})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		head, _ := store.Head(r.Context())
 		fmt.Fprintf(w, `{"status":"ok","head":%d}`, head)

@@ -40,6 +40,14 @@ const (
 	TypePreconditionRequired = "urn:logbook:problem:kv:precondition-required" // 428: a write without If-Match or If-None-Match: *
 )
 
+// Writer is the kv API's role: a writer's token adds, updates and
+// deletes keys. Any token reads them.
+const Writer auth.Role = "writer"
+
+// Roles returns the roles the kv API declares, for the token loader of a
+// binary that serves it.
+func Roles() []auth.Role { return []auth.Role{Writer} }
+
 // API serves the kv HTTP API over a repository.
 type API struct {
 	repo *kv.Repository
@@ -48,8 +56,8 @@ type API struct {
 // Routes is the kv API's route table.
 var Routes = []httpkit.Route[*API]{
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/kv/{id...}", Role: auth.Viewer, Kind: httpkit.AggregateRead}, Handle: (*API).get},
-	{Spec: httpkit.Spec{Method: "PUT", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: httpkit.Command}, Handle: (*API).put},
-	{Spec: httpkit.Spec{Method: "DELETE", Path: "/api/kv/{id...}", Role: auth.Planner, Kind: httpkit.Command}, Handle: (*API).delete},
+	{Spec: httpkit.Spec{Method: "PUT", Path: "/api/kv/{id...}", Role: Writer, Kind: httpkit.Command}, Handle: (*API).put},
+	{Spec: httpkit.Spec{Method: "DELETE", Path: "/api/kv/{id...}", Role: Writer, Kind: httpkit.Command}, Handle: (*API).delete},
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/kv-openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, err := w.Write(openapiJSON)

@@ -16,8 +16,8 @@ import (
 )
 
 const (
-	planner = "planner-token-0123456789"
-	viewer  = "viewer-token-0123456789"
+	writer = "writer-token-0123456789"
+	viewer = "viewer-token-0123456789"
 )
 
 func server(t *testing.T) *httptest.Server {
@@ -26,7 +26,7 @@ func server(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	repo := kv.New(b, kv.Limits{MaxValueBytes: 1000})
-	tokens, err := auth.ParseEnv(planner + ":planner," + viewer + ":viewer")
+	tokens, err := auth.ParseEnv(writer+":"+string(Writer)+","+viewer+":viewer", Roles())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,17 +83,17 @@ func TestConditionalRequests(t *testing.T) {
 	srv := server(t)
 	want(t, do(t, srv, viewer, "GET", "/api/kv/a/b", ""), 404, "urn:logbook:problem:not-found")
 	// A write needs a precondition.
-	want(t, do(t, srv, planner, "PUT", "/api/kv/a/b", "x"), 428, TypePreconditionRequired)
-	want(t, do(t, srv, planner, "DELETE", "/api/kv/a/b", ""), 428, TypePreconditionRequired)
+	want(t, do(t, srv, writer, "PUT", "/api/kv/a/b", "x"), 428, TypePreconditionRequired)
+	want(t, do(t, srv, writer, "DELETE", "/api/kv/a/b", ""), 428, TypePreconditionRequired)
 	// If-Match on an absent key: 404.
-	want(t, do(t, srv, planner, "PUT", "/api/kv/a/b", "x", "If-Match", `"1"`), 404, "urn:logbook:problem:not-found")
+	want(t, do(t, srv, writer, "PUT", "/api/kv/a/b", "x", "If-Match", `"1"`), 404, "urn:logbook:problem:not-found")
 	// Add with If-None-Match: *, then again: 412.
-	r := do(t, srv, planner, "PUT", "/api/kv/a/b", "v1", "If-None-Match", "*")
+	r := do(t, srv, writer, "PUT", "/api/kv/a/b", "v1", "If-None-Match", "*")
 	want(t, r, 201, "")
 	if r.etag != `"1"` {
 		t.Fatalf("ETag after add: %q", r.etag)
 	}
-	want(t, do(t, srv, planner, "PUT", "/api/kv/a/b", "v1", "If-None-Match", "*"), 412, TypePreconditionFailed)
+	want(t, do(t, srv, writer, "PUT", "/api/kv/a/b", "v1", "If-None-Match", "*"), 412, TypePreconditionFailed)
 	r = do(t, srv, viewer, "GET", "/api/kv/a/b", "")
 	if r.status != 200 || r.body != "v1" || r.etag != `"1"` {
 		t.Fatalf("GET: %+v", r)
@@ -102,12 +102,12 @@ func TestConditionalRequests(t *testing.T) {
 	want(t, do(t, srv, viewer, "GET", "/api/kv/a/b", "", "If-None-Match", `"7", W/"1"`), 304, "")
 	// Update at the current version, then at the old one: 412 with the
 	// current version.
-	r = do(t, srv, planner, "PUT", "/api/kv/a/b", "v2", "If-Match", `"1"`)
+	r = do(t, srv, writer, "PUT", "/api/kv/a/b", "v2", "If-Match", `"1"`)
 	want(t, r, 204, "")
 	if r.etag != `"2"` {
 		t.Fatalf("ETag after update: %q", r.etag)
 	}
-	r = do(t, srv, planner, "PUT", "/api/kv/a/b", "lost", "If-Match", `"1"`)
+	r = do(t, srv, writer, "PUT", "/api/kv/a/b", "lost", "If-Match", `"1"`)
 	want(t, r, 412, TypePreconditionFailed)
 	if r.problem["current_version"] != float64(2) {
 		t.Fatalf("412 without the current version: %v", r.problem)
@@ -117,11 +117,11 @@ func TestConditionalRequests(t *testing.T) {
 		t.Fatalf("GET after update with an old If-None-Match: %+v", r)
 	}
 	// Delete cascades.
-	want(t, do(t, srv, planner, "PUT", "/api/kv/a", "parent", "If-None-Match", "*"), 201, "")
-	want(t, do(t, srv, planner, "DELETE", "/api/kv/a", "", "If-Match", `"2"`), 412, TypePreconditionFailed)
-	want(t, do(t, srv, planner, "DELETE", "/api/kv/a", "", "If-Match", `"1"`), 204, "")
+	want(t, do(t, srv, writer, "PUT", "/api/kv/a", "parent", "If-None-Match", "*"), 201, "")
+	want(t, do(t, srv, writer, "DELETE", "/api/kv/a", "", "If-Match", `"2"`), 412, TypePreconditionFailed)
+	want(t, do(t, srv, writer, "DELETE", "/api/kv/a", "", "If-Match", `"1"`), 204, "")
 	want(t, do(t, srv, viewer, "GET", "/api/kv/a/b", ""), 404, "")
-	want(t, do(t, srv, planner, "DELETE", "/api/kv/a", "", "If-Match", `"1"`), 404, "")
+	want(t, do(t, srv, writer, "DELETE", "/api/kv/a", "", "If-Match", `"1"`), 404, "")
 }
 
 func TestBadRequests(t *testing.T) {
@@ -131,7 +131,7 @@ func TestBadRequests(t *testing.T) {
 	want(t, do(t, srv, viewer, "PUT", "/api/kv/a", "x", "If-None-Match", "*"), 403, "")
 	// Ids.
 	for _, path := range []string{"/api/kv/", "/api/kv/a/", "/api/kv/%2Fa", "/api/kv/a%00b", "/api/kv/" + strings.Repeat("x", 513)} {
-		want(t, do(t, srv, planner, "PUT", path, "x", "If-None-Match", "*"), 400, "urn:logbook:problem:invalid-request")
+		want(t, do(t, srv, writer, "PUT", path, "x", "If-None-Match", "*"), 400, "urn:logbook:problem:invalid-request")
 		want(t, do(t, srv, viewer, "GET", path, ""), 400, "urn:logbook:problem:invalid-request")
 	}
 	// Entity tags.
@@ -139,13 +139,13 @@ func TestBadRequests(t *testing.T) {
 		{"If-Match", "1"}, {"If-Match", `"0"`}, {"If-Match", `"x"`}, {"If-Match", `"1", "2"`}, {"If-Match", "*"},
 		{"If-None-Match", `"1"`}, {"If-Match", `"1"`, "If-None-Match", "*"},
 	} {
-		want(t, do(t, srv, planner, "PUT", "/api/kv/a", "x", h...), 400, "urn:logbook:problem:invalid-request")
+		want(t, do(t, srv, writer, "PUT", "/api/kv/a", "x", h...), 400, "urn:logbook:problem:invalid-request")
 	}
 	want(t, do(t, srv, viewer, "GET", "/api/kv/a", "", "If-None-Match", "*"), 400, "")
 	want(t, do(t, srv, viewer, "GET", "/api/kv/a", "", "If-None-Match", "bare"), 400, "")
 	// Values over the limit: 413, with or without a Content-Length.
-	want(t, do(t, srv, planner, "PUT", "/api/kv/a", strings.Repeat("x", 1001), "If-None-Match", "*"), 413, "urn:logbook:problem:too-large")
-	want(t, do(t, srv, planner, "PUT", "/api/kv/a", strings.Repeat("x", 1000), "If-None-Match", "*"), 201, "")
+	want(t, do(t, srv, writer, "PUT", "/api/kv/a", strings.Repeat("x", 1001), "If-None-Match", "*"), 413, "urn:logbook:problem:too-large")
+	want(t, do(t, srv, writer, "PUT", "/api/kv/a", strings.Repeat("x", 1000), "If-None-Match", "*"), 201, "")
 	// Unknown query parameters.
 	want(t, do(t, srv, viewer, "GET", "/api/kv/a?x=1", ""), 400, "")
 }
@@ -154,7 +154,7 @@ func TestChunkedBodyOverLimit(t *testing.T) {
 	srv := server(t)
 	req, _ := http.NewRequest("PUT", srv.URL+"/api/kv/big", io.MultiReader(strings.NewReader(strings.Repeat("y", 1500))))
 	req.ContentLength = -1
-	req.Header.Set("Authorization", "Bearer "+planner)
+	req.Header.Set("Authorization", "Bearer "+writer)
 	req.Header.Set("If-None-Match", "*")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

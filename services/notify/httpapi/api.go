@@ -26,6 +26,14 @@ var openapiJSON []byte
 // OpenAPI is the API's OpenAPI document.
 func OpenAPI() []byte { return openapiJSON }
 
+// Sender is the notify service's role: a sender's token sends
+// notifications and replays dead letters. Any token reads their state.
+const Sender auth.Role = "sender"
+
+// Roles returns the roles the notify API declares, for the token loader
+// of a binary that serves it.
+func Roles() []auth.Role { return []auth.Role{Sender} }
+
 // MaxBody bounds a send request's body: a million recipients with ids
 // of up to 20 digits, and room for the rest.
 const MaxBody = 24 << 20
@@ -51,11 +59,11 @@ type API struct {
 
 // Routes is the notify API's route table.
 var Routes = []httpkit.Route[*API]{
-	httpkit.NewRoute("POST /api/notifications", auth.Sender, httpkit.Command, (*API).send),
+	httpkit.NewRoute("POST /api/notifications", Sender, httpkit.Command, (*API).send),
 	httpkit.NewRoute("GET /api/notifications", auth.Viewer, httpkit.ViewQuery, (*API).list).WithQuery("limit"),
 	httpkit.NewRoute("GET /api/notifications/{id}", auth.Viewer, httpkit.ViewQuery, (*API).get).WithQuery(httpkit.MinPosition),
 	httpkit.NewRoute("GET /api/dead-letters", auth.Viewer, httpkit.ViewQuery, (*API).deadLetters).WithQuery("request", "after", "limit"),
-	httpkit.NewRoute("POST /api/dead-letters/replay", auth.Sender, httpkit.Command, (*API).replay),
+	httpkit.NewRoute("POST /api/dead-letters/replay", Sender, httpkit.Command, (*API).replay),
 	httpkit.NewRoute("GET /api/clubs", auth.Viewer, httpkit.ViewQuery, (*API).clubs),
 	httpkit.NewRoute("GET /api/notification-types", auth.Viewer, httpkit.Anywhere, (*API).types),
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {

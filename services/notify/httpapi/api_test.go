@@ -85,8 +85,8 @@ func newServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	tokens := &auth.Tokens{}
-	if err := tokens.Add(senderToken, auth.Sender); err != nil {
+	tokens := auth.NewTokens(Roles())
+	if err := tokens.Add(senderToken, Sender); err != nil {
 		t.Fatal(err)
 	}
 	if err := tokens.Add(viewerToken, auth.Viewer); err != nil {

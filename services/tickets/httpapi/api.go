@@ -31,6 +31,14 @@ func OpenAPI() []byte { return openapiJSON }
 // maxBody bounds a request body: a book or return is one owner name.
 const maxBody = 4 << 10
 
+// Booker is the tickets service's role: a booker's token books and
+// returns tickets. Any token searches.
+const Booker auth.Role = "booker"
+
+// Roles returns the roles the tickets API declares, for the token loader
+// of a binary that serves it.
+func Roles() []auth.Role { return []auth.Role{Booker} }
+
 // readWait bounds how long a search waits for the view to reach the
 // position a client asked for (min_position); then 503.
 const readWait = 5 * time.Second
@@ -48,8 +56,8 @@ type API struct {
 // Routes is the tickets API's route table.
 var Routes = []httpkit.Route[*API]{
 	route("GET /api/tickets/search", auth.Viewer, httpkit.ViewQuery, (*API).search).WithQuery("sport", "owner", "day", "available", "limit", httpkit.MinPosition),
-	route("POST /api/tickets/{id}/book", auth.Booker, httpkit.Command, (*API).book),
-	route("POST /api/tickets/{id}/return", auth.Booker, httpkit.Command, (*API).giveBack),
+	route("POST /api/tickets/{id}/book", Booker, httpkit.Command, (*API).book),
+	route("POST /api/tickets/{id}/return", Booker, httpkit.Command, (*API).giveBack),
 	route("GET /api/tickets/control", auth.Viewer, httpkit.Anywhere, (*API).control),
 	route("GET /api/tickets/stats", auth.Viewer, httpkit.Anywhere, (*API).stats),
 	route("GET /api/tickets/live", auth.Viewer, httpkit.Anywhere, (*API).liveStats).WithQuery("interval", "format"),

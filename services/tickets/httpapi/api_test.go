@@ -31,7 +31,7 @@ func newServer(t *testing.T, gate tickets.Gate) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := auth.ParseEnv(viewer + ":viewer," + booker + ":booker,planner-token:planner")
+	tokens, _ := auth.ParseEnv(viewer+":viewer,"+booker+":booker,planner-token:planner", append(Roles(), "planner")) // planner: another service's role
 	srv := httptest.NewServer(New(ctx, svc, tokens))
 	t.Cleanup(func() {
 		srv.Close()

@@ -171,7 +171,7 @@ func round(x float64, digits int) float64 {
 }
 
 // wantsSSE decides between NDJSON and server-sent events as the
-// persistence queries do: format=ndjson|sse, else the Accept header.
+// stream queries do: format=ndjson|sse, else the Accept header.
 func wantsSSE(r *http.Request) (bool, error) {
 	switch f := r.URL.Query().Get("format"); f {
 	case "ndjson":
@@ -210,5 +210,5 @@ func (a *API) session(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	c := a.Catalogue
-	return httpkit.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(auth.Booker), Arch: a.GateInfo().Name, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
+	return httpkit.WriteJSON(w, http.StatusOK, Session{Role: role, CanBook: role.Has(Booker), Arch: a.GateInfo().Name, Sports: c.Sports, PerSport: c.PerSport, Days: c.Days})
 }

@@ -33,7 +33,7 @@ func newLiveServer(t *testing.T, maxStreams int) (*httptest.Server, context.Canc
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := auth.ParseEnv(viewer + ":viewer," + booker + ":booker,planner-token:planner")
+	tokens, _ := auth.ParseEnv(viewer+":viewer,"+booker+":booker,planner-token:planner", append(Roles(), "planner")) // planner: another service's role
 	a := &API{Service: svc, tokens: tokens, life: ctx}
 	a.live.max = maxStreams
 	srv := httptest.NewServer(a.handler())

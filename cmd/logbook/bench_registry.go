@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )
@@ -25,7 +26,7 @@ func newBenchRegistryCmd(e *env) *cobra.Command {
 			return usageError{"--lookups, --clients, --versions and --timed must be positive, --fields above 1"}
 		}
 		// The registry is served as logbook serve serves it, collector included.
-		tuneGC(cmd.Context())
+		server.TuneGC(cmd.Context())
 		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
 			return bench.RunRegistry(cmd.Context(), s, cfg)
 		})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/lab/loadtest"
 	"github.com/logbook/logbook/lab/plot"
@@ -82,25 +83,21 @@ func newTicketsServeCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		tokens, err := auth.Load(*tokensFile)
+		tokens, err := loadTokens(*tokensFile, auth.Viewer, auth.Booker)
 		if err != nil {
-			return fmt.Errorf("tokens: %w", err)
+			return err
 		}
-		if tokens.Len() == 0 {
-			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer, booker)"}
-		}
-		if *debugAddr != "" {
-			defer startDebug(*debugAddr, tokens, e.log)()
-		}
-		return serveTickets(cmd.Context(), e, &sf, cat, sc, tokens, *addr)
+		return serveTickets(cmd.Context(), e, &sf, cat, sc, server.Config{Addr: *addr, Tokens: tokens, DebugAddr: *debugAddr})
 	}
 	return cmd
 }
 
-func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, sc tickets.SchedConfig, tokens *auth.Tokens, addr string) error {
+// serveTickets serves the tickets service on its store; srv gives the
+// address, tokens and debug address.
+func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, sc tickets.SchedConfig, srv server.Config) error {
 	// As serve's: requests allocate briefly and the live heap is small,
 	// so the default collector ran dozens of times a second under load.
-	tuneGC(ctx)
+	server.TuneGC(ctx)
 	reg := metrics.NewRegistry()
 	s, err := sf.open(e.log)
 	if err != nil {
@@ -117,21 +114,18 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	}
 	defer svc.Close()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", tokens.Require(metrics.Handler(reg)))
-	mux.HandleFunc("GET /healthz", healthz(store, e.log))
-	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, tokens))
+	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, srv.Tokens))
 	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput
-	ln, err := listen(addr, defaultMaxConns)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
+	srv.Name, srv.Logger, srv.Metrics, srv.Check = "logbook tickets", e.log, reg, server.StoreCheck(store)
+	srv.LogAttrs = []any{"store", sf.describe(), "arch", sc.Arch, "node_rate", sc.NodeRate, "sports", len(cat.Sports)}
 	// Answers to pipelined requests leave together. The one streaming
-	// route, /api/tickets/live, sends a sample a second: waiting up to
-	// coalesceDelay to leave costs it nothing.
+	// route, /api/tickets/live, sends a sample a second: waiting up to a
+	// millisecond to leave costs it nothing.
+	srv.Coalesce = true
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
-	return serveOn(ctx, e.log, coalescingListener{ln}, mux, "logbook tickets serving",
-		[]any{"store", sf.describe(), "arch", sc.Arch, "node_rate", sc.NodeRate, "sports", len(cat.Sports)}, svc.Sched.Close)
+	srv.OnShutdown = []func(){svc.Sched.Close}
+	return server.Run(ctx, srv, mux)
 }
 
 func newTicketsCheckCmd(e *env) *cobra.Command {

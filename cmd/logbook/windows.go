@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
 )
@@ -44,8 +45,8 @@ func newBenchWindowsCmd(e *env) *cobra.Command {
 		}
 		// The aggregation runs as it would in logbook notify serve,
 		// collector and processors included.
-		tuneGC(cmd.Context())
-		tuneProcs()
+		server.TuneGC(cmd.Context())
+		server.TuneProcs()
 		return benchOn(cmd, e, &bf, func(s *openedStore, _ *progress.Counter) (table, error) {
 			if p, ok := s.Store.(interface{ Metrics() *pebble.Metrics }); ok {
 				cfg.Settle = func(ctx context.Context) error { return settle(ctx, p.Metrics) }

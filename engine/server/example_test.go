@@ -1,0 +1,40 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http"
+
+	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/server"
+)
+
+// A service's serving command: its own routes on a mux, and Run for the
+// rest — /healthz from the store, /metrics to a token, the access log,
+// the connection cap, and a graceful shutdown at SIGINT or SIGTERM.
+func ExampleRun() {
+	var store eventstore.Store // opened by the command (pebblestore.Open, pgstore.Open)
+	tokens, err := server.LoadTokens("", auth.Viewer) // LOGBOOK_TOKENS=token:role,…
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg := metrics.NewRegistry()
+	store, err = metrics.InstrumentStore(store, reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/hello", tokens.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello\n")
+	})))
+	err = server.Run(context.Background(), server.Config{
+		Name: "hello", Addr: "127.0.0.1:8080",
+		Tokens: tokens, Metrics: reg, Check: server.StoreCheck(store),
+	}, mux)
+	if err != nil {
+		log.Fatal(err)
+	}
+}

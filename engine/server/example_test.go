@@ -16,8 +16,10 @@ import (
 // rest — /healthz from the store, /metrics to a token, the access log,
 // the connection cap, and a graceful shutdown at SIGINT or SIGTERM.
 func ExampleRun() {
-	var store eventstore.Store                        // opened by the command (pebblestore.Open, pgstore.Open)
-	tokens, err := server.LoadTokens("", auth.Viewer) // LOGBOOK_TOKENS=token:role,…
+	// The store, opened by the command (pebblestore.Open, pgstore.Open).
+	var store eventstore.Store
+	// The tokens in LOGBOOK_TOKENS=token:role,….
+	tokens, err := server.LoadTokens("", auth.Viewer)
 	if err != nil {
 		log.Fatal(err)
 	}

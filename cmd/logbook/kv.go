@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/engine/accesslog"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/httpapi"
 )
@@ -45,12 +44,9 @@ Redis or etcd (--store).`,
 	fromEnv(fs, "addr")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, writer writes (default: LOGBOOK_TOKENS, token:role,…)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		tokens, err := loadTokens(*tokensFile)
+		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Writer)
 		if err != nil {
-			return fmt.Errorf("tokens: %w", err)
-		}
-		if tokens.Len() == 0 {
-			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer reads, writer writes)"}
+			return err
 		}
 		b, where, err := openKVBackend(cmd.Context(), *data, *store)
 		if err != nil {
@@ -58,29 +54,23 @@ Redis or etcd (--store).`,
 		}
 		repo := kv.New(b, kv.Limits{})
 		defer repo.Close()
-		return serveKV(cmd.Context(), e, repo, tokens, *addr, where)
+		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, Tokens: tokens, LogAttrs: []any{"repository", where}})
 	}
 	return cmd
 }
 
-func serveKV(ctx context.Context, e *env, repo *kv.Repository, tokens *auth.Tokens, addr, where string) error {
-	reg := metrics.NewRegistry()
+// serveKV serves repo's HTTP API; srv gives the address, tokens and log
+// attributes.
+func serveKV(ctx context.Context, e *env, repo *kv.Repository, srv server.Config) error {
 	mux := http.NewServeMux()
-	httpapi.Mount(mux, repo, tokens)
-	mux.Handle("GET /metrics", tokens.RequireRole(auth.Viewer, metrics.Handler(reg)))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		// A read through the backend: a failed database answers 503.
-		if _, err := repo.Exist(r.Context(), "healthz"); err != nil {
-			e.log.Error("healthz: repository unavailable", "err", err)
-			http.Error(w, "repository unavailable", http.StatusServiceUnavailable)
-			return
+	httpapi.Mount(mux, repo, srv.Tokens)
+	srv.Name, srv.Logger, srv.Metrics = "logbook kv", e.log, metrics.NewRegistry()
+	// A read through the backend: a failed database answers 503.
+	srv.Check = func(ctx context.Context) (map[string]any, error) {
+		if _, err := repo.Exist(ctx, "healthz"); err != nil {
+			return nil, server.Unavailable("repository", err)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte("{\"status\":\"ok\"}\n"))
-	})
-	h, err := accesslog.Wrap(mux, accesslog.Options{Logger: e.log, Registerer: reg})
-	if err != nil {
-		return err
+		return nil, nil
 	}
-	return serveUntil(ctx, e.log, addr, defaultMaxConns, h, "logbook kv serving", []any{"repository", where})
+	return server.Run(ctx, srv, mux)
 }

@@ -13,14 +13,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"runtime/trace"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	labcli "github.com/logbook/logbook/lab/cli"
@@ -52,11 +51,9 @@ func (e usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The first signal asks the command to stop (servers shut down
-	// gracefully); a second one ends the process at once, as it would
-	// without this handler.
-	context.AfterFunc(ctx, stop)
+	// The first SIGINT or SIGTERM asks the command to stop (servers shut
+	// down gracefully); a second one ends the process at once.
+	ctx, stop := server.SignalContext(context.Background())
 	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, setDefaultLogger: true}, os.Args[1:])
 	stop()
 	os.Exit(code)
@@ -116,7 +113,7 @@ over the default. Commands that print a result take -o table|json|csv (or
 	}
 	// The lab's commands get the same outputs and, once prepare has made
 	// it, the same logger.
-	lab := &cliutil.Env{Stdout: e.stdout, Stderr: e.stderr, Getenv: e.getenv, TuneGC: tuneGC}
+	lab := &cliutil.Env{Stdout: e.stdout, Stderr: e.stderr, Getenv: e.getenv}
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		err := e.prepare(cmd)
 		lab.Log = e.log
@@ -181,7 +178,7 @@ func (e *env) prepare(cmd *cobra.Command) error {
 	if err := cliutil.ValidateFlags(cmd); err != nil {
 		return err
 	}
-	lw := newLogWriter(e.stderr)
+	lw := server.NewLogWriter(e.stderr)
 	log, err := newLogger(lw, e.logFormat, e.logLevel)
 	if err != nil {
 		return err
@@ -225,20 +222,17 @@ func (e *env) prepare(cmd *cobra.Command) error {
 }
 
 // newLogger is the process's logger on w, which keeps information lines
-// for a moment (logWriter).
-func newLogger(w *logWriter, format, level string) (*slog.Logger, error) {
+// for a moment (server.LogWriter).
+func newLogger(w *server.LogWriter, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(flushingHandler{slog.NewTextHandler(w, opts), w}), nil
-	case "json":
-		return slog.New(flushingHandler{slog.NewJSONHandler(w, opts), w}), nil
+	log, err := server.NewLogger(w, format, lv)
+	if err != nil {
+		return nil, usagef("--log-format %q: want text or json", format)
 	}
-	return nil, usagef("--log-format %q: want text or json", format)
+	return log, nil
 }
 
 // startProfile writes a CPU profile to file until stop is called.

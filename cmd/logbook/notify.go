@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/engine/window/pgsink"
 	"github.com/logbook/logbook/internal/webui"
@@ -118,35 +118,25 @@ aggregated into minute, hour and day windows.`,
 		case f.state == "":
 			return usageError{"--state must name a directory"}
 		}
-		var bus *busConfig
-		if f.bus != "" {
-			cfg, topic, err := kafkabus.ParseURL(f.bus)
-			if err != nil {
-				return usageError{"--bus " + err.Error()}
-			}
-			bus = &busConfig{cfg: cfg, topic: topic}
-		}
-		tokens, err := loadTokens(f.tokens)
+		bus, err := server.ParseBus(f.bus)
 		if err != nil {
-			return fmt.Errorf("tokens: %w", err)
+			return usageError{"--bus " + err.Error()}
 		}
-		if tokens.Len() == 0 {
-			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer, sender)"}
-		}
-		if f.debugAddr != "" {
-			defer startDebug(f.debugAddr, tokens, e.log)()
+		tokens, err := loadTokens(f.tokens, auth.Viewer, httpapi.Sender)
+		if err != nil {
+			return err
 		}
 		return serveNotify(cmd.Context(), e, &f, bus, tokens)
 	}
 	return cmd
 }
 
-func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfig, tokens *auth.Tokens) error {
+func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.Bus, tokens *auth.Tokens) error {
 	// As serve's: requests and deliveries allocate briefly and the live
 	// heap is small.
-	tuneGC(ctx)
+	server.TuneGC(ctx)
 	// Its metrics windows answer queries beside the live ingest.
-	tuneProcs()
+	server.TuneProcs()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg := metrics.NewRegistry()
@@ -190,12 +180,12 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 	}
 	var follow eventstore.Store // nil: the store itself
 	if bus != nil {
-		if err := kafkabus.EnsureTopic(ctx, bus.cfg, bus.topic, 12, -1); err != nil {
+		if err := kafkabus.EnsureTopic(ctx, bus.Config, bus.Topic, 12, -1); err != nil {
 			return err
 		}
 		stop := startPublisher(ctx, e.log, store, s, bus, reg, nil)
 		defer stop()
-		follow = kafkabus.NewReplicaStore(bus.cfg, bus.topic, store)
+		follow = kafkabus.NewReplicaStore(bus.Config, bus.Topic, store)
 	}
 	var exclusive func(context.Context, func(context.Context) error) error
 	if s.pg != nil {
@@ -233,42 +223,37 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *busConfi
 		}
 	}()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", tokens.RequireRole(auth.Viewer, metrics.Handler(reg)))
-	mux.HandleFunc("GET /healthz", notifyHealthz(store, view, e.log))
 	httpapi.Mount(mux, svc, tokens)
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
-	err = serveUntil(ctx, e.log, f.addr, defaultMaxConns, mux, "logbook notify serving",
-		[]any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL})
+	err = server.Run(ctx, server.Config{
+		Name: "logbook notify", Addr: f.addr, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view), DebugAddr: f.debugAddr, Logger: e.log,
+		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL},
+	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
 		err = ferr
 	}
 	return err
 }
 
-// notifyHealthz answers 200 when the service can answer: the store reads
-// and the users view answers lookups — from its own rows, or while its
-// first snapshot is copied from that snapshot in the users' database
-// ("users": "snapshot").
-func notifyHealthz(s eventstore.Store, view *userscdc.View, log *slog.Logger) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		head, err := s.Head(r.Context())
-		if err == nil {
-			err = eventstore.Healthy(s)
-		}
+// notifyCheck passes when the service can answer: the store reads and
+// the users view answers lookups — from its own rows ("users": "view"),
+// or while its first snapshot is copied from that snapshot in the users'
+// database ("users": "snapshot").
+func notifyCheck(s eventstore.Store, view *userscdc.View) server.Check {
+	storeCheck := server.StoreCheck(s)
+	return func(ctx context.Context) (map[string]any, error) {
+		fields, err := storeCheck(ctx)
 		if err != nil {
-			log.Error("healthz: store unavailable", "err", err)
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
+			return nil, err
 		}
 		users, err := view.Ready()
 		if err != nil {
-			log.Error("healthz: users view unavailable", "err", err)
-			http.Error(w, "users view unavailable", http.StatusServiceUnavailable)
-			return
+			return nil, server.Unavailable("users view", err)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, "{\"status\":\"ok\",\"head\":%d,\"users\":%q,\"users_position\":%q}\n", head, users, view.Position().String())
+		fields["users"] = users
+		fields["users_position"] = view.Position().String()
+		return fields, nil
 	}
 }
 
@@ -325,13 +310,22 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 	latency := fs.Duration("latency", 0, "added before each call is answered")
 	errorRate := fs.Float64("error-rate", 0, "share of calls (0…1) answered 503 without taking the batch")
 	seed := fs.Uint64("seed", 1, "seed of the failure draws")
+	tokensFile := fs.String("tokens", "", "bearer tokens for /metrics, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…; none: /metrics answers 401)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		s, err := sink.New(sink.Options{Latency: *latency, ErrorRate: *errorRate, Seed: *seed})
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		return serveUntil(cmd.Context(), e.log, *addr, defaultMaxConns, s, "logbook notify sink serving",
-			[]any{"latency", *latency, "error_rate", *errorRate})
+		// The delivery endpoint takes no token (the notify service posts
+		// to it without one); only /metrics asks for one, if any is given.
+		tokens, err := auth.Load(*tokensFile, serviceRoles())
+		if err != nil {
+			return fmt.Errorf("tokens: %w", err)
+		}
+		return server.Run(cmd.Context(), server.Config{
+			Name: "logbook notify sink", Addr: *addr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
+			LogAttrs: []any{"latency", *latency, "error_rate", *errorRate},
+		}, s)
 	}
 	return cmd
 }

@@ -18,7 +18,3 @@ import (
 func serviceRoles() []auth.Role {
 	return slices.Concat(flightsapi.Roles(), ticketsapi.Roles(), notifyapi.Roles(), kvapi.Roles(), registry.Roles())
 }
-
-// loadTokens reads the bearer tokens from file, or from LOGBOOK_TOKENS
-// when file is empty, with the roles of serviceRoles.
-func loadTokens(file string) (*auth.Tokens, error) { return auth.Load(file, serviceRoles()) }

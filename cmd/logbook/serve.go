@@ -6,16 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/pprof"
-	"os"
-	"runtime/debug"
-	runtimemetrics "runtime/metrics"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/engine/accesslog"
 	"github.com/logbook/logbook/engine/aggregate"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
@@ -24,6 +19,7 @@ import (
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/query"
 	"github.com/logbook/logbook/engine/registry"
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/flights"
 	"github.com/logbook/logbook/services/flights/httpapi"
@@ -65,7 +61,7 @@ metrics and the web UI, as one of these kinds of node:
 	f.store.register(fs, "./data")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fromEnv(fs, "addr")
-	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
+	fs.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	fs.StringVar(&f.tokensFile, "tokens", "", "bearer tokens, one \"token role\" per line (default: the tokens themselves in LOGBOOK_TOKENS, token:role,…)")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
@@ -120,21 +116,13 @@ const (
 type nodeConfig struct {
 	mode   mode
 	store  storeFlags
-	bus    *busConfig // nil: no bus
+	bus    *server.Bus // nil: no bus
 	tokens *auth.Tokens
 	addr   string
 	conns  int // the connection cap
 	debug  string
 	// replicaOf and replicaToken name the primary of modeReplicaOf.
 	replicaOf, replicaToken string
-}
-
-// busConfig is --bus kafka://host:port[,host:port…]/topic and
-// --bus-format.
-type busConfig struct {
-	cfg   kafkabus.Config
-	topic string
-	avro  bool // values in the registry's wire format
 }
 
 // parse checks the flags and decides the node's mode: every usage error
@@ -162,29 +150,24 @@ func (f *serveFlags) parse() (*nodeConfig, error) {
 	// A replica never appends, so it must not become the shared store's
 	// sequencer, which every append of the cluster would then wait on.
 	c.store.readOnly = c.mode == modeReadOnly
-	if f.bus != "" {
-		cfg, topic, err := kafkabus.ParseURL(f.bus)
-		if err != nil {
-			return nil, usageError{"--bus " + err.Error()}
-		}
-		c.bus = &busConfig{cfg: cfg, topic: topic}
+	bus, err := server.ParseBus(f.bus)
+	if err != nil {
+		return nil, usageError{"--bus " + err.Error()}
 	}
+	c.bus = bus
 	switch f.busFormat {
 	case "logbook", "":
 	case "avro":
 		if c.bus == nil {
 			return nil, usageError{"--bus-format avro needs a --bus"}
 		}
-		c.bus.avro = true
+		c.bus.Avro = true
 	default:
 		return nil, usageError{fmt.Sprintf("--bus-format %q: want logbook or avro", f.busFormat)}
 	}
-	tokens, err := loadTokens(f.tokensFile)
+	tokens, err := loadTokens(f.tokensFile, httpapi.Planner, auth.Viewer)
 	if err != nil {
-		return nil, fmt.Errorf("tokens: %w", err)
-	}
-	if tokens.Len() == 0 {
-		return nil, usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: planner, viewer)"}
+		return nil, err
 	}
 	c.tokens = tokens
 	return c, nil
@@ -211,7 +194,7 @@ type node struct {
 // openNode opens what cfg's mode needs and sets up the routes. On error,
 // whatever was opened is closed.
 func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, error) {
-	tuneGC(ctx)
+	server.TuneGC(ctx)
 	n := &node{cfg: cfg, log: log, reg: metrics.NewRegistry(), mux: http.NewServeMux(), describe: cfg.store.describe()}
 	var err error
 	switch cfg.mode {
@@ -228,9 +211,6 @@ func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, er
 		n.close()
 		return nil, err
 	}
-	// Metrics need a token of any role; /healthz none (docs/deployment.md).
-	n.mux.Handle("GET /metrics", cfg.tokens.RequireRole(auth.Viewer, metrics.Handler(n.reg)))
-	n.mux.HandleFunc("GET /healthz", healthz(n.health, n.log))
 	n.mux.Handle("/api/", httpapi.New(ctx, n.svc, cfg.tokens))
 	n.mux.Handle("/", webui.Handler())
 	return n, nil
@@ -259,7 +239,7 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 	}
 	if b := n.cfg.bus; b != nil {
 		var schemas registry.Schemas
-		if b.avro {
+		if b.Avro {
 			schemas = reg
 		}
 		n.closers = append(n.closers, startPublisher(ctx, n.log, store, s, b, n.reg, schemas))
@@ -276,11 +256,11 @@ func (n *node) openReadOnly(ctx context.Context) error {
 	}
 	viewStore := store
 	if b := n.cfg.bus; b != nil {
-		if err := kafkabus.EnsureTopic(ctx, b.cfg, b.topic, 12, -1); err != nil {
+		if err := kafkabus.EnsureTopic(ctx, b.Config, b.Topic, 12, -1); err != nil {
 			return err
 		}
 		// Kafka feeds the view; the store gives what Kafka no longer holds.
-		viewStore = kafkabus.NewReplicaStore(b.cfg, b.topic, store)
+		viewStore = kafkabus.NewReplicaStore(b.Config, b.Topic, store)
 	}
 	n.svc, err = flights.NewReplica(ctx, viewStore, flights.Options{Registerer: n.reg, Logger: n.log})
 	if err != nil {
@@ -340,11 +320,11 @@ func (n *node) serveQueries(store eventstore.Store) error {
 // progress in the store. With schemas (--bus-format avro) the values are
 // in the schema registry's wire format, their schema registered under
 // <topic>-value.
-func startPublisher(ctx context.Context, log *slog.Logger, store eventstore.Store, s *openedStore, b *busConfig, reg prometheus.Registerer, schemas registry.Schemas) (stop func()) {
-	name := "kafka publisher " + b.topic
+func startPublisher(ctx context.Context, log *slog.Logger, store eventstore.Store, s *openedStore, b *server.Bus, reg prometheus.Registerer, schemas registry.Schemas) (stop func()) {
+	name := "kafka publisher " + b.Topic
 	cfg := kafkabus.SuperviseConfig{
 		PublisherConfig: kafkabus.PublisherConfig{
-			Config: b.cfg, Topic: b.topic, TransactionalID: "logbook-publisher-" + b.topic, Logger: log,
+			Config: b.Config, Topic: b.Topic, TransactionalID: "logbook-publisher-" + b.Topic, Logger: log,
 			Schemas: schemas,
 		},
 		Registerer: reg,
@@ -366,16 +346,8 @@ func startPublisher(ctx context.Context, log *slog.Logger, store eventstore.Stor
 	return func() { cancel(); <-done }
 }
 
-// run serves until ctx ends, then shuts the server down.
+// run serves until ctx ends (or a signal), then shuts the server down.
 func (n *node) run(ctx context.Context) error {
-	handler, err := accesslog.Wrap(n.mux, accesslog.Options{Logger: n.log, Registerer: n.reg})
-	if err != nil {
-		return err
-	}
-	srv := newHTTPServer(handler, n.log, defaultTimeouts)
-	for _, f := range n.onShutdown {
-		srv.RegisterOnShutdown(f)
-	}
 	if n.cfg.mode == modeReadOnly {
 		// A replica joins the pool once it has replayed the log: until
 		// it listens, the load balancer passes it over.
@@ -385,29 +357,12 @@ func (n *node) run(ctx context.Context) error {
 		}
 		n.log.Info("replica caught up", "seconds", time.Since(start).Seconds())
 	}
-	ln, err := listen(n.cfg.addr, n.cfg.conns)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	if n.cfg.debug != "" {
-		n.serveDebug()
-	}
-	n.log.Info("logbook serving", "url", "http://"+ln.Addr().String(), "store", n.describe)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	go n.logCaughtUp(ctx)
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	n.log.Info("logbook stopped")
-	return nil
+	return server.Run(ctx, server.Config{
+		Name: "logbook", Addr: n.cfg.addr, MaxConns: n.cfg.conns,
+		Tokens: n.cfg.tokens, Metrics: n.reg, Check: server.StoreCheck(n.health), DebugAddr: n.cfg.debug,
+		Logger: n.log, LogAttrs: []any{"store", n.describe}, OnShutdown: n.onShutdown,
+	}, n.mux)
 }
 
 // logCaughtUp says when the view has caught up with the log. The API
@@ -424,33 +379,6 @@ func (n *node) logCaughtUp(ctx context.Context) {
 	}
 }
 
-// serveDebug serves Go's pprof profiles on the debug address (see
-// startDebug).
-func (n *node) serveDebug() {
-	n.closers = append(n.closers, startDebug(n.cfg.debug, n.cfg.tokens, n.log))
-}
-
-// startDebug serves Go's pprof profiles on addr, to a token of any role:
-// a profile tells much about the process, and a CPU profile or trace
-// costs it. A profile or trace lasts at most as long as the write timeout
-// allows (pprof refuses longer ones). It returns the function that stops
-// the debug server.
-func startDebug(addr string, tokens *auth.Tokens, log *slog.Logger) (stop func()) {
-	dbg := http.NewServeMux()
-	dbg.HandleFunc("/debug/pprof/", pprof.Index)
-	dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := newHTTPServer(tokens.RequireRole(auth.Viewer, dbg), log, defaultTimeouts)
-	srv.WriteTimeout = 2 * time.Minute
-	srv.Addr = addr
-	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("debug server", "err", err)
-		}
-	}()
-	return func() { srv.Close() }
-}
-
 // close releases what the node opened, last first.
 func (n *node) close() {
 	for i := len(n.closers) - 1; i >= 0; i-- {
@@ -459,76 +387,14 @@ func (n *node) close() {
 	n.closers = nil
 }
 
-// tuneGC sets the collector for a server, unless GOGC or GOMEMLIMIT does,
-// until ctx ends.
-//
-// The views keep the whole schedule in memory while requests allocate
-// briefly. Collecting only when the heap has grown tenfold spends far
-// less CPU rescanning that live heap — under read load, GC was the source
-// of the latency tail. Tenfold of a large live heap is too much memory,
-// so a memory limit makes the collector work harder first: memLimit of
-// the live heap, re-read every few seconds. On the default season (then a
-// live heap of 270–450 MB through six write load tests) a fixed limit of
-// 4 GiB let the process grow to 3.9 GB; 1.3 GiB kept it at 1.28–1.54 GB
-// for the same throughput (12,000–12,800 against 12,200–13,100 commands/s
-// in the first runs, docs/benchmarks.md), and GOGC=200 instead gave
-// 10,100–12,200 at up to 2.2 GB. Since the validation view packs its legs
-// the live heap is 66–200 MB over six runs and the floor of 1.2 GiB is
-// the limit: 1,229–1,409 MiB of RSS, the collector 1 % of the CPU.
-func tuneGC(ctx context.Context) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return
+// loadTokens loads a server's bearer tokens (server.LoadTokens); none at
+// all is bad usage.
+func loadTokens(file string, roles ...auth.Role) (*auth.Tokens, error) {
+	tokens, err := server.LoadTokens(file, serviceRoles(), roles...)
+	if errors.Is(err, server.ErrNoTokens) {
+		return nil, usageError{err.Error()}
 	}
-	debug.SetGCPercent(1000)
-	debug.SetMemoryLimit(memLimitMax) // until the live heap is known
-	go func() {
-		sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			runtimemetrics.Read(sample)
-			if sample[0].Value.Kind() == runtimemetrics.KindUint64 {
-				debug.SetMemoryLimit(memLimit(sample[0].Value.Uint64()))
-			}
-		}
-	}()
-}
-
-// The memory limit tuneGC sets: 2.5 times the live heap, at least
-// memLimitMin (room for a small schedule's collections to be rare) and
-// at most memLimitMax.
-const (
-	memLimitMin = 1200 << 20
-	memLimitMax = 4 << 30
-)
-
-func memLimit(live uint64) int64 {
-	return min(max(int64(live)*5/2, memLimitMin), memLimitMax)
-}
-
-// healthz answers 200 with the log's head when the store can be read.
-//
-// It needs no token (load balancers ask it), so a failure is answered
-// without its details, which go to the log.
-func healthz(s eventstore.Store, log *slog.Logger) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		head, err := s.Head(r.Context())
-		if err == nil {
-			err = eventstore.Healthy(s)
-		}
-		if err != nil {
-			log.Error("healthz: store unavailable", "err", err)
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, "{\"status\":\"ok\",\"head\":%d}\n", head)
-	}
+	return tokens, err
 }
 
 // serviceOptions are the flights service's options for a command that is

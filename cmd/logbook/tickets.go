@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/webui"
 	labcli "github.com/logbook/logbook/lab/cli"
@@ -88,25 +89,21 @@ queuing per sport in front of queue-rep's nodes).`,
 			return usageError{err.Error()}
 		}
 		defer gate.Close() // the service closes it too; closing twice is harmless
-		tokens, err := loadTokens(*tokensFile)
+		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Booker)
 		if err != nil {
-			return fmt.Errorf("tokens: %w", err)
+			return err
 		}
-		if tokens.Len() == 0 {
-			return usageError{"no bearer tokens: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: viewer, booker)"}
-		}
-		if *debugAddr != "" {
-			defer startDebug(*debugAddr, tokens, e.log)()
-		}
-		return serveTickets(cmd.Context(), e, &sf, cat, gate, tokens, *addr)
+		return serveTickets(cmd.Context(), e, &sf, cat, gate, server.Config{Addr: *addr, Tokens: tokens, DebugAddr: *debugAddr})
 	}
 	return cmd
 }
 
-func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, gate tickets.Gate, tokens *auth.Tokens, addr string) error {
+// serveTickets serves the tickets service on its store behind gate; srv
+// gives the address, tokens and debug address.
+func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, gate tickets.Gate, srv server.Config) error {
 	// As serve's: requests allocate briefly and the live heap is small,
 	// so the default collector ran dozens of times a second under load.
-	tuneGC(ctx)
+	server.TuneGC(ctx)
 	reg := metrics.NewRegistry()
 	s, err := sf.open(e.log)
 	if err != nil {
@@ -123,22 +120,19 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	}
 	defer svc.Close()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", tokens.RequireRole(auth.Viewer, metrics.Handler(reg)))
-	mux.HandleFunc("GET /healthz", healthz(store, e.log))
-	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, tokens))
+	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, srv.Tokens))
 	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput
-	ln, err := listen(addr, defaultMaxConns)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
+	srv.Name, srv.Logger, srv.Metrics, srv.Check = "logbook tickets", e.log, reg, server.StoreCheck(store)
+	st := svc.Stats()
+	srv.LogAttrs = []any{"store", sf.describe(), "arch", st.Arch, "node_rate", st.NodeRate, "sports", len(cat.Sports)}
 	// Answers to pipelined requests leave together. The one streaming
-	// route, /api/tickets/live, sends a sample a second: waiting up to
-	// coalesceDelay to leave costs it nothing.
+	// route, /api/tickets/live, sends a sample a second: waiting up to a
+	// millisecond to leave costs it nothing.
+	srv.Coalesce = true
 	// Queued requests end at shutdown, so that Shutdown need not wait
 	// for them.
-	st := svc.Stats()
-	return serveOn(ctx, e.log, coalescingListener{ln}, mux, "logbook tickets serving",
-		[]any{"store", sf.describe(), "arch", st.Arch, "node_rate", st.NodeRate, "sports", len(cat.Sports)}, svc.Gate.Close)
+	srv.OnShutdown = []func(){svc.Gate.Close}
+	return server.Run(ctx, srv, mux)
 }
 
 func newTicketsCheckCmd(e *env) *cobra.Command {

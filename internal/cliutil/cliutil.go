@@ -7,7 +7,6 @@
 package cliutil
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,9 +29,6 @@ type Env struct {
 	// Log is the process's logger; the root command sets it before any
 	// command runs.
 	Log *slog.Logger
-	// TuneGC, if not nil, sets the garbage collector as a server sets it,
-	// for benchmarks that measure what a server would do.
-	TuneGC func(context.Context)
 }
 
 // UsageError is bad usage: the binary prints it with a pointer to the help

@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
@@ -33,9 +34,7 @@ registrations checked for compatibility against earlier versions.`,
 			return cliutil.Usage("--lookups, --clients, --versions and --timed must be positive, --fields above 1")
 		}
 		// The registry is served as logbook flights serve serves it, collector included.
-		if e.TuneGC != nil {
-			e.TuneGC(cmd.Context())
-		}
+		server.TuneGC(cmd.Context())
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			return bench.RunRegistry(cmd.Context(), s, cfg)
 		})

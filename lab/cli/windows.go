@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
@@ -54,10 +55,8 @@ window from the raw events and counts mismatches.`,
 		}
 		// The aggregation runs as it would in logbook notify serve,
 		// collector and processors included.
-		if e.TuneGC != nil {
-			e.TuneGC(cmd.Context())
-		}
-		cliutil.TuneProcs()
+		server.TuneGC(cmd.Context())
+		server.TuneProcs()
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			if p, ok := s.Store.(interface{ Metrics() *pebble.Metrics }); ok {
 				cfg.Settle = func(ctx context.Context) error { return settle(ctx, p.Metrics) }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bufio"
@@ -47,7 +47,7 @@ func pipelined(t *testing.T, coalesce bool, n int, h http.HandlerFunc) (int64, [
 	if coalesce {
 		l = coalescingListener{l}
 	}
-	srv := newHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), defaultTimeouts)
+	srv := newHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultTimeouts)
 	go srv.Serve(l)
 	defer srv.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -103,7 +103,7 @@ func TestCoalescingConn(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		io.WriteString(w, r.URL.Path)
-	}), slog.New(slog.NewTextHandler(io.Discard, nil)), defaultTimeouts)
+	}), slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultTimeouts)
 	go srv.Serve(coalescingListener{ln})
 	defer srv.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())

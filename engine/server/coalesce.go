@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"net"
@@ -8,8 +8,8 @@ import (
 
 // coalescingListener hands out connections whose answers to pipelined
 // requests leave in one write: net/http writes each answer to the socket
-// as soon as its handler returns (one system call per request, a quarter
-// of the tickets server's CPU under pipelined load), even when the next
+// as soon as its handler returns (one system call per request, a large
+// share of a server's CPU under pipelined load), even when the next
 // requests of the same connection are already read and waiting. A
 // coalescing connection keeps what the server writes and sends it when
 // the server next reads the socket for more requests — that is, when the

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -28,10 +28,10 @@ func TestMemLimitFollowsTheLiveHeap(t *testing.T) {
 	}
 }
 
-// tuneGC sets the limit from the live heap, not once for all.
+// TuneGC sets the limit from the live heap, not once for all.
 func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		t.Skip("GOGC or GOMEMLIMIT set: tuneGC leaves the collector alone")
+		t.Skip("GOGC or GOMEMLIMIT set: TuneGC leaves the collector alone")
 	}
 	oldPercent, oldLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -41,7 +41,7 @@ func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 		debug.SetGCPercent(oldPercent)
 		debug.SetMemoryLimit(oldLimit)
 	}()
-	tuneGC(ctx)
+	TuneGC(ctx)
 	if got := debug.SetMemoryLimit(-1); got != memLimitMax {
 		t.Fatalf("limit before the live heap is read: %d MiB, want %d MiB", got>>20, memLimitMax>>20)
 	}
@@ -59,5 +59,31 @@ func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 			t.Fatalf("limit %d MiB, want %d MiB from the live heap", got>>20, want>>20)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestProcsFor(t *testing.T) {
+	for _, c := range []struct{ n, want int }{{1, 3}, {2, 4}, {8, 10}} {
+		if got := procsFor(c.n); got != c.want {
+			t.Errorf("procsFor(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
+
+// TuneProcs adds the spare processors once to the default, and leaves an
+// explicit GOMAXPROCS alone.
+func TestTuneProcs(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(n) })
+	t.Setenv("GOMAXPROCS", "")
+	TuneProcs()
+	if got := runtime.GOMAXPROCS(0); got != n+spareProcs {
+		t.Fatalf("GOMAXPROCS %d after TuneProcs, want %d", got, n+spareProcs)
+	}
+	runtime.GOMAXPROCS(n)
+	t.Setenv("GOMAXPROCS", "1")
+	TuneProcs()
+	if got := runtime.GOMAXPROCS(0); got != n {
+		t.Fatalf("GOMAXPROCS set: TuneProcs changed the processors from %d to %d", n, got)
 	}
 }

@@ -1,7 +1,8 @@
-package main
+package server
 
 import (
 	"bytes"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +31,8 @@ func (l *lockedBuffer) get() (string, int) {
 
 func TestLogWriterKeepsInformationAndFlushesWarnings(t *testing.T) {
 	out := &lockedBuffer{}
-	lw := newLogWriter(out)
-	log, err := newLogger(lw, "text", "info")
+	lw := NewLogWriter(out)
+	log, err := NewLogger(lw, "text", slog.LevelInfo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"runtime/debug"
+	runtimemetrics "runtime/metrics"
+	"time"
+)
+
+// TuneGC sets the garbage collector for a server that keeps a large live
+// heap (views, caches) while its requests allocate briefly, until ctx
+// ends. It does nothing when GOGC or GOMEMLIMIT is set: an operator's
+// setting wins.
+//
+// Collecting only when the heap has grown tenfold (GOGC=1000) spends far
+// less CPU rescanning the live heap than the default — under read load,
+// the collector was the source of the latency tail. Tenfold of a large
+// live heap is too much memory, so a memory limit makes the collector
+// work harder first: 2.5 times the live heap, re-read every 2 seconds,
+// at least memLimitMin (so that a small heap is rarely collected) and at
+// most memLimitMax. docs/benchmarks.md has the measurements behind these
+// figures.
+func TuneGC(ctx context.Context) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetGCPercent(1000)
+	debug.SetMemoryLimit(memLimitMax) // until the live heap is known
+	go func() {
+		sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			runtimemetrics.Read(sample)
+			if sample[0].Value.Kind() == runtimemetrics.KindUint64 {
+				debug.SetMemoryLimit(memLimit(sample[0].Value.Uint64()))
+			}
+		}
+	}()
+}
+
+// The bounds of the memory limit TuneGC sets.
+const (
+	memLimitMin = 1200 << 20
+	memLimitMax = 4 << 30
+)
+
+// memLimit is the memory limit for a live heap of live bytes.
+func memLimit(live uint64) int64 {
+	return min(max(int64(live)*5/2, memLimitMin), memLimitMax)
+}
+
+// TuneProcs gives a process that answers queries beside a live ingest
+// (windowed aggregations queried while events stream in) spareProcs Go
+// processors more than it has cores, unless GOMAXPROCS is set.
+//
+// The ingest keeps several goroutines busy at once — a projection's
+// reader and writer, the store's appends and its write-ahead log, the
+// embedded store's flushes and compactions — more than two cores' worth.
+// A query that Go's scheduler preempted (its 10 ms time slice) waits in
+// the global run queue while every processor runs that work; with
+// processors to spare, an idle one takes the query at once and the
+// operating system shares the cores among the threads in slices of a
+// millisecond or two, which cuts the queries' latency tail severalfold
+// with the ingest no slower (docs/benchmarks.md, "Windowed aggregation").
+// The price: more threads for the kernel to switch between, the
+// collector's dedicated workers are a quarter of the processors (so a
+// larger share of a small machine while it marks), and an explicit
+// setting stops Go from following a container's CPU limit as it changes.
+func TuneProcs() {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	runtime.GOMAXPROCS(procsFor(runtime.GOMAXPROCS(0)))
+}
+
+// spareProcs is how many processors TuneProcs adds: about the ingest's
+// busy goroutines beyond two cores.
+const spareProcs = 2
+
+// procsFor is the processors TuneProcs sets for n by default.
+func procsFor(n int) int { return n + spareProcs }

@@ -32,7 +32,7 @@ func TestServingCommandsAreAssembledAlike(t *testing.T) {
 			return []string{"flights", "serve", "--data", t.TempDir()}
 		}},
 		{"logbook tickets", func(t *testing.T) []string {
-			return []string{"tickets", "serve", "--data", t.TempDir(), "--node-rate", "0", "--tickets-per-sport", "5"}
+			return []string{"tickets", "serve", "--data", t.TempDir(), "--tickets-per-sport", "5"}
 		}},
 		{"logbook kv", func(t *testing.T) []string {
 			return []string{"kv", "serve", "--data", t.TempDir()}

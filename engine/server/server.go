@@ -49,6 +49,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,8 +133,12 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 		ln = coalescingListener{ln}
 	}
 	srv := newHTTPServer(handler, log, cfg.Timeouts)
+	// http.Server runs its shutdown functions in goroutines of their own;
+	// Run returns only once they have finished.
+	var shutdowns sync.WaitGroup
 	for _, f := range cfg.OnShutdown {
-		srv.RegisterOnShutdown(f)
+		shutdowns.Add(1)
+		srv.RegisterOnShutdown(func() { defer shutdowns.Done(); f() })
 	}
 	if cfg.DebugAddr != "" {
 		stopDebug, err := startDebug(cfg.DebugAddr, cfg.tokens(), log)
@@ -153,7 +158,9 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.orDefault().Shutdown)
 	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err = srv.Shutdown(shutdown)
+	shutdowns.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	log.Info(cfg.Name + " stopped")

@@ -58,7 +58,7 @@ type KVRow struct {
 	OpsPerSec       float64 `json:"ops_per_sec"`
 	P99Ms           float64 `json:"p99_ms"`
 	BytesPerMessage float64 `json:"bytes_per_message"`
-	// Seed is the seed's figure for the same setting, for Redis and
+	// Seed is the published figure for the same setting, for Redis and
 	// Kafka, where it has one (0: none).
 	Seed float64 `json:"seed,omitempty"`
 	// Error says why the setting could not be measured.
@@ -91,7 +91,7 @@ func (r *KVResult) Table() [][]string {
 	return out
 }
 
-// The seed's figures (100-byte messages unless the setting says): Redis
+// The published figures (100-byte messages unless the setting says): Redis
 // LPUSH and Kafka producers on a 32-core server over 10 Gbit/s.
 var kvSeed = map[string]float64{
 	"kafka/partitions/1": 535e3, "kafka/partitions/2": 457e3, "kafka/partitions/4": 493e3, "kafka/partitions/8": 284e3,
@@ -141,7 +141,7 @@ func kvSettings(cfg KVConfig) []setting {
 				out = append(out, setting{table: t, name: strconv.Itoa(c), batch: 256, payload: 100, clients: c})
 			}
 		case "partitions":
-			// The seed's: 8 connections, batches of 256, 100 bytes.
+			// The published setting: 8 connections, batches of 256, 100 bytes.
 			for _, n := range []int{1, 2, 4, 8, 16, 64} {
 				out = append(out, setting{table: t, name: strconv.Itoa(n), batch: 256, payload: 100, clients: 8, partitions: n})
 			}

@@ -49,7 +49,7 @@ type NotifyConfig struct {
 	Schema        string        // made for the run's users' tables (dropped first if there; default logbook_notify_bench)
 	Sizes         []int         // recipients per request
 	Runs          int           // requests per size above 1
-	LatencyRuns   int           // warm requests of size 1 (the seed's latency test ran 20)
+	LatencyRuns   int           // warm requests of size 1 (the published latency test ran 20)
 	Mode          string        // ModePipeline or ModeMonolith
 	SinkErrorRate float64       // share of the sink's calls answered 503
 	Timeout       time.Duration // the longest one request may take to be delivered (default 5 min)
@@ -80,7 +80,7 @@ type NotifyRow struct {
 	Failed        bool      `json:"failed"`
 	Reason        string    `json:"reason,omitempty"`
 	SamplesMS     []float64 `json:"samples_ms"` // in the order they were sent
-	Seed          string    `json:"seed"`       // what the seed measured
+	Seed          string    `json:"seed"`       // what the published study measured
 }
 
 // NotifyChecks are the exactness checks of a run.
@@ -132,7 +132,7 @@ type NotifyResult struct {
 	Pass               bool         `json:"pass"`
 }
 
-// seedFigure is what the seed reports for a size: Fig. 5.1 gives numbers
+// seedFigure is what the published study reports for a size: Fig. 5.1 gives numbers
 // for one notification; Fig. 5.2's are not in its text, only its words.
 func seedFigure(mode string, size int) string {
 	if mode == ModeMonolith {
@@ -146,7 +146,7 @@ func seedFigure(mode string, size int) string {
 		case 100_000:
 			return "vg-monolith failed: \"SQL statements being too long\" (Fig. 5.2)"
 		case 1_000_000:
-			return "— (the seed stopped at vg-monolith's failure at 100,000)"
+			return "— (the published study stopped at vg-monolith's failure at 100,000)"
 		}
 		return "—"
 	}
@@ -187,7 +187,7 @@ type sentRequest struct {
 	requested, delivered, retries int64
 }
 
-// RunNotify runs the seed's latency and scalability tests (§5, Figs.
+// RunNotify runs the latency and scalability tests of Xiao's "Mass Communication System" (§5, Figs.
 // 5.1–5.2) against one mode: it makes the users' tables in a fresh
 // schema, generates as many users as the largest size, starts the
 // loopback sink, starts the system under test, and sends one request
@@ -471,7 +471,7 @@ func (r *notifyRun) send(ctx context.Context, n, run int) {
 }
 
 // coldRestart restarts the pipeline on its data — a cold process whose
-// store and users' view are in place (the seed's Lambdas found
+// store and users' view are in place (the published study's Lambdas found
 // OpenSearch filled) — and times a request of size 1 from the restart.
 func (r *notifyRun) coldRestart(ctx context.Context) error {
 	t, ok := r.tg.(interface{ restart(context.Context) error })
@@ -686,7 +686,7 @@ func problemDetail(status string, body []byte) string {
 }
 
 // Print writes one table for the mode: the figures per size beside the
-// seed's, then the checks.
+// published study's, then the checks.
 func (r NotifyResult) Print(w io.Writer) error {
 	fmt.Fprintf(w, "mode %s: %s users generated in %.1f s; sink error rate %g\n\n", r.Mode, group(int64(r.Users)), r.GenerateS, r.SinkErrorRate)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)

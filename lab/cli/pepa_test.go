@@ -29,7 +29,7 @@ func TestPepaCommands(t *testing.T) {
 		t.Errorf("solve: %+v", solved)
 	}
 	if x := solved.Throughput["cycling"]; x < 0.495 || x >= 0.505 {
-		t.Errorf("cycling throughput %g, the seed's Table 1 prints 0.5", x)
+		t.Errorf("cycling throughput %g, Shephard's Table 1 prints 0.5", x)
 	}
 	if u := solved.Utilisation["Q_0"]["Q_A"]; u < 0.5 || u > 1 {
 		t.Errorf("utilisation of Q_A %g", u)

@@ -1,5 +1,5 @@
 // Package monolith is the baseline the notify pipeline is measured
-// against: the seed's monolith (vg-monolith), which did a send request's
+// against: the monolith (vg-monolith) of Xiao's "Mass Communication System" study, which did a send request's
 // whole work synchronously in the request that asked for it. It resolves
 // every recipient with one query on the users' database —
 // `SELECT … FROM users … WHERE id IN ($1, …, $n)`, the users' rows with
@@ -7,7 +7,7 @@
 // delivers with the same domain code as the pipeline (notify.Processor,
 // deliver.Deliverer), and answers once the last batch is delivered.
 //
-// That one query is its limit, as it was the seed's: PostgreSQL's
+// That one query is its limit, as it was the study's: PostgreSQL's
 // extended protocol carries at most 65,535 bind parameters, so a request
 // to 100,000 recipients fails. The failure is the driver's own error,
 // returned as it comes; nothing here checks the count first.

@@ -125,7 +125,7 @@ func TestSendDeliversWhatPreferencesAllowOnce(t *testing.T) {
 	}
 }
 
-// The seed's monolith failed at 100,000 recipients; ours fails from
+// The study's monolith failed at 100,000 recipients; ours fails from
 // 65,536, the most bind parameters a statement can carry, on the
 // driver's own error.
 func TestOneQueryFailsBeyondTheParameterLimit(t *testing.T) {

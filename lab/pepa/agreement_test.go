@@ -9,8 +9,8 @@ import (
 )
 
 // The Markov chain, the fluid approximation and simulation agree within
-// 2 % on throughput for the shared queue of the seed's Figure 5 with
-// N = 20 places, over the seed's sweep a = 1 … 10.
+// 2 % on throughput for the shared queue of Shephard's Figure 5 with
+// N = 20 places, over the study's sweep a = 1 … 10.
 //
 // One exception is real, not numerical: at a = 5 the athletics arrival
 // rate equals its server's rate (load ρ = 1). The fluid limit there has
@@ -106,7 +106,7 @@ func TestSimulationSeed(t *testing.T) {
 // The fluid approximation of the shared queue at a = 10 with 10,000
 // places: the queue fills with athletics requests, athletics runs at its
 // server's rate 5, and cycling, admitted in the ratio of the arrival
-// rates (1 : 10), at 0.5 — the seed's explanation of Table 1's last row.
+// rates (1 : 10), at 0.5 — the study's explanation of Table 1's last row.
 func TestFluidLargePopulation(t *testing.T) {
 	m := loadModel(t, "shared_queue.pepa")
 	s, err := Check(m, map[string]float64{"a": 10, "n": 1e4})

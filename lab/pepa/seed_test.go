@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// The seed's Tables 1–7 (S. Shephard, "Performance modelling and
+// The published Tables 1–7 (S. Shephard, "Performance modelling and
 // simulation of skewed demand in complex systems", Newcastle University,
 // 2017), as printed there: throughputs from the PEPA Eclipse plug-in to
 // two decimals, with the athletics rate a swept from 1 to 10. Every value
@@ -83,7 +83,7 @@ func checkTable(t *testing.T, model string, set map[string]float64, table string
 				x = v
 			}
 			if math.Abs(x-want) > 0.005+1e-9 {
-				t.Errorf("%s a=%g %s: got %.4f, the seed prints %g", model, r[0], col, x, want)
+				t.Errorf("%s a=%g %s: got %.4f, the published table prints %g", model, r[0], col, x, want)
 			}
 		}
 		if got[i].Result.Residual > 1e-10 {
@@ -223,7 +223,7 @@ a	athletics	cycling
 10	8.83	0.88`)
 }
 
-// The seed's Figure 8 writes its system equation without brackets, as
+// Shephard's Figure 8 writes its system equation without brackets, as
 // Website <athletics, cycling> DB_1 || DB_2 <dbsrv1, dbsrv2> Service_1 ||
 // Service_2. Cooperation associates to the left, so read literally the
 // model blocks cycling between Website and DB_1 and leaves DB_2's passive

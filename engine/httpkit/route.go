@@ -1,4 +1,4 @@
-// Package api holds the building blocks of a service's HTTP API: the route
+// Package httpkit holds the building blocks of a service's HTTP API: the route
 // table (each route's method, path, least role and kind), which the
 // handler, the node's gating (read replicas, commands-only write nodes),
 // the cluster's proxy routing and the OpenAPI check all read; handlers

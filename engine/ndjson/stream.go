@@ -1,4 +1,4 @@
-// Package stream writes the answer of a streaming HTTP query — a
+// Package ndjson writes the answer of a streaming HTTP query — a
 // stream query, a windowed aggregation's push query — as NDJSON (one
 // JSON value per line) or as server-sent events, the two forms every
 // logbook stream takes.

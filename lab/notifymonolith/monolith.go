@@ -1,4 +1,4 @@
-// Package monolith is the baseline the notify pipeline is measured
+// Package notifymonolith is the baseline the notify pipeline is measured
 // against: the monolith (vg-monolith) of Xiao's "Mass Communication System" study, which did a send request's
 // whole work synchronously in the request that asked for it. It resolves
 // every recipient with one query on the users' database —

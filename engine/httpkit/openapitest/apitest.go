@@ -1,4 +1,4 @@
-// Package apitest checks a service's HTTP API against its OpenAPI
+// Package openapitest checks a service's HTTP API against its OpenAPI
 // document, in the service's tests: the route table and the document
 // describe the same operations with the same query parameters
 // (CheckDocumented), and every JSON answer a test receives is what the

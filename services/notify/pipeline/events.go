@@ -1,4 +1,4 @@
-// Package service is the notify service on the log: a send request is
+// Package pipeline is the notify service on the log: a send request is
 // accepted into events (one header, then its recipients in chunks, in one
 // atomic append), a checkpointed pipeline runs each chunk through the
 // preference check, the build and delivery, and appends the chunk's

@@ -91,6 +91,9 @@ func (a *Aggregation) load() error {
 	a.retired = a.retired[:0]
 	return a.view.Read(func(r pebble.Reader, _ uint64) error {
 		var err error
+		if a.aside, err = setAsideCount(r); err != nil {
+			return err
+		}
 		if a.st, err = streamTime(r); err != nil || a.st == noTime {
 			return err // nothing seen yet, nothing open
 		}
@@ -313,4 +316,20 @@ func streamTime(r pebble.Reader) (int64, error) {
 		return 0, errors.New("window: malformed stream time")
 	}
 	return int64(binary.BigEndian.Uint64(v) ^ (1 << 63)), nil
+}
+
+// setAsideCount decodes the stored count of events set aside.
+func setAsideCount(r pebble.Reader) (uint64, error) {
+	v, closer, err := r.Get(asideKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, errors.New("window: malformed count of events set aside")
+	}
+	return binary.BigEndian.Uint64(v), nil
 }

@@ -49,6 +49,7 @@ const (
 var (
 	streamTimeKey = []byte("mstreamtime")
 	layoutKey     = []byte("mlayout")
+	asideKey      = []byte("maside") // events set aside (uint64)
 )
 
 // baseKey appends the key of a bucket's base.

@@ -74,7 +74,11 @@ type Result struct {
 	Position uint64 `json:"position"`
 	// StreamTime is the largest event time seen (zero: none yet).
 	StreamTime time.Time `json:"stream_time"`
-	Rows       []Row     `json:"rows"`
+	// SetAside counts the events not applied because their time was
+	// more than Options.MaxSkew ahead of the clock or beyond the years
+	// 1678 to 2262 (over the whole aggregation, not the query's range).
+	SetAside uint64 `json:"set_aside"`
+	Rows     []Row  `json:"rows"`
 }
 
 // QueryError is a query the aggregation cannot answer as asked.
@@ -213,6 +217,9 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 		}
 		if st != noTime {
 			res.StreamTime = time.Unix(0, st).UTC()
+		}
+		if res.SetAside, err = setAsideCount(r); err != nil {
+			return err
 		}
 		s = a.newScan(p, st)
 		for _, prefix := range []byte{prefixWindow, prefixLate} {

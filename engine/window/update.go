@@ -24,7 +24,7 @@ func (a *Aggregation) isClosed(end int64) bool {
 // update is the PebbleView's update function.
 func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	r := &a.rec
-	stBefore := a.st
+	stBefore, asideBefore := a.st, a.aside
 	for i := range events {
 		if i%yieldEvery == yieldEvery-1 {
 			a.yieldToQueries()
@@ -41,6 +41,9 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		}
 		if len(r.Dims) != len(a.def.Dims) || len(r.Values) != len(a.def.Values) || len(r.Distinct) != len(a.def.Distinct) {
 			return fmt.Errorf("window %s: Extract resized the record", a.def.Name)
+		}
+		if a.setAside(&events[i], r.Time) {
+			continue
 		}
 		t := r.Time.UnixNano()
 		if t > a.st {
@@ -141,7 +144,46 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
+	if a.aside != asideBefore {
+		if err := b.Set(asideKey, binary.BigEndian.AppendUint64(nil, a.aside), nil); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// MinTime and MaxTime bound the event times an aggregation takes: the
+// times whose Unix nanoseconds fit in an int64 (about 1678 to 2262).
+var (
+	MinTime = time.Unix(0, math.MinInt64+1).UTC()
+	MaxTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// setAside tells whether the event ev, of time t, is set aside rather
+// than applied: t is more than MaxSkew ahead of the clock (the event's
+// commit time, never later than Now), or outside [MinTime, MaxTime].
+// Such an event is counted and logged, not applied: one event must not
+// move stream time into the future, and failing the batch would stop
+// the aggregation at it for good.
+func (a *Aggregation) setAside(ev *eventstore.Event, t time.Time) bool {
+	clock := a.opts.Now()
+	if !ev.Time.IsZero() && ev.Time.Before(clock) {
+		clock = ev.Time
+	}
+	var why string
+	switch {
+	case t.Before(MinTime) || t.After(MaxTime):
+		why = "outside the years 1678 to 2262 that event times can hold"
+	case t.After(clock.Add(a.opts.MaxSkew)):
+		why = fmt.Sprintf("more than %s ahead of the clock (%s)", a.opts.MaxSkew, clock.UTC().Format(time.RFC3339Nano))
+	default:
+		return false
+	}
+	a.aside++
+	a.asideB++
+	a.opts.Logger.Warn("window: event set aside", "aggregation", a.def.Name, "position", ev.Position,
+		"type", ev.Type, "time", t.UTC().Format(time.RFC3339Nano), "reason", why)
+	return true
 }
 
 // renumberMin is the number of keys the interner holds beyond twice

@@ -734,3 +734,43 @@ func (a *Aggregation) Span(context.Context) (first, now time.Time, ok bool, err 
 	})
 	return first, now, ok, err
 }
+
+// NextStart returns the start of the earliest window of size unit
+// (the window size or a roll-up of a tumbling aggregation) starting at
+// or after from that holds anything, events or late counts; ok is false
+// when there is none. It is one seek, however long the empty stretch
+// before that window: a reader of closed windows (pgsink) skips what
+// holds nothing instead of asking for it one unit at a time.
+func (a *Aggregation) NextStart(_ context.Context, unit time.Duration, from time.Time) (next time.Time, ok bool, err error) {
+	level := -1
+	for l, size := range a.sizes {
+		if size == int64(unit) {
+			level = l
+		}
+	}
+	if level < 0 || a.def.Window.Kind != KindTumbling {
+		return time.Time{}, false, &QueryError{"unit", fmt.Sprintf("%s is not a window size of %s", unit, a.def.Name)}
+	}
+	f := from.UnixNano()
+	err = a.read(func(r pebble.Reader, _ uint64) error {
+		earliest := int64(math.MaxInt64)
+		for _, prefix := range []byte{prefixWindow, prefixLate} {
+			it, err := r.NewIter(&pebble.IterOptions{
+				LowerBound: bucketKey(nil, prefix, uint8(level), f),
+				UpperBound: []byte{prefix, uint8(level) + 1},
+			})
+			if err != nil {
+				return err
+			}
+			if it.First() && len(it.Key()) >= 10 {
+				earliest, ok = min(earliest, readTime(it.Key()[2:10])), true
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+		}
+		next = time.Unix(0, earliest).UTC()
+		return nil
+	})
+	return next, ok, err
+}

@@ -135,6 +135,10 @@ type Aggregation struct {
 	open     map[string]*bucket // open buckets by key
 	last     []*bucket          // per level, the bucket used last
 	sessions map[string][]*session
+	// recent holds the latest closed session of each key
+	// (closedSession); recentSweep is its size at which it is swept.
+	recent      map[string]span
+	recentSweep int
 	// in numbers the keys of the open buckets (and of closed ones, until
 	// a bucket of the top level closes and it is renumbered).
 	in      *interner

@@ -85,6 +85,7 @@ func (a *Aggregation) load() error {
 	a.open = make(map[string]*bucket)
 	a.last = make([]*bucket, len(a.sizes))
 	a.sessions = make(map[string][]*session)
+	a.recent, a.recentSweep = make(map[string]span), 1024
 	a.in = newInterner(len(a.def.Dims))
 	a.closing = a.closing[:0]
 	a.dirty = a.dirty[:0]
@@ -108,6 +109,11 @@ func (a *Aggregation) load() error {
 			}
 			err := a.readBuckets(r, lo, []byte{prefixWindow, uint8(level) + 1}, func(b *bucket) {
 				if a.isClosed(b.maxEnd) {
+					if a.def.Window.Kind == KindSession && b.maxEnd > a.st-int64(a.def.Grace)-int64(a.def.Window.Gap) {
+						for dims, s := range b.entries {
+							a.closedSession(dims, b.start, s.end)
+						}
+					}
 					return
 				}
 				a.open[b.key] = b

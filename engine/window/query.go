@@ -31,8 +31,9 @@ type Query struct {
 	// GroupBy names the dimensions that stay in the answer; the others
 	// are aggregated over.
 	GroupBy []string
-	// Final keeps only closed windows (end + grace <= stream time), whose
-	// aggregates never change again.
+	// Final keeps only closed windows (end + grace <= stream time; for
+	// sessions end + grace < stream time), whose aggregates never change
+	// again.
 	Final bool
 	// Limit bounds the rows (0: Options.MaxRows, also the maximum).
 	Limit int
@@ -50,6 +51,11 @@ type Row struct {
 	Distinct map[string]DistinctCount `json:"distinct,omitempty"`
 	// Closed tells whether the window is past its grace (final).
 	Closed bool `json:"closed"`
+	// LateOnly marks a row that holds only late events (Count is 0): a
+	// window that was closed before any of its events came. For
+	// sessions it is [t, t+gap) of a late event at t, a window that never
+	// was a session.
+	LateOnly bool `json:"late_only"`
 }
 
 // Stat is the aggregates of one numeric field; Min, Max and Avg are nil
@@ -240,10 +246,9 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 // scan is one query's pass over the buckets: the groups it builds, the
 // scratch it reuses, and which bucket's records it is reading.
 type scan struct {
-	a     *Aggregation
-	p     *plan
-	st    int64 // the stream time of the snapshot
-	grace int64
+	a  *Aggregation
+	p  *plan
+	st int64 // the stream time of the snapshot
 
 	byKey map[string]*group
 	out   []*group
@@ -271,7 +276,7 @@ type scan struct {
 
 func (a *Aggregation) newScan(p *plan, st int64) *scan {
 	return &scan{
-		a: a, p: p, st: st, grace: int64(a.def.Grace),
+		a: a, p: p, st: st,
 		// Sized like the last answer: growing a map of a thousand
 		// groups step by step was a large part of the benchmark's
 		// query (docs/benchmarks.md, "Figures behind choices in the
@@ -475,7 +480,7 @@ func (s *scan) merge(start int64) error {
 		bstart = floorDiv(start, p.unit)
 		bend = bstart + p.unit
 	}
-	if p.final && (s.st == noTime || bend > s.st-s.grace) {
+	if p.final && !s.a.def.closedAt(bend, s.st) {
 		return nil
 	}
 	s.gk = appendTime(appendTime(s.gk[:0], bstart), bend)
@@ -560,9 +565,10 @@ func (a *Aggregation) rows(p *plan, groups []*group, st time.Time) []Row {
 			Start: time.Unix(0, g.start).UTC(), End: time.Unix(0, g.end).UTC(),
 			Dims:  make(map[string]string, len(p.group)),
 			Count: g.st.count, Late: g.st.late,
+			LateOnly: g.st.count == 0 && g.st.late > 0,
 		}
 		if !st.IsZero() {
-			r.Closed = g.end <= st.UnixNano()-int64(a.def.Grace)
+			r.Closed = a.def.closedAt(g.end, st.UnixNano())
 		}
 		for j, i := range p.group {
 			r.Dims[a.def.Dims[i]] = g.dims[j]
@@ -683,7 +689,7 @@ func (a *Aggregation) Live(ctx context.Context, q Query, emit func(Result) error
 }
 
 func sameRow(x, y *Row) bool {
-	if x.Count != y.Count || x.Late != y.Late || x.Closed != y.Closed {
+	if x.Count != y.Count || x.Late != y.Late || x.Closed != y.Closed || x.LateOnly != y.LateOnly {
 		return false
 	}
 	for k, v := range x.Values {

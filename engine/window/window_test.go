@@ -113,8 +113,8 @@ func TestSessions(t *testing.T) {
 	catchUp(t, st, b, 2)
 	expect(t, query(t, b, Query{GroupBy: []string{"sender"}}), `
 2025-03-01T10:08:00Z..2025-03-01T10:15:00Z sender=a n=2 late=0 sum=3 min=1 max=2 avg=1.5 users=1 closed
-2025-03-01T10:12:00Z..2025-03-01T10:17:00Z sender=a n=0 late=1 sum=0 users=0 closed
-2025-03-01T10:20:00Z..2025-03-01T10:25:00Z sender=a n=0 late=1 sum=0 users=0 closed
+2025-03-01T10:12:00Z..2025-03-01T10:17:00Z sender=a n=0 late=1 sum=0 users=0 closed late-only
+2025-03-01T10:20:00Z..2025-03-01T10:25:00Z sender=a n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:40:00Z..2025-03-01T10:45:00Z sender=c n=1 late=0 sum=1 min=1 max=1 avg=1 users=1
 `)
 	// Reopened, the open sessions come back into memory and go on.
@@ -152,18 +152,18 @@ func TestGraceAndLate(t *testing.T) {
 	})
 	catchUp(t, st, a, 3)
 	expect(t, query(t, a, Query{}), `
-2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed
+2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:00:00Z..2025-03-01T10:01:00Z n=2 late=1 sum=6 min=1 max=5 avg=3 users=2 closed
 2025-03-01T10:01:00Z..2025-03-01T10:02:00Z n=2 late=0 sum=2 min=1 max=1 avg=1 users=1
 `)
 	// Lateness is decided on the minute, so the hour holds exactly its
 	// minutes: the late event is late there too.
 	expect(t, query(t, a, Query{Unit: time.Hour}), `
-2025-03-01T09:00:00Z..2025-03-01T10:00:00Z n=0 late=1 sum=0 users=0 closed
+2025-03-01T09:00:00Z..2025-03-01T10:00:00Z n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:00:00Z..2025-03-01T11:00:00Z n=4 late=1 sum=8 min=1 max=5 avg=2 users=2
 `)
 	expect(t, query(t, a, Query{Final: true}), `
-2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed
+2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:00:00Z..2025-03-01T10:01:00Z n=2 late=1 sum=6 min=1 max=5 avg=3 users=2 closed
 `)
 	if got := testutil.ToFloat64(a.lateC); got != 2 {

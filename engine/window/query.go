@@ -126,6 +126,14 @@ func (a *Aggregation) plan(q Query) (*plan, error) {
 	if q.Limit < 0 {
 		return nil, &QueryError{"limit", "must not be negative"}
 	}
+	for _, b := range []struct {
+		name string
+		t    time.Time
+	}{{"from", q.From}, {"to", q.To}} {
+		if !b.t.IsZero() && (b.t.Before(MinTime) || b.t.After(MaxTime)) {
+			return nil, &QueryError{b.name, "outside the years 1678 to 2262 that event times can hold"}
+		}
+	}
 	if !q.From.IsZero() {
 		p.from = q.From.UnixNano()
 	}
@@ -756,6 +764,9 @@ func (a *Aggregation) NextStart(_ context.Context, unit time.Duration, from time
 	}
 	if level < 0 || a.def.Window.Kind != KindTumbling {
 		return time.Time{}, false, &QueryError{"unit", fmt.Sprintf("%s is not a window size of %s", unit, a.def.Name)}
+	}
+	if from.Before(MinTime) || from.After(MaxTime) {
+		return time.Time{}, false, &QueryError{"from", "outside the years 1678 to 2262 that event times can hold"}
 	}
 	f := from.UnixNano()
 	err = a.read(func(r pebble.Reader, _ uint64) error {

@@ -147,9 +147,10 @@ type Aggregation struct {
 	rec     Record
 	key     []byte
 	val     []byte
-	late    uint64 // late events of the batch being applied
-	aside   uint64 // events set aside, in all (stored under asideKey)
-	asideB  uint64 // of them, in the batch being applied
+	late    uint64    // late events of the batch being applied
+	aside   uint64    // events set aside, in all (stored under asideKey)
+	asideB  uint64    // of them, in the batch being applied
+	now     time.Time // the clock when the batch began
 	index   indexBuilder
 	slab    []state   // states handed out by newState, allocated in chunks
 	floats  []float64 // their stats, likewise

@@ -25,6 +25,7 @@ func (a *Aggregation) isClosed(end int64) bool {
 func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	r := &a.rec
 	stBefore, asideBefore := a.st, a.aside
+	a.now = a.opts.Now() // once a batch: the clock for setAside
 	for i := range events {
 		if i%yieldEvery == yieldEvery-1 {
 			a.yieldToQueries()
@@ -163,11 +164,11 @@ var (
 // setAside tells whether the event ev, of time t, is set aside rather
 // than applied: t is more than MaxSkew ahead of the clock (the event's
 // commit time, never later than Now), or outside [MinTime, MaxTime].
-// Such an event is counted and logged, not applied: one event must not
-// move stream time into the future, and failing the batch would stop
-// the aggregation at it for good.
+// Such an event is counted and logged (the first of a batch), not
+// applied: one event must not move stream time into the future, and
+// failing the batch would stop the aggregation at it for good.
 func (a *Aggregation) setAside(ev *eventstore.Event, t time.Time) bool {
-	clock := a.opts.Now()
+	clock := a.now
 	if !ev.Time.IsZero() && ev.Time.Before(clock) {
 		clock = ev.Time
 	}
@@ -182,6 +183,9 @@ func (a *Aggregation) setAside(ev *eventstore.Event, t time.Time) bool {
 	}
 	a.aside++
 	a.asideB++
+	if a.asideB > 1 {
+		return true // one line a batch: a flood of such events is counted, not logged each
+	}
 	a.opts.Logger.Warn("window: event set aside", "aggregation", a.def.Name, "position", ev.Position,
 		"type", ev.Type, "time", t.UTC().Format(time.RFC3339Nano), "reason", why)
 	return true

@@ -396,7 +396,8 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 	}()
 	c := notifyClient{t: t, base: "http://" + addr}
 	c.waitUp(nil)
-	t0 := time.Date(2026, 5, 1, 10, 0, 30, 0, time.UTC)
+	// Within the last day: older send timestamps are refused.
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute).Add(30 * time.Second)
 	// The second send, five minutes later in event time, closes the first
 	// one's minute (grace 1 s) so that the sink writes its final row. It
 	// goes only once the first is done: the pipeline runs requests side by

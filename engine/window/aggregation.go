@@ -40,6 +40,18 @@ type Options struct {
 	// query (default 100 ms): changes in between are coalesced, each
 	// window sent with its latest value.
 	LiveInterval time.Duration
+	// MaxSkew is how far ahead of the clock an event's time may be
+	// (default 1 min). An event further ahead — a wrong clock, or
+	// milliseconds where seconds were meant — would move stream time
+	// there and close every window before the events of the present
+	// arrive, for good; it is set aside instead: not applied, counted in
+	// Result.SetAside and logbook_window_set_aside_events_total. The
+	// clock is the event's commit time when it has one (so that a
+	// rebuild from the log sets aside the same events), and never later
+	// than Now.
+	MaxSkew time.Duration
+	// Now is the wall clock (default time.Now); for tests.
+	Now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -57,6 +69,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LiveInterval <= 0 {
 		o.LiveInterval = 100 * time.Millisecond
+	}
+	if o.MaxSkew <= 0 {
+		o.MaxSkew = time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return o
 }
@@ -102,13 +120,14 @@ const noTime = math.MinInt64
 // copy never holds anything the database does not, and after a failed
 // batch it is reloaded from the database.
 type Aggregation struct {
-	def   Definition
-	dir   string
-	opts  Options
-	sizes []int64 // per level; 0 for sessions
-	exact int
-	view  *projection.PebbleView
-	lateC prometheus.Counter
+	def    Definition
+	dir    string
+	opts   Options
+	sizes  []int64 // per level; 0 for sessions
+	exact  int
+	view   *projection.PebbleView
+	lateC  prometheus.Counter
+	asideC prometheus.Counter
 
 	// Writer state: touched only by Apply (which the runner serializes)
 	// and at open.
@@ -116,6 +135,10 @@ type Aggregation struct {
 	open     map[string]*bucket // open buckets by key
 	last     []*bucket          // per level, the bucket used last
 	sessions map[string][]*session
+	// recent holds the latest closed session of each key
+	// (closedSession); recentSweep is its size at which it is swept.
+	recent      map[string]span
+	recentSweep int
 	// in numbers the keys of the open buckets (and of closed ones, until
 	// a bucket of the top level closes and it is renumbered).
 	in      *interner
@@ -124,7 +147,10 @@ type Aggregation struct {
 	rec     Record
 	key     []byte
 	val     []byte
-	late    uint64 // late events of the batch being applied
+	late    uint64    // late events of the batch being applied
+	aside   uint64    // events set aside, in all (stored under asideKey)
+	asideB  uint64    // of them, in the batch being applied
+	now     time.Time // the clock when the batch began
 	index   indexBuilder
 	slab    []state   // states handed out by newState, allocated in chunks
 	floats  []float64 // their stats, likewise
@@ -186,6 +212,14 @@ func Open(dir string, def Definition, opts Options) (*Aggregation, error) {
 			return nil, fmt.Errorf("window %s: %w", def.Name, err)
 		}
 		a.lateC = c.WithLabelValues(def.Name)
+		c, err = metrics.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "logbook_window_set_aside_events_total",
+			Help: "Events not applied because their time was more than the maximum skew ahead of the clock, or beyond the years 1678 to 2262.",
+		}, []string{"aggregation"}))
+		if err != nil {
+			return nil, fmt.Errorf("window %s: %w", def.Name, err)
+		}
+		a.asideC = c.WithLabelValues(def.Name)
 	}
 	v, err := projection.OpenPebbleView(dir, projection.PebbleOptions{Sync: opts.Sync, Logger: opts.Logger, Tune: tune}, a.update)
 	if err != nil {
@@ -217,7 +251,7 @@ func (a *Aggregation) Checkpoint(ctx context.Context) (uint64, error) {
 // Apply implements projection.View: the batch's window changes, the
 // stream time and the checkpoint commit in one Pebble batch.
 func (a *Aggregation) Apply(ctx context.Context, batch []eventstore.Event) error {
-	a.late = 0
+	a.late, a.asideB = 0, 0
 	if err := a.view.Apply(ctx, batch); err != nil {
 		// The memory copy may hold changes that were not committed.
 		if lerr := a.load(); lerr != nil {
@@ -227,6 +261,9 @@ func (a *Aggregation) Apply(ctx context.Context, batch []eventstore.Event) error
 	}
 	if a.lateC != nil && a.late > 0 {
 		a.lateC.Add(float64(a.late))
+	}
+	if a.asideC != nil && a.asideB > 0 {
+		a.asideC.Add(float64(a.asideB))
 	}
 	a.mu.Lock()
 	close(a.changed)

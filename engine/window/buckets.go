@@ -85,12 +85,16 @@ func (a *Aggregation) load() error {
 	a.open = make(map[string]*bucket)
 	a.last = make([]*bucket, len(a.sizes))
 	a.sessions = make(map[string][]*session)
+	a.recent, a.recentSweep = make(map[string]span), 1024
 	a.in = newInterner(len(a.def.Dims))
 	a.closing = a.closing[:0]
 	a.dirty = a.dirty[:0]
 	a.retired = a.retired[:0]
 	return a.view.Read(func(r pebble.Reader, _ uint64) error {
 		var err error
+		if a.aside, err = setAsideCount(r); err != nil {
+			return err
+		}
 		if a.st, err = streamTime(r); err != nil || a.st == noTime {
 			return err // nothing seen yet, nothing open
 		}
@@ -105,6 +109,11 @@ func (a *Aggregation) load() error {
 			}
 			err := a.readBuckets(r, lo, []byte{prefixWindow, uint8(level) + 1}, func(b *bucket) {
 				if a.isClosed(b.maxEnd) {
+					if a.def.Window.Kind == KindSession && b.maxEnd > a.st-int64(a.def.Grace)-int64(a.def.Window.Gap) {
+						for dims, s := range b.entries {
+							a.closedSession(dims, b.start, s.end)
+						}
+					}
 					return
 				}
 				a.open[b.key] = b
@@ -313,4 +322,20 @@ func streamTime(r pebble.Reader) (int64, error) {
 		return 0, errors.New("window: malformed stream time")
 	}
 	return int64(binary.BigEndian.Uint64(v) ^ (1 << 63)), nil
+}
+
+// setAsideCount decodes the stored count of events set aside.
+func setAsideCount(r pebble.Reader) (uint64, error) {
+	v, closer, err := r.Get(asideKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, errors.New("window: malformed count of events set aside")
+	}
+	return binary.BigEndian.Uint64(v), nil
 }

@@ -207,3 +207,18 @@ func floorDiv(t, d int64) int64 {
 	}
 	return q * d
 }
+
+// closedAt tells whether a window ending at end is closed (past its
+// grace) at stream time st. Tumbling and hopping windows close once
+// end + grace <= st, as Kafka Streams' time windows do. Sessions close
+// once end + grace < st: a session's end is its last event + gap, and
+// Kafka Streams keeps a session open while last + gap + grace >= st.
+func (d *Definition) closedAt(end, st int64) bool {
+	if st == noTime {
+		return false
+	}
+	if d.Window.Kind == KindSession {
+		return end < st-int64(d.Grace)
+	}
+	return end <= st-int64(d.Grace)
+}

@@ -119,6 +119,12 @@ func catchUp(t testing.TB, st eventstore.Store, a *Aggregation, maxBatch int) {
 // catches up.
 func build(t *testing.T, def Definition, evs []tev) *Aggregation {
 	t.Helper()
+	return buildBatch(t, def, evs, 5)
+}
+
+// buildBatch is build with batches of at most maxBatch events.
+func buildBatch(t *testing.T, def Definition, evs []tev, maxBatch int) *Aggregation {
+	t.Helper()
 	st := openStore(t, t.TempDir())
 	t.Cleanup(func() { st.Close() })
 	a, err := Open(t.TempDir(), def, Options{})
@@ -127,7 +133,7 @@ func build(t *testing.T, def Definition, evs []tev) *Aggregation {
 	}
 	t.Cleanup(func() { a.Close() })
 	appendEvents(t, st, evs)
-	catchUp(t, st, a, 5)
+	catchUp(t, st, a, maxBatch)
 	return a
 }
 
@@ -159,6 +165,9 @@ func show(rows []Row) string {
 		}
 		if r.Closed {
 			b.WriteString(" closed")
+		}
+		if r.LateOnly {
+			b.WriteString(" late-only")
 		}
 		b.WriteString("\n")
 	}
@@ -295,7 +304,7 @@ func (m *model) query(q Query) []Row {
 	var rows []Row
 	for g, x := range groups {
 		r := Row{Start: time.Unix(0, g.start).UTC(), End: time.Unix(0, g.start+size).UTC(), Dims: map[string]string{},
-			Count: x.count, Late: x.late, Closed: g.start+size <= m.st-m.grace}
+			Count: x.count, Late: x.late, Closed: g.start+size <= m.st-m.grace, LateOnly: x.count == 0 && x.late > 0}
 		for _, d := range q.GroupBy {
 			if d == "sender" {
 				r.Dims[d] = g.sender

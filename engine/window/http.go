@@ -30,9 +30,12 @@ type HandlerOptions struct {
 //	GET /api/windows/{name}?from=&to=&unit=minute|hour|day&group_by=d1,d2&{dim}={value}…&final=true&limit=N
 //	GET /api/windows/{name}?…&live=true
 //
-// from and to are RFC 3339 times (windows starting in [from, to)); any
-// dimension of the aggregation, given as a parameter, filters on its
-// value. A pull query answers with one JSON object (Result), or with one
+// from and to are RFC 3339 times (windows starting in [from, to)), in
+// the years 1678 to 2262; any dimension of the aggregation, given as a
+// parameter, filters on its value. Each row says whether it is closed
+// and whether it holds only late events (late_only); the answer counts
+// the events set aside as too far ahead of the clock (set_aside). A pull
+// query answers with one JSON object (Result), or with one
 // row per line as NDJSON given format=ndjson or "Accept:
 // application/x-ndjson". A push query (live=true) answers with the
 // current rows, then each row again whenever it changes, as NDJSON or

@@ -56,6 +56,8 @@ func TestHTTPPull(t *testing.T) {
 	}{
 		{"unit=week", 400, "unit"},
 		{"from=yesterday", 400, "from"},
+		{"from=2300-01-01T00:00:00Z", 400, "from"}, // beyond Unix nanoseconds
+		{"to=1600-01-01T00:00:00Z", 400, "to"},
 		{"sendr=a", 400, "sendr"},
 		{"group_by=sender,nope", 400, "group_by"},
 		{"sender=a&sender=b", 400, "sender"},

@@ -41,14 +41,18 @@ const (
 	prefixLate   = 'l'
 	suffixDelta  = 1
 	suffixBase   = 2
-	// layout names this arrangement of keys; a database of another (or
-	// none, from before it was recorded) is rebuilt from the log.
-	layout = "3"
+	// layout names this arrangement of keys and the rules the windows in
+	// it were computed by; a database of another (or none, from before it
+	// was recorded) is rebuilt from the log. 4: events far ahead of the
+	// clock set aside (a database of 3 may hold a stream time frozen in
+	// the future), sessions closed and merged as in Kafka Streams.
+	layout = "4"
 )
 
 var (
 	streamTimeKey = []byte("mstreamtime")
 	layoutKey     = []byte("mlayout")
+	asideKey      = []byte("maside") // events set aside (uint64)
 )
 
 // baseKey appends the key of a bucket's base.

@@ -31,8 +31,9 @@ type Query struct {
 	// GroupBy names the dimensions that stay in the answer; the others
 	// are aggregated over.
 	GroupBy []string
-	// Final keeps only closed windows (end + grace <= stream time), whose
-	// aggregates never change again.
+	// Final keeps only closed windows (end + grace <= stream time; for
+	// sessions end + grace < stream time), whose aggregates never change
+	// again.
 	Final bool
 	// Limit bounds the rows (0: Options.MaxRows, also the maximum).
 	Limit int
@@ -50,6 +51,11 @@ type Row struct {
 	Distinct map[string]DistinctCount `json:"distinct,omitempty"`
 	// Closed tells whether the window is past its grace (final).
 	Closed bool `json:"closed"`
+	// LateOnly marks a row that holds only late events (Count is 0): a
+	// window that was closed before any of its events came. For
+	// sessions it is [t, t+gap) of a late event at t, a window that never
+	// was a session.
+	LateOnly bool `json:"late_only"`
 }
 
 // Stat is the aggregates of one numeric field; Min, Max and Avg are nil
@@ -74,7 +80,11 @@ type Result struct {
 	Position uint64 `json:"position"`
 	// StreamTime is the largest event time seen (zero: none yet).
 	StreamTime time.Time `json:"stream_time"`
-	Rows       []Row     `json:"rows"`
+	// SetAside counts the events not applied because their time was
+	// more than Options.MaxSkew ahead of the clock or beyond the years
+	// 1678 to 2262 (over the whole aggregation, not the query's range).
+	SetAside uint64 `json:"set_aside"`
+	Rows     []Row  `json:"rows"`
 }
 
 // QueryError is a query the aggregation cannot answer as asked.
@@ -115,6 +125,14 @@ func (a *Aggregation) plan(q Query) (*plan, error) {
 	}
 	if q.Limit < 0 {
 		return nil, &QueryError{"limit", "must not be negative"}
+	}
+	for _, b := range []struct {
+		name string
+		t    time.Time
+	}{{"from", q.From}, {"to", q.To}} {
+		if !b.t.IsZero() && (b.t.Before(MinTime) || b.t.After(MaxTime)) {
+			return nil, &QueryError{b.name, "outside the years 1678 to 2262 that event times can hold"}
+		}
 	}
 	if !q.From.IsZero() {
 		p.from = q.From.UnixNano()
@@ -214,6 +232,9 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 		if st != noTime {
 			res.StreamTime = time.Unix(0, st).UTC()
 		}
+		if res.SetAside, err = setAsideCount(r); err != nil {
+			return err
+		}
 		s = a.newScan(p, st)
 		for _, prefix := range []byte{prefixWindow, prefixLate} {
 			if err := s.prefix(r, prefix); err != nil {
@@ -233,10 +254,9 @@ func (a *Aggregation) run(p *plan) ([]*group, Result, error) {
 // scan is one query's pass over the buckets: the groups it builds, the
 // scratch it reuses, and which bucket's records it is reading.
 type scan struct {
-	a     *Aggregation
-	p     *plan
-	st    int64 // the stream time of the snapshot
-	grace int64
+	a  *Aggregation
+	p  *plan
+	st int64 // the stream time of the snapshot
 
 	byKey map[string]*group
 	out   []*group
@@ -264,7 +284,7 @@ type scan struct {
 
 func (a *Aggregation) newScan(p *plan, st int64) *scan {
 	return &scan{
-		a: a, p: p, st: st, grace: int64(a.def.Grace),
+		a: a, p: p, st: st,
 		// Sized like the last answer: growing a map of a thousand
 		// groups step by step was a large part of the benchmark's
 		// query (docs/benchmarks.md, "Figures behind choices in the
@@ -468,7 +488,7 @@ func (s *scan) merge(start int64) error {
 		bstart = floorDiv(start, p.unit)
 		bend = bstart + p.unit
 	}
-	if p.final && (s.st == noTime || bend > s.st-s.grace) {
+	if p.final && !s.a.def.closedAt(bend, s.st) {
 		return nil
 	}
 	s.gk = appendTime(appendTime(s.gk[:0], bstart), bend)
@@ -553,9 +573,10 @@ func (a *Aggregation) rows(p *plan, groups []*group, st time.Time) []Row {
 			Start: time.Unix(0, g.start).UTC(), End: time.Unix(0, g.end).UTC(),
 			Dims:  make(map[string]string, len(p.group)),
 			Count: g.st.count, Late: g.st.late,
+			LateOnly: g.st.count == 0 && g.st.late > 0,
 		}
 		if !st.IsZero() {
-			r.Closed = g.end <= st.UnixNano()-int64(a.def.Grace)
+			r.Closed = a.def.closedAt(g.end, st.UnixNano())
 		}
 		for j, i := range p.group {
 			r.Dims[a.def.Dims[i]] = g.dims[j]
@@ -676,7 +697,7 @@ func (a *Aggregation) Live(ctx context.Context, q Query, emit func(Result) error
 }
 
 func sameRow(x, y *Row) bool {
-	if x.Count != y.Count || x.Late != y.Late || x.Closed != y.Closed {
+	if x.Count != y.Count || x.Late != y.Late || x.Closed != y.Closed || x.LateOnly != y.LateOnly {
 		return false
 	}
 	for k, v := range x.Values {
@@ -726,4 +747,47 @@ func (a *Aggregation) Span(context.Context) (first, now time.Time, ok bool, err 
 		return nil
 	})
 	return first, now, ok, err
+}
+
+// NextStart returns the start of the earliest window of size unit
+// (the window size or a roll-up of a tumbling aggregation) starting at
+// or after from that holds anything, events or late counts; ok is false
+// when there is none. It is one seek, however long the empty stretch
+// before that window: a reader of closed windows (pgsink) skips what
+// holds nothing instead of asking for it one unit at a time.
+func (a *Aggregation) NextStart(_ context.Context, unit time.Duration, from time.Time) (next time.Time, ok bool, err error) {
+	level := -1
+	for l, size := range a.sizes {
+		if size == int64(unit) {
+			level = l
+		}
+	}
+	if level < 0 || a.def.Window.Kind != KindTumbling {
+		return time.Time{}, false, &QueryError{"unit", fmt.Sprintf("%s is not a window size of %s", unit, a.def.Name)}
+	}
+	if from.Before(MinTime) || from.After(MaxTime) {
+		return time.Time{}, false, &QueryError{"from", "outside the years 1678 to 2262 that event times can hold"}
+	}
+	f := from.UnixNano()
+	err = a.read(func(r pebble.Reader, _ uint64) error {
+		earliest := int64(math.MaxInt64)
+		for _, prefix := range []byte{prefixWindow, prefixLate} {
+			it, err := r.NewIter(&pebble.IterOptions{
+				LowerBound: bucketKey(nil, prefix, uint8(level), f),
+				UpperBound: []byte{prefix, uint8(level) + 1},
+			})
+			if err != nil {
+				return err
+			}
+			if it.First() && len(it.Key()) >= 10 {
+				earliest, ok = min(earliest, readTime(it.Key()[2:10])), true
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+		}
+		next = time.Unix(0, earliest).UTC()
+		return nil
+	})
+	return next, ok, err
 }

@@ -24,25 +24,53 @@ type msession struct {
 }
 
 type lateKey struct {
-	key   [2]string
-	start int64
+	key        [2]string
+	start, end int64
 }
 
+// add applies one event as Kafka Streams would, but for closed sessions
+// being final: an event merges with the open sessions of its key that
+// its window [t, t+gap) overlaps. One whose own window has closed joins
+// only the open session it falls inside, else it is late in a window of
+// its own; one whose window is open but overlaps a closed session is
+// late in that session.
 func (m *sessionModel) add(e tev) {
 	m.st = max(m.st, e.T)
 	k := [2]string{e.Sender, e.Kind}
-	if e.T+m.gap <= m.st-m.grace {
-		m.late[lateKey{k, e.T}]++
+	closed := func(end int64) bool { return end < m.st-m.grace }
+	var open []*msession
+	for _, s := range m.open[k] {
+		if closed(s.end) {
+			m.done = append(m.done, s) // closed: final
+		} else {
+			open = append(open, s)
+		}
+	}
+	m.open[k] = open
+	overlaps := func(s *msession) bool { return s.start < e.T+m.gap && e.T < s.end }
+	if closed(e.T + m.gap) {
+		for _, s := range open {
+			if s.start <= e.T && e.T < s.end {
+				s.s.count++
+				s.s.sum += e.V
+				s.s.min, s.s.max = min(s.s.min, e.V), max(s.s.max, e.V)
+				s.s.users[e.User] = true
+				return
+			}
+		}
+		m.late[lateKey{k, e.T, e.T + m.gap}]++
 		return
+	}
+	for _, s := range m.done {
+		if s.key == k && overlaps(s) {
+			m.late[lateKey{k, s.start, s.end}]++
+			return
+		}
 	}
 	merged := &msession{key: k, start: e.T, end: e.T + m.gap, s: &mstate{min: e.V, max: e.V, users: map[string]bool{e.User: true}, count: 1, sum: e.V}}
 	var keep []*msession
-	for _, s := range m.open[k] {
-		if s.end <= m.st-m.grace {
-			m.done = append(m.done, s) // closed: final
-			continue
-		}
-		if s.start < e.T+m.gap && e.T < s.end {
+	for _, s := range open {
+		if overlaps(s) {
 			merged.start, merged.end = min(merged.start, s.start), max(merged.end, s.end)
 			x := merged.s
 			x.count += s.s.count
@@ -75,7 +103,7 @@ func (m *sessionModel) rows() []Row {
 		if r == nil {
 			r = &Row{Start: time.Unix(0, g.start).UTC(), End: time.Unix(0, g.end).UTC(),
 				Dims:   map[string]string{"sender": g.key[0], "kind": g.key[1]},
-				Closed: g.end <= m.st-m.grace, Values: map[string]Stat{"v": {}}, Distinct: map[string]DistinctCount{"user": {0, true}}}
+				Closed: g.end < m.st-m.grace, Values: map[string]Stat{"v": {}}, Distinct: map[string]DistinctCount{"user": {0, true}}}
 			groups[g] = r
 		}
 		return r
@@ -88,10 +116,11 @@ func (m *sessionModel) rows() []Row {
 		r.Distinct["user"] = DistinctCount{uint64(len(s.s.users)), true}
 	}
 	for l, n := range m.late {
-		row(gk{l.start, l.start + m.gap, l.key}).Late += n
+		row(gk{l.start, l.end, l.key}).Late += n
 	}
 	var rows []Row
 	for _, r := range groups {
+		r.LateOnly = r.Count == 0 && r.Late > 0
 		rows = append(rows, *r)
 	}
 	sortRows(rows)

@@ -18,13 +18,14 @@ import (
 
 // isClosed tells whether a window ending at end is past its grace.
 func (a *Aggregation) isClosed(end int64) bool {
-	return a.st != noTime && end <= a.st-int64(a.def.Grace)
+	return a.def.closedAt(end, a.st)
 }
 
 // update is the PebbleView's update function.
 func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	r := &a.rec
-	stBefore := a.st
+	stBefore, asideBefore := a.st, a.aside
+	a.now = a.opts.Now() // once a batch: the clock for setAside
 	for i := range events {
 		if i%yieldEvery == yieldEvery-1 {
 			a.yieldToQueries()
@@ -41,6 +42,9 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		}
 		if len(r.Dims) != len(a.def.Dims) || len(r.Values) != len(a.def.Values) || len(r.Distinct) != len(a.def.Distinct) {
 			return fmt.Errorf("window %s: Extract resized the record", a.def.Name)
+		}
+		if a.setAside(&events[i], r.Time) {
+			continue
 		}
 		t := r.Time.UnixNano()
 		if t > a.st {
@@ -100,6 +104,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		if a.def.Window.Kind == KindSession {
 			for dims, s := range bk.entries {
 				a.dropSession(dims, s)
+				a.closedSession(dims, bk.start, s.end)
 			}
 		} else {
 			a.retired = append(a.retired, bk)
@@ -141,7 +146,49 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
+	if a.aside != asideBefore {
+		if err := b.Set(asideKey, binary.BigEndian.AppendUint64(nil, a.aside), nil); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// MinTime and MaxTime bound the event times an aggregation takes: the
+// times whose Unix nanoseconds fit in an int64 (about 1678 to 2262).
+var (
+	MinTime = time.Unix(0, math.MinInt64+1).UTC()
+	MaxTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// setAside tells whether the event ev, of time t, is set aside rather
+// than applied: t is more than MaxSkew ahead of the clock (the event's
+// commit time, never later than Now), or outside [MinTime, MaxTime].
+// Such an event is counted and logged (the first of a batch), not
+// applied: one event must not move stream time into the future, and
+// failing the batch would stop the aggregation at it for good.
+func (a *Aggregation) setAside(ev *eventstore.Event, t time.Time) bool {
+	clock := a.now
+	if !ev.Time.IsZero() && ev.Time.Before(clock) {
+		clock = ev.Time
+	}
+	var why string
+	switch {
+	case t.Before(MinTime) || t.After(MaxTime):
+		why = "outside the years 1678 to 2262 that event times can hold"
+	case t.After(clock.Add(a.opts.MaxSkew)):
+		why = fmt.Sprintf("more than %s ahead of the clock (%s)", a.opts.MaxSkew, clock.UTC().Format(time.RFC3339Nano))
+	default:
+		return false
+	}
+	a.aside++
+	a.asideB++
+	if a.asideB > 1 {
+		return true // one line a batch: a flood of such events is counted, not logged each
+	}
+	a.opts.Logger.Warn("window: event set aside", "aggregation", a.def.Name, "position", ev.Position,
+		"type", ev.Type, "time", t.UTC().Format(time.RFC3339Nano), "reason", why)
+	return true
 }
 
 // renumberMin is the number of keys the interner holds beyond twice
@@ -345,27 +392,58 @@ func (a *Aggregation) countLate(b *pebble.Batch, key int32, level uint8, start, 
 }
 
 // session adds an event at t to its key's sessions: its own window is
-// [t, t+gap); every open session it overlaps merges with it into one.
+// [t, t+gap); every open session it overlaps merges with it into one,
+// as in Kafka Streams, which merges before it decides lateness. Closed
+// sessions are final, so two cases differ from Kafka Streams (which
+// would reopen or extend a session there):
+//   - an event whose own window has closed joins the open session it
+//     falls inside; outside every open one it is late, counted in a
+//     window of its own, [t, t+gap);
+//   - an event whose own window is open but overlaps a closed session is
+//     late, counted in that session.
 func (a *Aggregation) session(b *pebble.Batch, key int32, t int64, r *Record) error {
 	gap := int64(a.def.Window.Gap)
-	if a.isClosed(t + gap) {
-		// Counted in a window of its own, [t, t+gap), whatever sessions
-		// are still in memory: the answer must not depend on where the
+	dims := a.in.keys[key]
+	list := a.sessions[dims]
+	ownClosed := a.isClosed(t + gap)
+	var hits []*session
+	start, end := t, t+gap
+	closedStart, closedEnd, closedHit := int64(0), int64(0), false
+	for _, s := range list {
+		switch {
+		case ownClosed:
+			// Only an open session holding t takes it (and it does not
+			// grow: t + gap is before its end).
+			if s.b.start <= t && t < s.end && !a.isClosed(s.end) {
+				hits = append(hits, s)
+				start, end = s.b.start, s.end
+			}
+		case s.b.start < t+gap && t < s.end:
+			// Closed sessions may linger in memory until the end of the
+			// batch; they take no more events.
+			if a.isClosed(s.end) {
+				closedStart, closedEnd, closedHit = s.b.start, s.end, true
+			} else {
+				hits = append(hits, s)
+				start, end = min(start, s.b.start), max(end, s.end)
+			}
+		}
+	}
+	if !ownClosed && !closedHit {
+		if c, ok := a.recent[dims]; ok && c.start < t+gap && t < c.end {
+			closedStart, closedEnd, closedHit = c.start, c.end, true
+		}
+	}
+	switch {
+	case closedHit:
+		a.late++
+		return a.countLate(b, key, 0, closedStart, closedEnd)
+	case ownClosed && len(hits) == 0:
+		// Counted in a window of its own whatever closed sessions are
+		// still in memory: the answer must not depend on where the
 		// batches of the log happened to end.
 		a.late++
 		return a.countLate(b, key, 0, t, t+gap)
-	}
-	dims := a.in.keys[key]
-	list := a.sessions[dims]
-	var hits []*session
-	start, end := t, t+gap
-	for _, s := range list {
-		// Closed sessions are final: they may linger in memory until the
-		// end of the batch, but they take no more events.
-		if s.b.start < t+gap && t < s.end && !a.isClosed(s.end) {
-			hits = append(hits, s)
-			start, end = min(start, s.b.start), max(end, s.end)
-		}
 	}
 	var target *session
 	for _, s := range hits {
@@ -405,6 +483,32 @@ func (a *Aggregation) session(b *pebble.Batch, key int32, t int64, r *Record) er
 	}
 	a.markDirty(target.b)
 	return nil
+}
+
+// span is a closed session of a key.
+type span struct{ start, end int64 }
+
+// closedSession remembers a session that closed, the latest of its key:
+// an event whose own window is still open can overlap it only while
+// its end is after stream time - grace - gap, and is late in it then.
+// Sessions of a key do not overlap and are at least gap long, so the
+// latest is the only one such an event can overlap. Those past that
+// horizon are swept out now and then.
+func (a *Aggregation) closedSession(dims string, start, end int64) {
+	if c, ok := a.recent[dims]; ok && c.end >= end {
+		return
+	}
+	a.recent[dims] = span{start, end}
+	if len(a.recent) < a.recentSweep {
+		return
+	}
+	horizon := a.st - int64(a.def.Grace) - int64(a.def.Window.Gap)
+	for d, c := range a.recent {
+		if c.end <= horizon {
+			delete(a.recent, d)
+		}
+	}
+	a.recentSweep = 2*len(a.recent) + 1024
 }
 
 func (a *Aggregation) dropSession(dims string, st *state) {

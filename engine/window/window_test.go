@@ -27,39 +27,39 @@ func expect(t *testing.T, got, want string) {
 func TestTumblingEdges(t *testing.T) {
 	def := testDef("edges", Tumbling(time.Minute), 0, time.Hour, 24*time.Hour)
 	a := build(t, def, []tev{
-		ev("2024-12-31T23:58:59.999Z", "a", "x", 1, "u1"),
-		ev("2024-12-31T23:59:00Z", "a", "x", 2, "u1"), // exactly at the first window's end: the next window
-		ev("2024-12-31T23:59:59.999999999Z", "a", "x", 3, "u2"),
-		ev("2025-01-01T00:00:00Z", "a", "x", 4, "u3"), // the hour and the day change together
-		ev("2025-01-01T00:00:30Z", "b", "y", 5, "u3"),
-		ev("2028-02-29T12:00:00Z", "a", "x", 6, "u4"), // a leap day is a day
-		ev("2028-02-29T23:59:59Z", "a", "x", 7, "u4"),
-		ev("2028-03-01T00:00:00Z", "a", "x", 8, "u5"),
+		ev("2016-12-31T23:58:59.999Z", "a", "x", 1, "u1"),
+		ev("2016-12-31T23:59:00Z", "a", "x", 2, "u1"), // exactly at the first window's end: the next window
+		ev("2016-12-31T23:59:59.999999999Z", "a", "x", 3, "u2"),
+		ev("2017-01-01T00:00:00Z", "a", "x", 4, "u3"), // the hour and the day change together
+		ev("2017-01-01T00:00:30Z", "b", "y", 5, "u3"),
+		ev("2020-02-29T12:00:00Z", "a", "x", 6, "u4"), // a leap day is a day
+		ev("2020-02-29T23:59:59Z", "a", "x", 7, "u4"),
+		ev("2020-03-01T00:00:00Z", "a", "x", 8, "u5"),
 	})
 	expect(t, query(t, a, Query{GroupBy: []string{"sender"}}), `
-2024-12-31T23:58:00Z..2024-12-31T23:59:00Z sender=a n=1 late=0 sum=1 min=1 max=1 avg=1 users=1 closed
-2024-12-31T23:59:00Z..2025-01-01T00:00:00Z sender=a n=2 late=0 sum=5 min=2 max=3 avg=2.5 users=2 closed
-2025-01-01T00:00:00Z..2025-01-01T00:01:00Z sender=a n=1 late=0 sum=4 min=4 max=4 avg=4 users=1 closed
-2025-01-01T00:00:00Z..2025-01-01T00:01:00Z sender=b n=1 late=0 sum=5 min=5 max=5 avg=5 users=1 closed
-2028-02-29T12:00:00Z..2028-02-29T12:01:00Z sender=a n=1 late=0 sum=6 min=6 max=6 avg=6 users=1 closed
-2028-02-29T23:59:00Z..2028-03-01T00:00:00Z sender=a n=1 late=0 sum=7 min=7 max=7 avg=7 users=1 closed
-2028-03-01T00:00:00Z..2028-03-01T00:01:00Z sender=a n=1 late=0 sum=8 min=8 max=8 avg=8 users=1
+2016-12-31T23:58:00Z..2016-12-31T23:59:00Z sender=a n=1 late=0 sum=1 min=1 max=1 avg=1 users=1 closed
+2016-12-31T23:59:00Z..2017-01-01T00:00:00Z sender=a n=2 late=0 sum=5 min=2 max=3 avg=2.5 users=2 closed
+2017-01-01T00:00:00Z..2017-01-01T00:01:00Z sender=a n=1 late=0 sum=4 min=4 max=4 avg=4 users=1 closed
+2017-01-01T00:00:00Z..2017-01-01T00:01:00Z sender=b n=1 late=0 sum=5 min=5 max=5 avg=5 users=1 closed
+2020-02-29T12:00:00Z..2020-02-29T12:01:00Z sender=a n=1 late=0 sum=6 min=6 max=6 avg=6 users=1 closed
+2020-02-29T23:59:00Z..2020-03-01T00:00:00Z sender=a n=1 late=0 sum=7 min=7 max=7 avg=7 users=1 closed
+2020-03-01T00:00:00Z..2020-03-01T00:01:00Z sender=a n=1 late=0 sum=8 min=8 max=8 avg=8 users=1
 `)
-	expect(t, query(t, a, Query{Unit: time.Hour, To: at("2026-01-01T00:00:00Z")}), `
-2024-12-31T23:00:00Z..2025-01-01T00:00:00Z n=3 late=0 sum=6 min=1 max=3 avg=2 users=2 closed
-2025-01-01T00:00:00Z..2025-01-01T01:00:00Z n=2 late=0 sum=9 min=4 max=5 avg=4.5 users=1 closed
+	expect(t, query(t, a, Query{Unit: time.Hour, To: at("2018-01-01T00:00:00Z")}), `
+2016-12-31T23:00:00Z..2017-01-01T00:00:00Z n=3 late=0 sum=6 min=1 max=3 avg=2 users=2 closed
+2017-01-01T00:00:00Z..2017-01-01T01:00:00Z n=2 late=0 sum=9 min=4 max=5 avg=4.5 users=1 closed
 `)
 	expect(t, query(t, a, Query{Unit: 24 * time.Hour, Filter: map[string]string{"kind": "x"}}), `
-2024-12-31T00:00:00Z..2025-01-01T00:00:00Z n=3 late=0 sum=6 min=1 max=3 avg=2 users=2 closed
-2025-01-01T00:00:00Z..2025-01-02T00:00:00Z n=1 late=0 sum=4 min=4 max=4 avg=4 users=1 closed
-2028-02-29T00:00:00Z..2028-03-01T00:00:00Z n=2 late=0 sum=13 min=6 max=7 avg=6.5 users=1 closed
-2028-03-01T00:00:00Z..2028-03-02T00:00:00Z n=1 late=0 sum=8 min=8 max=8 avg=8 users=1
+2016-12-31T00:00:00Z..2017-01-01T00:00:00Z n=3 late=0 sum=6 min=1 max=3 avg=2 users=2 closed
+2017-01-01T00:00:00Z..2017-01-02T00:00:00Z n=1 late=0 sum=4 min=4 max=4 avg=4 users=1 closed
+2020-02-29T00:00:00Z..2020-03-01T00:00:00Z n=2 late=0 sum=13 min=6 max=7 avg=6.5 users=1 closed
+2020-03-01T00:00:00Z..2020-03-02T00:00:00Z n=1 late=0 sum=8 min=8 max=8 avg=8 users=1
 `)
 	// Two days rolled up at query time from the day level, from aligned
 	// to the unit.
-	expect(t, query(t, a, Query{Unit: 48 * time.Hour, From: at("2028-02-28T00:00:00Z")}), `
-2028-02-28T00:00:00Z..2028-03-01T00:00:00Z n=2 late=0 sum=13 min=6 max=7 avg=6.5 users=1 closed
-2028-03-01T00:00:00Z..2028-03-03T00:00:00Z n=1 late=0 sum=8 min=8 max=8 avg=8 users=1
+	expect(t, query(t, a, Query{Unit: 48 * time.Hour, From: at("2020-02-28T00:00:00Z")}), `
+2020-02-28T00:00:00Z..2020-03-01T00:00:00Z n=2 late=0 sum=13 min=6 max=7 avg=6.5 users=1 closed
+2020-03-01T00:00:00Z..2020-03-03T00:00:00Z n=1 late=0 sum=8 min=8 max=8 avg=8 users=1
 `)
 }
 
@@ -113,8 +113,8 @@ func TestSessions(t *testing.T) {
 	catchUp(t, st, b, 2)
 	expect(t, query(t, b, Query{GroupBy: []string{"sender"}}), `
 2025-03-01T10:08:00Z..2025-03-01T10:15:00Z sender=a n=2 late=0 sum=3 min=1 max=2 avg=1.5 users=1 closed
-2025-03-01T10:12:00Z..2025-03-01T10:17:00Z sender=a n=0 late=1 sum=0 users=0 closed
-2025-03-01T10:20:00Z..2025-03-01T10:25:00Z sender=a n=0 late=1 sum=0 users=0 closed
+2025-03-01T10:12:00Z..2025-03-01T10:17:00Z sender=a n=0 late=1 sum=0 users=0 closed late-only
+2025-03-01T10:20:00Z..2025-03-01T10:25:00Z sender=a n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:40:00Z..2025-03-01T10:45:00Z sender=c n=1 late=0 sum=1 min=1 max=1 avg=1 users=1
 `)
 	// Reopened, the open sessions come back into memory and go on.
@@ -152,18 +152,18 @@ func TestGraceAndLate(t *testing.T) {
 	})
 	catchUp(t, st, a, 3)
 	expect(t, query(t, a, Query{}), `
-2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed
+2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:00:00Z..2025-03-01T10:01:00Z n=2 late=1 sum=6 min=1 max=5 avg=3 users=2 closed
 2025-03-01T10:01:00Z..2025-03-01T10:02:00Z n=2 late=0 sum=2 min=1 max=1 avg=1 users=1
 `)
 	// Lateness is decided on the minute, so the hour holds exactly its
 	// minutes: the late event is late there too.
 	expect(t, query(t, a, Query{Unit: time.Hour}), `
-2025-03-01T09:00:00Z..2025-03-01T10:00:00Z n=0 late=1 sum=0 users=0 closed
+2025-03-01T09:00:00Z..2025-03-01T10:00:00Z n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:00:00Z..2025-03-01T11:00:00Z n=4 late=1 sum=8 min=1 max=5 avg=2 users=2
 `)
 	expect(t, query(t, a, Query{Final: true}), `
-2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed
+2025-03-01T09:00:00Z..2025-03-01T09:01:00Z n=0 late=1 sum=0 users=0 closed late-only
 2025-03-01T10:00:00Z..2025-03-01T10:01:00Z n=2 late=1 sum=6 min=1 max=5 avg=3 users=2 closed
 `)
 	if got := testutil.ToFloat64(a.lateC); got != 2 {

@@ -226,6 +226,62 @@ func TestSink(t *testing.T) {
 	}
 }
 
+// A gap of a million minutes between two events (an old event, then
+// the present) is crossed with a seek, not a query per minute: the sync
+// takes a handful of queries, writes both windows and moves the
+// progress to the end of what is closed.
+func TestSinkSeeksOverEmptyStretches(t *testing.T) {
+	p, _ := pool(t)
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Date(2024, 1, 1, 0, 0, 30, 0, time.UTC)
+	t1 := t0.Add(1_000_000 * time.Minute)
+	var evs []eventstore.NewEvent
+	for _, ts := range []time.Time{t0, t1, t1.Add(5 * time.Minute)} {
+		evs = append(evs, eventstore.NewEvent{Type: "e", Data: append(binary.BigEndian.AppendUint64(nil, uint64(ts.UnixNano())), 1, 2, 3)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := st.Append(ctx, "s", eventstore.Any, evs); err != nil {
+		t.Fatal(err)
+	}
+	a, err := window.Open(t.TempDir(), def(), window.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	rctx, stop := context.WithCancel(ctx)
+	r := projection.NewRunner(st, a, projection.Options{})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	if err := r.WaitCaughtUp(rctx); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, p, a, Config{Table: "gap", Unit: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || s.queries > 4 {
+		t.Fatalf("wrote %d rows with %d queries; want 2 rows, at most 4 queries", n, s.queries)
+	}
+	until, ok, err := s.Progress(ctx)
+	if want := t1.Add(5*time.Minute - def().Grace).Truncate(time.Minute); err != nil || !ok || !until.Equal(want) {
+		t.Fatalf("progress %s %v %v, want %s", until, ok, err, want)
+	}
+	same(t, "gap", table(t, p, "gap"), expected(t, a, time.Minute, until))
+}
+
 const (
 	envURL = "LOGBOOK_PGSINK_CHILD_URL"
 	envDir = "LOGBOOK_PGSINK_CHILD_DIR"

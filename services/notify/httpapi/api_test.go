@@ -156,6 +156,8 @@ func TestAPIErrors(t *testing.T) {
 		{name: "long key", method: "POST", path: "/api/notifications", token: senderToken, key: strings.Repeat("k", 129), body: send, status: 400},
 		{name: "bad json", method: "POST", path: "/api/notifications", token: senderToken, key: "k", body: `{"type":`, status: 400},
 		{name: "unknown field", method: "POST", path: "/api/notifications", token: senderToken, key: "k", body: `{"type":"like_update","sender":"s","to_users":[1],"to":[2]}`, status: 400},
+		{name: "timestamp far ahead", method: "POST", path: "/api/notifications", token: senderToken, key: "k", body: `{"type":"like_update","sender":"s","timestamp":"2200-01-01T00:00:00Z","to_users":[1]}`, status: 400, typ: httpkit.TypeInvalidRequest},
+		{name: "timestamp long ago", method: "POST", path: "/api/notifications", token: senderToken, key: "k", body: `{"type":"like_update","sender":"s","timestamp":"1601-01-01T00:00:00Z","to_users":[1]}`, status: 400, typ: httpkit.TypeInvalidRequest},
 		{name: "no recipients", method: "POST", path: "/api/notifications", token: senderToken, key: "k", body: `{"type":"like_update","sender":"s"}`, status: 400},
 		{name: "body too large", method: "POST", path: "/api/notifications", token: senderToken, key: "k", raw: big, status: 413},
 		{name: "too many recipients", method: "POST", path: "/api/notifications", token: senderToken, key: "k", body: `{"type":"like_update","sender":"s","to_users":[` + strings.Repeat("1,", 1000) + `1]}`, status: 422, typ: TypeUnacceptable},
@@ -185,7 +187,7 @@ func TestAPIErrors(t *testing.T) {
 // done, and the list, the clubs, the types and the metrics answer.
 func TestAPISend(t *testing.T) {
 	s := newServer(t)
-	body := []byte(`{"type":"like_update","club_id":1,"sender":"s","timestamp":"2026-03-01T10:00:00Z","to_users":[1,2,3,3,999]}`)
+	body := []byte(`{"type":"like_update","club_id":1,"sender":"s","timestamp":"` + time.Now().UTC().Add(-time.Hour).Format(time.RFC3339) + `","to_users":[1,2,3,3,999]}`)
 	status, raw := s.do("POST", "/api/notifications", senderToken, "key-1", body)
 	var acc pipeline.Accepted
 	if status != 202 || json.Unmarshal(raw, &acc) != nil || acc.Recipients != 4 || acc.Duplicates != 1 {

@@ -66,6 +66,15 @@ type Config struct {
 	// takes outcomes (default 1 h): an outcome later than that is
 	// counted as late, not in the window.
 	MetricsGrace time.Duration
+	// MaxAge and MaxSkew bound a send's timestamp, the event time of its
+	// metrics: it must lie in [now - MaxAge, now + MaxSkew] (defaults
+	// 24 h and 1 min). A timestamp far ahead (a wrong clock, or
+	// milliseconds where seconds were meant) would otherwise close every
+	// metrics window before the real outcomes arrive; one far behind
+	// would only be counted late. The metrics' window engine sets aside
+	// events more than MaxSkew ahead of the clock as well.
+	MaxAge  time.Duration
+	MaxSkew time.Duration
 	// Exclusive, if set, runs the pipeline only while it returns the
 	// lock of the processes sharing the store (pgstore.Store.Exclusive),
 	// so that of several servers on one store one delivers at a time;
@@ -134,13 +143,19 @@ func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, err
 	if cfg.MetricsGrace <= 0 {
 		cfg.MetricsGrace = time.Hour
 	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = 24 * time.Hour
+	}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.StateDir == "" {
 		return nil, errors.New("notify: no state directory")
 	}
-	agg, err := window.Open(filepath.Join(cfg.StateDir, "windows"), MetricsDefinition(cfg.MetricsGrace), window.Options{Registerer: cfg.Registerer, Logger: cfg.Logger})
+	agg, err := window.Open(filepath.Join(cfg.StateDir, "windows"), MetricsDefinition(cfg.MetricsGrace), window.Options{Registerer: cfg.Registerer, Logger: cfg.Logger, MaxSkew: cfg.MaxSkew})
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +295,26 @@ func (in *SendInput) hash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// Event times must fit in Unix nanoseconds (window.MinTime and
+// window.MaxTime): years 1678 to 2262.
+
+// checkTimestamp refuses a send timestamp outside [now - MaxAge,
+// now + MaxSkew] or outside what Unix nanoseconds hold.
+func (s *Service) checkTimestamp(ts, now time.Time) error {
+	if ts.Before(window.MinTime) || ts.After(window.MaxTime) {
+		return fmt.Errorf("%w: timestamp %s: outside the years 1678 to 2262 that event times can hold", ErrInvalid, ts.UTC().Format(time.RFC3339))
+	}
+	if ts.After(now.Add(s.cfg.MaxSkew)) {
+		return fmt.Errorf("%w: timestamp %s is %s ahead of the server's clock (%s); at most %s is accepted (seconds, not milliseconds?)",
+			ErrInvalid, ts.UTC().Format(time.RFC3339Nano), ts.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339), s.cfg.MaxSkew)
+	}
+	if ts.Before(now.Add(-s.cfg.MaxAge)) {
+		return fmt.Errorf("%w: timestamp %s is more than %s before the server's clock (%s)",
+			ErrInvalid, ts.UTC().Format(time.RFC3339Nano), s.cfg.MaxAge, now.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // Send accepts a send request under an idempotency key: it appends the
 // request's events in one append. The same key with the same request
 // answers as the first time and sends nothing again; with another
@@ -308,6 +343,13 @@ func (s *Service) Send(ctx context.Context, key string, in SendInput) (Accepted,
 	stream := requestStream(id)
 	if acc, ok, err := s.existing(ctx, id, hash); ok || err != nil {
 		return acc, err
+	}
+	// Checked after a retry is recognized: an accepted request sent
+	// again later answers as the first time.
+	if in.Timestamp != nil {
+		if err := s.checkTimestamp(*in.Timestamp, time.Now()); err != nil {
+			return Accepted{}, err
+		}
 	}
 	ids := in.ToUsers
 	if in.ToClub {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 func TestSendDeliversEveryRecipientOnce(t *testing.T) {
 	h := newHarness(t, population(3000), nil)
 	svc := h.start()
-	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ts := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 	acc, err := svc.Send(context.Background(), "k1", SendInput{Type: "like_update", ClubID: 7, Sender: "coach", Timestamp: &ts, ToUsers: ids(1, 2500)})
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +95,50 @@ func TestSendIsIdempotent(t *testing.T) {
 	}
 	if l := svc.List(10); len(l) != 2 || l[0].ID != a3.ID || l[1].ID != a1.ID {
 		t.Fatalf("list %+v", l)
+	}
+}
+
+// A send's timestamp is the event time of its metrics: one far ahead
+// (a wrong clock, or milliseconds read as seconds) would close every
+// metrics window before the real outcomes arrive, so only timestamps
+// within [now - MaxAge, now + MaxSkew] are accepted; a retry of an
+// accepted send is still recognized after the window has moved.
+func TestSendRefusesTimestampsOutsideTheWindow(t *testing.T) {
+	h := newHarness(t, population(10), nil)
+	h.cfg.MaxAge, h.cfg.MaxSkew = time.Hour, time.Minute
+	svc := h.start()
+	ctx := context.Background()
+	now := time.Now()
+	for _, ts := range []time.Time{
+		now.Add(2 * time.Minute),
+		now.Add(-2 * time.Hour),
+		time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.UnixMilli(now.UnixMilli() * 1000),      // milliseconds read as seconds
+		time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), // beyond Unix nanoseconds
+		time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		_, err := svc.Send(ctx, "k", SendInput{Type: "like_update", Sender: "s", ToUsers: []int64{1}, Timestamp: &ts})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "timestamp") {
+			t.Errorf("timestamp %s: %v, want ErrInvalid about the timestamp", ts, err)
+		}
+	}
+	if head, err := h.store.Head(ctx); head != 0 || err != nil {
+		t.Fatalf("log head %d (%v) after refused requests, want nothing appended", head, err)
+	}
+	for _, ts := range []time.Time{now.Add(30 * time.Second), now.Add(-50 * time.Minute)} {
+		in := SendInput{Type: "like_update", Sender: "s", ToUsers: []int64{1}, Timestamp: &ts}
+		acc, err := svc.Send(ctx, ts.String(), in)
+		if err != nil {
+			t.Fatalf("timestamp %s: %v", ts, err)
+		}
+		// The same send again, once the timestamp has left the window:
+		// the first answer, not a refusal.
+		svc.cfg.MaxAge, svc.cfg.MaxSkew = time.Nanosecond, time.Nanosecond
+		again, err := svc.Send(ctx, ts.String(), in)
+		svc.cfg.MaxAge, svc.cfg.MaxSkew = time.Hour, time.Minute
+		if err != nil || again.ID != acc.ID {
+			t.Fatalf("retry of %s: %+v, %v; want %+v", ts, again, err, acc)
+		}
 	}
 }
 

@@ -111,6 +111,10 @@ aggregated into minute, hour and day windows.`,
 			return usageError{"--users-db postgres://… is required: the users' database the preference check follows"}
 		case f.pushURL == "" || f.emailURL == "":
 			return usageError{"--push-url and --email-url are required (a logbook notify sink serves both)"}
+		case deliver.CheckURL(f.pushURL) != nil:
+			return usagef("--push-url: %v", deliver.CheckURL(f.pushURL))
+		case deliver.CheckURL(f.emailURL) != nil:
+			return usagef("--email-url: %v", deliver.CheckURL(f.emailURL))
 		case f.metricsSink != "" && !isPostgresURL(f.metricsSink):
 			return usagef("--metrics-sink %q: want a postgres:// URL", redactURL(f.metricsSink))
 		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0:
@@ -172,7 +176,8 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		Rate:      map[notify.Channel]float64{notify.Push: f.rate, notify.Email: f.rate},
 		Attempts:  f.attempts,
 		// Calls to every endpoint share one transport: keep enough idle
-		// connections for every sender of every chunk.
+		// connections for every sender of every chunk. deliver.New makes
+		// the client follow no redirect.
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute}},
 	})
 	if err != nil {
@@ -228,7 +233,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = server.Run(ctx, server.Config{
 		Name: "logbook notify", Addr: f.addr, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view), DebugAddr: f.debugAddr, Logger: e.log,
-		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL},
+		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},
 	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
 		err = ferr

@@ -232,7 +232,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = server.Run(ctx, server.Config{
-		Name: "logbook notify", Addr: f.addr, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view), DebugAddr: f.debugAddr, Logger: e.log,
+		Name: "logbook notify", Addr: f.addr, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
 		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},
 	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
@@ -241,16 +241,20 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	return err
 }
 
-// notifyCheck passes when the service can answer: the store reads and
-// the users view answers lookups — from its own rows ("users": "view"),
-// or while its first snapshot is copied from that snapshot in the users'
-// database ("users": "snapshot").
-func notifyCheck(s eventstore.Store, view *userscdc.View) server.Check {
+// notifyCheck passes when the service can answer and deliver: the
+// store reads, the service has not failed (its state, metrics or
+// pipeline stopped: svc.Err) and the users view answers lookups — from
+// its own rows ("users": "view"), or while its first snapshot is copied
+// from that snapshot in the users' database ("users": "snapshot").
+func notifyCheck(s eventstore.Store, view usersHealth, svc interface{ Err() error }) server.Check {
 	storeCheck := server.StoreCheck(s)
 	return func(ctx context.Context) (map[string]any, error) {
 		fields, err := storeCheck(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if err := svc.Err(); err != nil {
+			return nil, server.Unavailable("notify pipeline", err)
 		}
 		users, err := view.Ready()
 		if err != nil {
@@ -260,6 +264,13 @@ func notifyCheck(s eventstore.Store, view *userscdc.View) server.Check {
 		fields["users_position"] = view.Position().String()
 		return fields, nil
 	}
+}
+
+// usersHealth is what notifyCheck asks of the users view
+// (*userscdc.View).
+type usersHealth interface {
+	Ready() (string, error)
+	Position() userscdc.LSN
 }
 
 // startMetricsSinks writes the closed metrics windows to PostgreSQL, one

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/projection"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
@@ -30,13 +31,26 @@ func (w work) key() string {
 	return w.req.ID + "/" + itoa(w.chunk)
 }
 
+// maxStepFailures is how many times in a row a step may fail (the
+// users' data unreadable, an append refused) before the pipeline stops:
+// a step that keeps failing is a fault to look at, not to hide behind
+// retries, and the service then reports it (Err, /healthz).
+const maxStepFailures = 5
+
 // schedule runs the pipeline: it hands the chunks of pending requests
 // and the pending replays, oldest first, to at most Parallel workers. A
 // step's outcome append is its checkpoint; the step is out of flight
 // once the state has applied it, so no step runs twice in a process, and
 // a step cut short by a crash runs again at the next start.
+//
+// Once the state stops (projection.ErrStopped) or the service fails,
+// nothing more is scheduled: the state no longer shows what is done, and
+// picking from it would deliver the same steps again.
 func (s *Service) schedule(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	inflight := map[string]bool{}
+	failures := map[string]int{}
 	var mu sync.Mutex
 	freed := make(chan struct{}, 1)
 	wake := func() {
@@ -56,6 +70,9 @@ func (s *Service) schedule(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
+		if s.Err() != nil {
+			return
+		}
 		mu.Lock()
 		free := s.cfg.Parallel - len(inflight)
 		mu.Unlock()
@@ -72,23 +89,43 @@ func (s *Service) schedule(ctx context.Context) {
 			s.flight.Inc()
 			wg.Go(func() {
 				defer s.flight.Dec()
-				defer func() {
-					mu.Lock()
-					delete(inflight, w.key())
-					mu.Unlock()
-					wake()
-				}()
-				if err := s.run(ctx, w); err != nil && ctx.Err() == nil {
-					s.log.Error("notify pipeline step failed; it runs again", "step", w.key(), "err", err)
-					select {
-					case <-time.After(time.Second):
-					case <-ctx.Done():
+				err := s.run(ctx, w)
+				mu.Lock()
+				n := 0
+				if err != nil {
+					failures[w.key()]++
+					n = failures[w.key()]
+				} else {
+					delete(failures, w.key())
+				}
+				mu.Unlock()
+				if err != nil && ctx.Err() == nil {
+					switch {
+					case errors.Is(err, projection.ErrStopped):
+						s.fail(fmt.Errorf("notify pipeline stopped: the state stopped after step %s: %w", w.key(), err))
+						cancel()
+					case n >= maxStepFailures:
+						s.fail(fmt.Errorf("notify pipeline stopped: step %s failed %d times: %w", w.key(), n, err))
+						cancel()
+					default:
+						wait := time.Second << (n - 1)
+						s.log.Error("notify pipeline step failed; it runs again", "step", w.key(), "failures", n, "in", wait, "err", err)
+						select {
+						case <-time.After(wait):
+						case <-ctx.Done():
+						}
 					}
 				}
+				mu.Lock()
+				delete(inflight, w.key())
+				mu.Unlock()
+				wake()
 			})
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-s.failed:
 			return
 		case <-s.changed:
 		case <-freed:

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -293,5 +294,46 @@ func TestPipelineWaitsForItsLock(t *testing.T) {
 	again, err := svc.Get(ctx, a.ID, res.LastPosition)
 	if err != nil || !reflect.DeepEqual(again.Counts, st.Counts) || svc.Err() != nil {
 		t.Fatalf("after a repeated outcome: %+v (was %+v), %v, %v", again.Counts, st.Counts, err, svc.Err())
+	}
+}
+
+// When the state view stops (here: an event it cannot apply), the
+// pipeline stops scheduling: a step whose outcome the state never shows
+// is not picked again from the stale state and delivered again, and the
+// service reports the failure (for /healthz).
+func TestStoppedStateStopsThePipeline(t *testing.T) {
+	opt := sink.Options{Latency: 300 * time.Millisecond}
+	h := newHarness(t, population(300), map[notify.Channel]sink.Options{notify.Push: opt, notify.Email: opt})
+	h.cfg.ChunkSize = 100
+	h.cfg.Parallel = 1
+	svc := h.start()
+	ctx := context.Background()
+	a, err := svc.Send(ctx, "k", SendInput{Type: "like_update", Sender: "s", ToUsers: ids(1, 300)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, a.ID, a.Position); err != nil {
+		t.Fatal(err)
+	}
+	// The first chunk is being delivered; its outcome will come after an
+	// event the state cannot apply.
+	poison, _ := json.Marshal(Outcome{Request: "no-such-request", Chunk: 0})
+	if _, err := h.store.Append(ctx, "poison", eventstore.Any, []eventstore.NewEvent{{Type: TypeOutcome, Tags: []string{Tag}, Data: poison}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for svc.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the state stopped, the service reports no failure")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Long enough for the old pipeline to have picked the chunk again
+	// (it paused 1 s after a failed step).
+	time.Sleep(2500 * time.Millisecond)
+	for _, c := range notify.Channels {
+		if s := h.sinks[c].Stats(); s.Duplicates != 0 || s.UniqueKeys > 100 {
+			t.Errorf("%s sink %+v: a chunk delivered again after the state stopped, or a later chunk started", c, s)
+		}
 	}
 }

@@ -319,8 +319,8 @@ func (s *Service) replay(ctx context.Context, rp *ReplayRequested) ([]eventstore
 	s.view.Read(func(st *state, _ uint64) {
 		for _, id := range rp.DeadLetters {
 			dl := st.dls[id]
-			if dl == nil || dl.replayedBy != "" {
-				continue // replayed by another replay meanwhile
+			if dl == nil || dl.replayedBy != "" || dl.claimedBy != rp.ID {
+				continue // held by another replay, accepted before this one
 			}
 			letters = append(letters, letter{dl.DeadLetter, st.reqs[dl.Request].Requested})
 		}

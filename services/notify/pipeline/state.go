@@ -2,8 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -39,12 +40,17 @@ type dlState struct {
 	position   uint64
 	at         time.Time
 	replayedBy string
+	// claimedBy is the first replay that named the letter while it was
+	// open, in log order: only that replay delivers it, so two replays
+	// accepted together cannot deliver it twice.
+	claimedBy string
 }
 
 type replayState struct {
 	ReplayRequested
 	position uint64
 	done     bool
+	outcomes map[string]bool // the requests whose outcome of this replay is applied
 }
 
 func newState() state {
@@ -103,6 +109,16 @@ func (st *state) apply(ev eventstore.Event) error {
 			}
 			return nil
 		}
+		rp := st.replays[o.Replay]
+		if rp != nil {
+			if rp.outcomes[o.Request] {
+				return nil // appended twice (a second process): counted once
+			}
+			if rp.outcomes == nil {
+				rp.outcomes = map[string]bool{}
+			}
+			rp.outcomes[o.Request] = true
+		}
 		rs.counts.add(o.Counts)
 		for _, id := range o.Replayed {
 			if dl := st.dls[id]; dl != nil && dl.replayedBy == "" {
@@ -110,7 +126,7 @@ func (st *state) apply(ev eventstore.Event) error {
 				rs.openDLs--
 			}
 		}
-		if rp := st.replays[o.Replay]; rp != nil {
+		if rp != nil {
 			rp.done = true
 			delete(st.pendingReplays, rp.ID)
 		}
@@ -134,6 +150,11 @@ func (st *state) apply(ev eventstore.Event) error {
 			rp := &replayState{ReplayRequested: r, position: ev.Position}
 			st.replays[r.ID] = rp
 			st.pendingReplays[r.ID] = rp
+			for _, id := range r.DeadLetters {
+				if dl := st.dls[id]; dl != nil && dl.replayedBy == "" && dl.claimedBy == "" {
+					dl.claimedBy = r.ID
+				}
+			}
 		}
 	}
 	return nil
@@ -219,8 +240,9 @@ type DeadLetterInfo struct {
 	DeadLetter
 	Position uint64    `json:"position"`
 	At       time.Time `json:"at"`
-	// State is open, or replayed (ReplayedBy names the replay; what
-	// failed again in it is a dead letter of its own).
+	// State is open, replaying (a replay holds it: ReplayedBy names it)
+	// or replayed (ReplayedBy names the replay; what failed again in it
+	// is a dead letter of its own).
 	State      string `json:"state"`
 	ReplayedBy string `json:"replayed_by,omitempty"`
 }
@@ -248,14 +270,24 @@ func (s *Service) DeadLetters(request, after string, limit int) ([]DeadLetterInf
 			if request != "" && dl.Request != request {
 				continue
 			}
-			info := DeadLetterInfo{DeadLetter: dl.DeadLetter, Position: dl.position, At: dl.at, State: "open", ReplayedBy: dl.replayedBy}
-			if dl.replayedBy != "" {
-				info.State = "replayed"
-			}
+			info := DeadLetterInfo{DeadLetter: dl.DeadLetter, Position: dl.position, At: dl.at}
+			info.State, info.ReplayedBy = dl.replayState()
 			out = append(out, info)
 		}
 	})
 	return out, err
+}
+
+// replayState is the letter's state as listed, and the replay that
+// holds or replayed it.
+func (dl *dlState) replayState() (state, replay string) {
+	switch {
+	case dl.replayedBy != "":
+		return "replayed", dl.replayedBy
+	case dl.claimedBy != "":
+		return "replaying", dl.claimedBy
+	}
+	return "open", ""
 }
 
 func cmpU(a, b uint64) int {
@@ -277,13 +309,37 @@ type ReplayInput struct {
 
 // ReplayAccepted is the answer to a replay.
 type ReplayAccepted struct {
-	ID          string   `json:"id"`
-	DeadLetters []string `json:"dead_letters"`
-	Position    uint64   `json:"position"`
+	ID          string    `json:"id"`
+	DeadLetters []string  `json:"dead_letters"`
+	Skipped     []Skipped `json:"skipped,omitempty"`
+	Position    uint64    `json:"position"`
+}
+
+// Skipped is a dead letter a replay named but does not replay.
+type Skipped struct {
+	ID     string `json:"id"`
+	Replay string `json:"replay"`
+	State  string `json:"state"`
+}
+
+func (in *ReplayInput) hash() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %d\n", in.Request, len(in.IDs))
+	for _, id := range in.IDs {
+		fmt.Fprintf(h, "%q\n", id)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Replay asks the pipeline to deliver dead letters again, with the
-// idempotency keys they had. key makes a retried replay the same one.
+// idempotency keys they had. key makes a retried replay the same one:
+// the same key and body answer as the first time (even once it is
+// done), another body fails with ErrKeyReused.
+//
+// A letter is delivered by one replay only: the first that names it
+// while it is open, in log order, holds it. Named letters another
+// replay holds, or replayed already, are skipped and listed as such in
+// the answer; a replay left with none is refused (ErrUnacceptable).
 func (s *Service) Replay(ctx context.Context, key string, in ReplayInput) (ReplayAccepted, error) {
 	switch {
 	case (len(in.IDs) == 0) == (in.Request == ""):
@@ -293,8 +349,28 @@ func (s *Service) Replay(ctx context.Context, key string, in ReplayInput) (Repla
 	case len(key) > MaxKey:
 		return ReplayAccepted{}, fmt.Errorf("%w: Idempotency-Key: want at most %d characters", ErrInvalid, MaxKey)
 	}
+	hash := in.hash()
+	rid := eventstore.NewID().String()
+	if key != "" {
+		rid = RequestID("replay", key)
+		if acc, ok, err := s.existingReplay(ctx, rid, hash); ok || err != nil {
+			return acc, err
+		}
+	}
+	// Read what this client (or any) appended before: a replay accepted
+	// a moment ago holds its letters.
+	if err := s.waitCaughtUp(ctx); err != nil {
+		return ReplayAccepted{}, err
+	}
 	var ids []string
+	var skipped []Skipped
 	var err error
+	skip := func(dl *dlState) {
+		if len(skipped) < MaxReplay {
+			state, by := dl.replayState()
+			skipped = append(skipped, Skipped{ID: dl.ID, Replay: by, State: state})
+		}
+	}
 	s.view.Read(func(st *state, _ uint64) {
 		if in.Request != "" {
 			if st.reqs[in.Request] == nil {
@@ -302,22 +378,26 @@ func (s *Service) Replay(ctx context.Context, key string, in ReplayInput) (Repla
 				return
 			}
 			for _, dl := range st.dlOrder {
-				if dl.Request == in.Request && dl.replayedBy == "" {
+				switch {
+				case dl.Request != in.Request || dl.replayedBy != "":
+				case dl.claimedBy != "":
+					skip(dl)
+				case len(ids) < MaxReplay:
 					ids = append(ids, dl.ID)
 				}
-			}
-			if len(ids) > MaxReplay {
-				ids = ids[:MaxReplay]
 			}
 			return
 		}
 		for _, id := range in.IDs {
 			dl := st.dls[id]
-			if dl == nil {
+			switch {
+			case dl == nil:
 				err = fmt.Errorf("%w: no dead letter %q", ErrNotFound, id)
 				return
-			}
-			if dl.replayedBy == "" && !slices.Contains(ids, id) {
+			case slices.Contains(ids, id):
+			case dl.replayedBy != "" || dl.claimedBy != "":
+				skip(dl)
+			default:
 				ids = append(ids, id)
 			}
 		}
@@ -326,32 +406,54 @@ func (s *Service) Replay(ctx context.Context, key string, in ReplayInput) (Repla
 		return ReplayAccepted{}, err
 	}
 	if len(ids) == 0 {
-		return ReplayAccepted{}, fmt.Errorf("%w: no open dead letter to replay", ErrUnacceptable)
+		msg := "no open dead letter to replay"
+		if len(skipped) > 0 {
+			k := skipped[0]
+			msg += fmt.Sprintf(": dead letter %s is %s by replay %s", k.ID, k.State, k.Replay)
+			if len(skipped) > 1 {
+				msg += fmt.Sprintf(" (and %d more held or replayed)", len(skipped)-1)
+			}
+		}
+		return ReplayAccepted{}, fmt.Errorf("%w: %s", ErrUnacceptable, msg)
 	}
-	rid := ""
-	if key != "" {
-		rid = RequestID("replay", key)
-	} else {
-		rid = eventstore.NewID().String()
-	}
-	data, err := json.Marshal(ReplayRequested{ID: rid, DeadLetters: ids})
+	data, err := json.Marshal(ReplayRequested{ID: rid, Hash: hash, DeadLetters: ids, Skipped: skipped})
 	if err != nil {
 		return ReplayAccepted{}, err
 	}
 	res, err := s.store.Append(ctx, replayStream(rid), eventstore.NoStream, []eventstore.NewEvent{{ID: eventID("replay", rid), Type: TypeReplayRequested, Tags: []string{Tag}, Data: data}})
 	if isConflict(err) || err == nil && res.Duplicate {
-		evs, rerr := s.store.ReadStream(ctx, replayStream(rid), 1, 1)
-		if rerr != nil || len(evs) == 0 {
-			return ReplayAccepted{}, fmt.Errorf("notify: replay %s: %w", rid, errors.Join(err, rerr))
+		// Accepted concurrently under the same key: answer as that one.
+		acc, ok, rerr := s.existingReplay(ctx, rid, hash)
+		if ok || rerr != nil {
+			return acc, rerr
 		}
-		var prev ReplayRequested
-		if err := json.Unmarshal(evs[0].Data, &prev); err != nil {
-			return ReplayAccepted{}, err
-		}
-		return ReplayAccepted{ID: rid, DeadLetters: prev.DeadLetters, Position: evs[0].Position}, nil
+		return ReplayAccepted{}, fmt.Errorf("notify: replay %s: %w", rid, err)
 	}
 	if err != nil {
 		return ReplayAccepted{}, err
 	}
-	return ReplayAccepted{ID: rid, DeadLetters: ids, Position: res.LastPosition}, nil
+	return ReplayAccepted{ID: rid, DeadLetters: ids, Skipped: skipped, Position: res.LastPosition}, nil
+}
+
+// existingReplay answers a retry of replay rid: ok when it exists.
+func (s *Service) existingReplay(ctx context.Context, rid, hash string) (ReplayAccepted, bool, error) {
+	evs, err := s.store.ReadStream(ctx, replayStream(rid), 1, 1)
+	if err != nil || len(evs) == 0 {
+		return ReplayAccepted{}, false, err
+	}
+	var prev ReplayRequested
+	if err := json.Unmarshal(evs[0].Data, &prev); err != nil {
+		return ReplayAccepted{}, false, fmt.Errorf("notify: replay %s: %w", rid, err)
+	}
+	if prev.Hash != "" && prev.Hash != hash {
+		return ReplayAccepted{}, false, fmt.Errorf("%w: replay %s was asked with this key and another body", ErrKeyReused, rid)
+	}
+	return ReplayAccepted{ID: rid, DeadLetters: prev.DeadLetters, Skipped: prev.Skipped, Position: evs[0].Position}, true, nil
+}
+
+// waitCaughtUp waits, up to 5 s, until the state reflects the log's head.
+func (s *Service) waitCaughtUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return s.state.WaitCaughtUp(ctx)
 }

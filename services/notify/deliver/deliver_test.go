@@ -273,3 +273,11 @@ func TestReasonsAreRedacted(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactReason(t *testing.T) {
+	in := `Post "https://u:pw@push.example.org/v1?key=s3cret": EOF; see http://h/x?a=1 too`
+	want := `Post "https://***@push.example.org/v1?key=***": EOF; see http://h/x?a=*** too`
+	if got := RedactReason(in); got != want {
+		t.Fatalf("RedactReason:\n got %s\nwant %s", got, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -61,4 +62,12 @@ func RedactURL(u string) string {
 		b.WriteString("?" + strings.Join(names, "&"))
 	}
 	return b.String()
+}
+
+var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
+
+// RedactReason is a failure's text with every URL in it redacted
+// (RedactURL): what a dead letter keeps and shows to any viewer.
+func RedactReason(s string) string {
+	return urlInText.ReplaceAllStringFunc(s, RedactURL)
 }

@@ -220,10 +220,11 @@ func failure(ctx context.Context, err error) (reason string, attempts int, ok bo
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return "", 0, false
 	}
+	// Any viewer reads dead letters: no URL's user info or query in them.
 	if fe, isFailed := errors.AsType[*deliver.FailedError](err); isFailed {
-		return fe.Reason, fe.Attempts, true
+		return deliver.RedactReason(fe.Reason), fe.Attempts, true
 	}
-	return err.Error(), 1, true
+	return deliver.RedactReason(err.Error()), 1, true
 }
 
 // chunk runs one chunk of a request through the pipeline and returns

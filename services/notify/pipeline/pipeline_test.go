@@ -474,3 +474,50 @@ func TestReplayIdempotencyAndClaims(t *testing.T) {
 		t.Fatalf("email sink %+v", s)
 	}
 }
+
+// Dead letters' reasons name the endpoint without its user info or
+// query, as stored and as listed, also for a letter stored before
+// reasons were redacted.
+func TestDeadLetterReasonsAreRedacted(t *testing.T) {
+	h := newHarness(t, population(10), nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	t.Cleanup(srv.Close)
+	h.opt.Endpoints = map[notify.Channel]string{notify.Push: h.urls[notify.Push], notify.Email: "http://user:pw@" + srv.Listener.Addr().String() + "/x?token=s3cret"}
+	srv.Close() // a transport error: Go's error names the URL
+	svc := h.start()
+	ctx := context.Background()
+	a, err := svc.Send(ctx, "k", SendInput{Type: "like_update", Sender: "s", ToUsers: ids(1, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitDone(a.ID)
+	old, _ := json.Marshal(DeadLetter{ID: a.ID + "/old", Request: a.ID, Channel: notify.Email, UserIDs: []int64{1},
+		Reason: `Post "https://push.example.org/v1?key=s3cret": 400 Bad Request`, Attempts: 1})
+	res, err := h.store.Append(ctx, "legacy", eventstore.Any, []eventstore.NewEvent{{Type: TypeDeadLettered, Tags: []string{Tag}, Data: old}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, a.ID, res.LastPosition); err != nil {
+		t.Fatal(err)
+	}
+	dls := mustDLs(t, svc, a.ID)
+	if len(dls) != 2 {
+		t.Fatalf("dead letters %+v", dls)
+	}
+	for _, d := range dls {
+		if strings.Contains(d.Reason, "s3cret") || strings.Contains(d.Reason, "pw@") || !strings.Contains(d.Reason, "***") {
+			t.Errorf("dead letter %s reason %q: want the URL redacted", d.ID, d.Reason)
+		}
+	}
+	evs, err := h.store.ReadStream(ctx, outcomeStream(a.ID), 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Data), "s3cret") {
+			t.Errorf("stored %s holds the secret: %s", ev.Type, ev.Data)
+		}
+	}
+}

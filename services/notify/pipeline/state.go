@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/services/notify/deliver"
 )
 
 // state is the service's view of its events.
@@ -272,6 +273,8 @@ func (s *Service) DeadLetters(request, after string, limit int) ([]DeadLetterInf
 			}
 			info := DeadLetterInfo{DeadLetter: dl.DeadLetter, Position: dl.position, At: dl.at}
 			info.State, info.ReplayedBy = dl.replayState()
+			// Letters stored before reasons were redacted are shown so.
+			info.Reason = deliver.RedactReason(info.Reason)
 			out = append(out, info)
 		}
 	})

@@ -134,28 +134,25 @@ func (s *Service) schedule(ctx context.Context) {
 }
 
 // pick chooses up to n steps not in flight: replays first (they are
-// small), then chunks of the oldest pending requests.
+// small), then chunks of the oldest pending requests. It walks the
+// pending lists from their fronts, which are in log order: no sort.
 func (s *Service) pick(st *state, inflight map[string]bool, mu *sync.Mutex, n int) []work {
 	mu.Lock()
 	defer mu.Unlock()
 	var out []work
-	replays := make([]*replayState, 0, len(st.pendingReplays))
-	for _, rp := range st.pendingReplays {
-		replays = append(replays, rp)
-	}
-	slices.SortFunc(replays, func(a, b *replayState) int { return cmpU(a.position, b.position) })
-	for _, rp := range replays {
+	for _, rp := range st.pendingReplays.items {
+		if len(out) == n {
+			return out
+		}
 		w := work{replay: &rp.ReplayRequested}
-		if len(out) < n && !inflight[w.key()] {
+		if !rp.done && !inflight[w.key()] {
 			out = append(out, w)
 		}
 	}
-	reqs := make([]*reqState, 0, len(st.pending))
-	for _, rs := range st.pending {
-		reqs = append(reqs, rs)
-	}
-	slices.SortFunc(reqs, func(a, b *reqState) int { return cmpU(a.position, b.position) })
-	for _, rs := range reqs {
+	for _, rs := range st.pending.items {
+		if rs.isDone() {
+			continue
+		}
 		for c, done := range rs.done {
 			if len(out) == n {
 				return out

@@ -15,16 +15,47 @@ import (
 
 // state is the service's view of its events.
 type state struct {
-	reqs    map[string]*reqState
-	order   []*reqState // by position
-	pending map[string]*reqState
+	reqs  map[string]*reqState
+	order []*reqState // by position
+	// pending are the requests with chunks not done and the replays not
+	// done, in log order (events are applied in it): the pipeline picks
+	// from their fronts without sorting. Done ones leave lazily.
+	pending        pendingList[*reqState]
+	pendingReplays pendingList[*replayState]
 
 	dls     map[string]*dlState
 	dlOrder []*dlState
 
-	replays        map[string]*replayState
-	pendingReplays map[string]*replayState
+	replays map[string]*replayState
 }
+
+// pendingList is a list in log order whose done items are dropped once
+// they are half of it (or at its front): adding and finishing are
+// amortised O(1), and a walk from the front meets few done items.
+type pendingList[T interface{ isDone() bool }] struct {
+	items []T
+	done  int // items done, not yet dropped
+}
+
+func (l *pendingList[T]) add(x T) { l.items = append(l.items, x) }
+
+// finished notes that an item became done.
+func (l *pendingList[T]) finished() {
+	l.done++
+	for len(l.items) > 0 && l.items[0].isDone() {
+		var zero T
+		l.items[0] = zero
+		l.items = l.items[1:]
+		l.done--
+	}
+	if l.done > 0 && 2*l.done > len(l.items) {
+		l.items = slices.DeleteFunc(l.items, T.isDone)
+		l.done = 0
+	}
+}
+
+func (rs *reqState) isDone() bool    { return rs.doneCount == rs.Chunks }
+func (rp *replayState) isDone() bool { return rp.done }
 
 type reqState struct {
 	Requested
@@ -55,8 +86,7 @@ type replayState struct {
 }
 
 func newState() state {
-	return state{reqs: map[string]*reqState{}, pending: map[string]*reqState{}, dls: map[string]*dlState{},
-		replays: map[string]*replayState{}, pendingReplays: map[string]*replayState{}}
+	return state{reqs: map[string]*reqState{}, dls: map[string]*dlState{}, replays: map[string]*replayState{}}
 }
 
 func (st *state) apply(ev eventstore.Event) error {
@@ -73,7 +103,7 @@ func (st *state) apply(ev eventstore.Event) error {
 		st.reqs[r.ID] = rs
 		st.order = append(st.order, rs)
 		if r.Chunks > 0 {
-			st.pending[r.ID] = rs
+			st.pending.add(rs)
 		}
 	case TypeOutcome:
 		var o Outcome
@@ -82,9 +112,9 @@ func (st *state) apply(ev eventstore.Event) error {
 		}
 		if o.Request == "" && o.Replay != "" {
 			// A replay whose letters were all replayed by others.
-			if rp := st.replays[o.Replay]; rp != nil {
+			if rp := st.replays[o.Replay]; rp != nil && !rp.done {
 				rp.done = true
-				delete(st.pendingReplays, rp.ID)
+				st.pendingReplays.finished()
 			}
 			return nil
 		}
@@ -106,7 +136,7 @@ func (st *state) apply(ev eventstore.Event) error {
 			rs.counts.add(o.Counts)
 			rs.done[o.Chunk] = true
 			if rs.doneCount++; rs.doneCount == rs.Chunks {
-				delete(st.pending, rs.ID)
+				st.pending.finished()
 			}
 			return nil
 		}
@@ -127,9 +157,9 @@ func (st *state) apply(ev eventstore.Event) error {
 				rs.openDLs--
 			}
 		}
-		if rp != nil {
+		if rp != nil && !rp.done {
 			rp.done = true
-			delete(st.pendingReplays, rp.ID)
+			st.pendingReplays.finished()
 		}
 	case TypeDeadLettered:
 		var d DeadLetter
@@ -150,7 +180,7 @@ func (st *state) apply(ev eventstore.Event) error {
 		if st.replays[r.ID] == nil {
 			rp := &replayState{ReplayRequested: r, position: ev.Position}
 			st.replays[r.ID] = rp
-			st.pendingReplays[r.ID] = rp
+			st.pendingReplays.add(rp)
 			for _, id := range r.DeadLetters {
 				if dl := st.dls[id]; dl != nil && dl.replayedBy == "" && dl.claimedBy == "" {
 					dl.claimedBy = r.ID

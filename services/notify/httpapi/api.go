@@ -56,10 +56,13 @@ const maxSmallBody = 256 << 10
 const MaxSending = 8
 
 const (
-	sendWait     = 5 * time.Second
-	smallBody    = 64 << 10
-	bodyReadTime = time.Minute
+	sendWait  = 5 * time.Second
+	smallBody = 64 << 10
 )
+
+// bodyReadTime bounds the reading of a large body (a variable for the
+// tests).
+var bodyReadTime = time.Minute
 
 // API serves the notify HTTP API over a Service.
 type API struct {

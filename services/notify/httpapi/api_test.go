@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -287,5 +288,26 @@ func TestSlowUploadsDoNotBlockSends(t *testing.T) {
 	status, raw := s.do("POST", "/api/notifications", senderToken, "normal", []byte(`{"type":"like_update","sender":"s","to_users":[1,2]}`))
 	if status != http.StatusAccepted || time.Since(start) > 2*time.Second {
 		t.Fatalf("a send beside %d stalled uploads: %d after %v: %s", 2*MaxSending, status, time.Since(start), raw)
+	}
+}
+
+// A large body that stops arriving is cut off after bodyReadTime: 408,
+// and its reading turn is free again.
+func TestSlowLargeUploadTimesOut(t *testing.T) {
+	defer func(d time.Duration) { bodyReadTime = d }(bodyReadTime)
+	bodyReadTime = 300 * time.Millisecond
+	s := newServer(t)
+	var conns []net.Conn
+	for range MaxSending + 1 {
+		conns = append(conns, stall(t, s.url, 200<<10, 2<<20))
+	}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		// The ninth waits for a reading turn and gets one once the first
+		// eight are cut off.
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 408") {
+			t.Fatalf("stalled large upload %d: %q, %v; want 408", i, line, err)
+		}
 	}
 }

@@ -111,6 +111,10 @@ aggregated into minute, hour and day windows.`,
 			return usageError{"--users-db postgres://… is required: the users' database the preference check follows"}
 		case f.pushURL == "" || f.emailURL == "":
 			return usageError{"--push-url and --email-url are required (a logbook notify sink serves both)"}
+		case deliver.CheckURL(f.pushURL) != nil:
+			return usagef("--push-url: %v", deliver.CheckURL(f.pushURL))
+		case deliver.CheckURL(f.emailURL) != nil:
+			return usagef("--email-url: %v", deliver.CheckURL(f.emailURL))
 		case f.metricsSink != "" && !isPostgresURL(f.metricsSink):
 			return usagef("--metrics-sink %q: want a postgres:// URL", redactURL(f.metricsSink))
 		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0:
@@ -172,7 +176,8 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		Rate:      map[notify.Channel]float64{notify.Push: f.rate, notify.Email: f.rate},
 		Attempts:  f.attempts,
 		// Calls to every endpoint share one transport: keep enough idle
-		// connections for every sender of every chunk.
+		// connections for every sender of every chunk. deliver.New makes
+		// the client follow no redirect.
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute}},
 	})
 	if err != nil {
@@ -227,8 +232,8 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = server.Run(ctx, server.Config{
-		Name: "logbook notify", Addr: f.addr, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view), DebugAddr: f.debugAddr, Logger: e.log,
-		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL},
+		Name: "logbook notify", Addr: f.addr, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
+		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},
 	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
 		err = ferr
@@ -236,16 +241,20 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	return err
 }
 
-// notifyCheck passes when the service can answer: the store reads and
-// the users view answers lookups — from its own rows ("users": "view"),
-// or while its first snapshot is copied from that snapshot in the users'
-// database ("users": "snapshot").
-func notifyCheck(s eventstore.Store, view *userscdc.View) server.Check {
+// notifyCheck passes when the service can answer and deliver: the
+// store reads, the service has not failed (its state, metrics or
+// pipeline stopped: svc.Err) and the users view answers lookups — from
+// its own rows ("users": "view"), or while its first snapshot is copied
+// from that snapshot in the users' database ("users": "snapshot").
+func notifyCheck(s eventstore.Store, view usersHealth, svc interface{ Err() error }) server.Check {
 	storeCheck := server.StoreCheck(s)
 	return func(ctx context.Context) (map[string]any, error) {
 		fields, err := storeCheck(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if err := svc.Err(); err != nil {
+			return nil, server.Unavailable("notify pipeline", err)
 		}
 		users, err := view.Ready()
 		if err != nil {
@@ -255,6 +264,13 @@ func notifyCheck(s eventstore.Store, view *userscdc.View) server.Check {
 		fields["users_position"] = view.Position().String()
 		return fields, nil
 	}
+}
+
+// usersHealth is what notifyCheck asks of the users view
+// (*userscdc.View).
+type usersHealth interface {
+	Ready() (string, error)
+	Position() userscdc.LSN
 }
 
 // startMetricsSinks writes the closed metrics windows to PostgreSQL, one

@@ -159,7 +159,7 @@ func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	args := []string{"notify", "serve", "--data", filepath.Join(dir, "data"), "--state", filepath.Join(dir, "state"),
-		"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", ss.URL + sink.Path, "--email-url", ss.URL + sink.Path,
+		"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", "http://user:pw@" + strings.TrimPrefix(ss.URL, "http://") + sink.Path + "?key=s3cret-push", "--email-url", ss.URL + sink.Path,
 		"--addr", addr, "--chunk", "1000", "--parallel", "2", "--senders", "2"}
 	spec := crashtest.Spec{Test: "TestNotifyServeChild", Env: []string{"NOTIFY_ARGS=" + strings.Join(args, "\x1f"),
 		"LOGBOOK_TOKENS=sender-token:sender,viewer-token:viewer"}}
@@ -209,7 +209,10 @@ func testNotifyServeSIGKILL(t *testing.T, holdCopy bool) {
 			t.Fatalf("the pipeline is stuck: sink %+v", sk.Stats())
 		}
 	}
-	p.Kill()
+	// The startup log names the delivery URLs without their secrets.
+	if res := p.Kill(); !strings.Contains(res.Stderr, "push_url") || strings.Contains(res.Stderr, "s3cret-push") || strings.Contains(res.Stderr, ":pw@") {
+		t.Errorf("the log shows the push URL's secrets, or no push URL:\n%s", res.Stderr)
+	}
 	atKill := sk.Stats()
 	if holdCopy {
 		v, err := userscdc.OpenView(filepath.Join(dir, "state", "users"), userscdc.ViewOptions{})
@@ -385,7 +388,7 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}, []string{"notify", "serve", "--data", filepath.Join(dir, "data"), "--state", filepath.Join(dir, "state"),
-			"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", ss.URL + sink.Path, "--email-url", ss.URL + sink.Path,
+			"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", "http://user:pw@" + strings.TrimPrefix(ss.URL, "http://") + sink.Path + "?key=s3cret-push", "--email-url", ss.URL + sink.Path,
 			"--addr", addr, "--metrics-sink", url + sep + "search_path=" + schema, "--metrics-grace", "1s"})
 	}()
 	defer func() {

@@ -87,6 +87,10 @@ func TestNotifyServeBadUsage(t *testing.T) {
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--chunk", "0"}, "--chunk 1-50000"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--metrics-sink", "mysql://x"}, "--metrics-sink"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--bus", "http://x"}, "--bus"},
+		// Delivery URLs: absolute http or https with a host, shown redacted.
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "127.0.0.1:8084/deliver", "--email-url", "http://y"}, "--push-url"},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "ftp://u:pw@y/?key=s3cret"}, `--email-url: "ftp://***@y/?key=***": want an absolute http:// or https:// URL with a host`},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http:///deliver", "--email-url", "http://y"}, "--push-url"},
 	} {
 		var stderr bytes.Buffer
 		code := run(context.Background(), &env{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}, c.args)

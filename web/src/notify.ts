@@ -509,21 +509,26 @@ class NotifyPage {
 
   private async replay(d: DeadLetter, btn: HTMLButtonElement): Promise<void> {
     btn.disabled = true;
+    // One key per click: a retry of this click (by a proxy) is the same
+    // replay; the server refuses the key with another body.
+    const key = newKey();
     let res: ReplayAccepted;
     try {
-      res = await this.api.send<ReplayAccepted>("POST", "/api/dead-letters/replay", { ids: [d.id] });
+      res = await this.api.send<ReplayAccepted>("POST", "/api/dead-letters/replay", { ids: [d.id] }, key);
     } catch (e) {
       btn.disabled = false;
       this.failed(e, this.dlSummary);
       return;
     }
     const n = res.dead_letters.length;
-    this.say(`Replay ${res.id} accepted: ${n} dead letter${n === 1 ? "" : "s"} to deliver again.`, "info");
+    const held = (res.skipped ?? []).map((k) => `${k.id} is ${k.state} by ${k.replay}`).join("; ");
+    this.say(`Replay ${res.id} accepted: ${n} dead letter${n === 1 ? "" : "s"} to deliver again.${held ? ` Skipped: ${held}.` : ""}`, "info");
     // The pipeline replays them: follow the list until none of them is
-    // open (what fails again becomes a dead letter of its own).
+    // open or being replayed (what fails again becomes a dead letter of
+    // its own).
     for (let i = 0; i < 60; i++) {
       const dls = await this.refreshDeadLetters();
-      if (!dls || !dls.some((x) => res.dead_letters.includes(x.id) && String(x.state) === "open")) break;
+      if (!dls || !dls.some((x) => res.dead_letters.includes(x.id) && String(x.state) !== "replayed")) break;
       await new Promise((r) => setTimeout(r, 500));
     }
     if (d.request) void this.refreshRecent();

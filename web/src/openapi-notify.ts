@@ -40,7 +40,7 @@ export interface DeadLetter {
   replay?: string;
   replayed_by?: string;
   request: string;
-  state: "open" | "replayed";
+  state: "open" | "replaying" | "replayed";
   user_ids: number[];
 }
 
@@ -55,6 +55,12 @@ export interface ReplayAccepted {
   dead_letters: string[];
   id: string;
   position: number;
+  /** named, but held by another replay (state replaying) or replayed already: not replayed by this one */
+  skipped?: {
+    id: string;
+    replay: string;
+    state: "replaying" | "replayed";
+  }[];
 }
 
 export interface SendRequest {

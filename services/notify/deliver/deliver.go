@@ -2,7 +2,8 @@
 // endpoint over HTTP: one call per batch of at most notify.MaxBatch
 // messages of one channel, at most a given number of calls per second per
 // channel, retried with jittered exponential backoff while the failure
-// may pass (transport errors, 429, 5xx). A batch that fails for good is
+// may pass (transport errors, 429, 5xx). Redirects are not followed: a
+// 3xx fails the batch for good, as any other 4xx. A batch that fails for good is
 // returned as a *FailedError for the caller's dead-letter store. Every
 // message carries its idempotency key, so the endpoint drops a retried
 // batch it already took.
@@ -17,6 +18,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	neturl "net/url"
 	"sync"
 	"time"
 
@@ -53,9 +55,21 @@ func New(cfg Config) (*Deliverer, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 2 * time.Second
 	}
+	for c, u := range cfg.Endpoints {
+		if err := CheckURL(u); err != nil {
+			return nil, fmt.Errorf("deliver: the %s endpoint: %w", c, err)
+		}
+	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second}
 	}
+	// Redirects are not followed: Go would re-send a POST answered 301,
+	// 302 or 303 as a GET without its body, and that GET's 2xx would
+	// count the batch delivered. A 3xx fails the batch (post). The
+	// caller's client is copied, not changed.
+	client := *cfg.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.Client = &client
 	d := &Deliverer{cfg: cfg, limiters: map[notify.Channel]*limiter{}}
 	for c, r := range cfg.Rate {
 		if r < 0 {
@@ -130,13 +144,19 @@ func (d *Deliverer) Deliver(ctx context.Context, batch []notify.Message) (retrie
 // post makes one call; reason is empty on success, temporary says
 // whether a retry may succeed.
 func (d *Deliverer) post(ctx context.Context, url string, body []byte) (reason string, temporary bool) {
+	// Reasons become dead letters, which any viewer reads: they name the
+	// endpoint without its user info or query.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return err.Error(), false
+		return "POST " + RedactURL(url) + ": the request cannot be made", false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
+		if ue, ok := errors.AsType[*neturl.Error](err); ok {
+			ue.URL = RedactURL(url)
+			return ue.Error(), true
+		}
 		return err.Error(), true
 	}
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -144,6 +164,13 @@ func (d *Deliverer) post(ctx context.Context, url string, body []byte) (reason s
 	switch {
 	case resp.StatusCode/100 == 2:
 		return "", false
+	case resp.StatusCode/100 == 3:
+		to := "no Location"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			to = "to " + RedactURL(loc)
+		}
+		return fmt.Sprintf("%s: the endpoint %s redirects (%s); delivery does not follow redirects: configure the URL it redirects to",
+			resp.Status, RedactURL(url), to), false
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return fmt.Sprintf("%s: %s", resp.Status, msg), true
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -167,5 +168,116 @@ func TestProcessOverHTTPExactlyOnce(t *testing.T) {
 	st := s.Stats()
 	if c.Delivered != int64(allowed) || c.Failed != 0 || st.UniqueKeys != int64(allowed) || st.Duplicates != 0 || retries.Load() != st.FailedCalls || st.FailedCalls == 0 {
 		t.Fatalf("counts %+v, sink %+v, retries %d, allowed %d", c, st, retries.Load(), allowed)
+	}
+}
+
+// A redirect is not followed: Go would re-send a POST answered 301 or
+// 302 as a GET without its body, and the 200 of that GET would count
+// the batch delivered. A 3xx fails the batch for good at once, with a
+// reason that says so and names no secret of the target.
+func TestRedirectIsAPermanentFailure(t *testing.T) {
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		var posts, others atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/old" {
+				http.Redirect(w, r, "/new?token=s3cret", code)
+				return
+			}
+			if r.Method == http.MethodPost {
+				posts.Add(1)
+			} else {
+				others.Add(1)
+			}
+		}))
+		d, err := New(Config{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + "/old"}, Attempts: 3, BaseBackoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		retries, err := d.Deliver(context.Background(), messages(2, notify.Push))
+		srv.Close()
+		var fe *FailedError
+		if !errors.As(err, &fe) || fe.Attempts != 1 || retries != 0 {
+			t.Fatalf("%d: err %v, retries %d: want a permanent failure after one call", code, err, retries)
+		}
+		if !strings.Contains(fe.Reason, "redirect") || strings.Contains(fe.Reason, "s3cret") {
+			t.Errorf("%d: reason %q: want it to say redirect, without the query's secret", code, fe.Reason)
+		}
+		if posts.Load()+others.Load() != 0 {
+			t.Errorf("%d: the redirect was followed (%d POSTs, %d other calls)", code, posts.Load(), others.Load())
+		}
+	}
+}
+
+// A caller's own client is used without following redirects either.
+func TestRedirectNotFollowedWithOwnClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	client := &http.Client{Timeout: time.Second}
+	d, err := New(Config{Endpoints: map[notify.Channel]string{notify.Push: srv.URL + "/old"}, Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Deliver(context.Background(), messages(1, notify.Push)); err == nil {
+		t.Fatal("a redirect counted as delivered")
+	}
+	if client.CheckRedirect != nil {
+		t.Error("the caller's client was changed")
+	}
+}
+
+// Endpoints must be absolute http or https URLs with a host; the error
+// hides the URL's secrets.
+func TestEndpointsAreChecked(t *testing.T) {
+	for _, u := range []string{"", "127.0.0.1:8084/deliver", "/deliver", "ftp://h/x", "http://", "http:///x", "http://u:pw@%zz/?token=s3cret", "mailto:a@b"} {
+		_, err := New(Config{Endpoints: map[notify.Channel]string{notify.Push: u}})
+		if err == nil {
+			t.Errorf("endpoint %q accepted", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), ":pw@") {
+			t.Errorf("endpoint %q: error %q shows a secret", u, err)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:8084/deliver", "https://push.example.org/v1?key=x"} {
+		if _, err := New(Config{Endpoints: map[notify.Channel]string{notify.Push: u}}); err != nil {
+			t.Errorf("endpoint %q: %v", u, err)
+		}
+	}
+}
+
+// A failure's reason names the endpoint without its user info or query.
+func TestReasonsAreRedacted(t *testing.T) {
+	d, err := New(Config{Endpoints: map[notify.Channel]string{notify.Push: "http://user:pw@127.0.0.1:1/deliver?token=s3cret"}, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Deliver(context.Background(), messages(1, notify.Push))
+	var fe *FailedError
+	if !errors.As(err, &fe) {
+		t.Fatalf("err %v", err)
+	}
+	if strings.Contains(fe.Reason, "s3cret") || strings.Contains(fe.Reason, "pw") || !strings.Contains(fe.Reason, "127.0.0.1:1") {
+		t.Fatalf("reason %q: want the host without user info or query", fe.Reason)
+	}
+	for in, want := range map[string]string{
+		"http://u:pw@h:1/p?token=x&a=b#f": "http://***@h:1/p?a=***&token=***",
+		"https://h/p":                     "https://h/p",
+		"not a url %zz":                   "***",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRedactReason(t *testing.T) {
+	in := `Post "https://u:pw@push.example.org/v1?key=s3cret": EOF; see http://h/x?a=1 too`
+	want := `Post "https://***@push.example.org/v1?key=***": EOF; see http://h/x?a=*** too`
+	if got := RedactReason(in); got != want {
+		t.Fatalf("RedactReason:\n got %s\nwant %s", got, want)
 	}
 }

@@ -7,10 +7,13 @@
 package httpapi
 
 import (
+	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -45,15 +48,28 @@ const maxSmallBody = 256 << 10
 // MaxBody and its million ids several times over (about 50 MB). A send
 // that waits longer than sendWait for its turn is answered 503 with
 // Retry-After.
+//
+// A turn is taken only once the body has arrived, so that slow uploads
+// cannot hold every turn: the first smallBody bytes are read before any
+// turn (a small send needs no other); a larger body then takes one of
+// MaxSending reading turns and must arrive within bodyReadTime.
 const MaxSending = 8
 
-const sendWait = 5 * time.Second
+const (
+	sendWait  = 5 * time.Second
+	smallBody = 64 << 10
+)
+
+// bodyReadTime bounds the reading of a large body (a variable for the
+// tests).
+var bodyReadTime = time.Minute
 
 // API serves the notify HTTP API over a Service.
 type API struct {
 	svc     *pipeline.Service
 	tokens  *auth.Tokens
-	sending chan struct{}
+	reading chan struct{} // turns of large bodies being read
+	sending chan struct{} // turns of sends being decoded and accepted
 	wait    time.Duration // sendWait
 }
 
@@ -83,7 +99,7 @@ func New(svc *pipeline.Service, tokens *auth.Tokens) http.Handler {
 // Mount registers the notify HTTP API for svc on mux (which also answers
 // 404 under /api/notifications/ and /api/dead-letters/).
 func Mount(mux *http.ServeMux, svc *pipeline.Service, tokens *auth.Tokens) {
-	a := &API{svc: svc, tokens: tokens, sending: make(chan struct{}, MaxSending), wait: sendWait}
+	a := &API{svc: svc, tokens: tokens, reading: make(chan struct{}, MaxSending), sending: make(chan struct{}, MaxSending), wait: sendWait}
 	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
 	for _, p := range []string{"/api/notifications/", "/api/dead-letters/"} {
 		mux.Handle(p, httpkit.Handler(func(w http.ResponseWriter, r *http.Request) error {
@@ -120,17 +136,14 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	if key == "" || len(key) > pipeline.MaxKey {
 		return httpkit.BadRequest("Idempotency-Key header: want 1 to %d characters (the same key sends a request once)", pipeline.MaxKey)
 	}
-	t := time.NewTimer(a.wait)
-	defer t.Stop()
-	select {
-	case a.sending <- struct{}{}:
-		defer func() { <-a.sending }()
-	case <-t.C:
-		w.Header().Set("Retry-After", "1")
-		return &httpkit.Error{Status: http.StatusServiceUnavailable, Type: httpkit.TypeUnavailable, Detail: fmt.Sprintf("%d sends are being accepted: try again", MaxSending)}
-	case <-r.Context().Done():
-		return r.Context().Err()
+	if err := a.readBody(w, r); err != nil {
+		return err
 	}
+	release, err := a.turn(w, r, a.sending, "sends are being accepted")
+	if err != nil {
+		return err
+	}
+	defer release()
 	var in pipeline.SendInput
 	if err := httpkit.DecodeJSON(r, MaxBody, &in); err != nil {
 		return err
@@ -141,6 +154,57 @@ func (a *API) send(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Location", "/api/notifications/"+acc.ID)
 	return httpkit.WriteJSON(w, http.StatusAccepted, acc)
+}
+
+// readBody reads a send's body (up to MaxBody and one byte, for
+// DecodeJSON to refuse a larger one) into memory before the send takes
+// a turn: its first smallBody bytes at once, the rest under a reading
+// turn and within bodyReadTime.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) error {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, smallBody+1)); err != nil {
+		return bodyError(err)
+	}
+	if buf.Len() > smallBody {
+		release, err := a.turn(w, r, a.reading, "large sends are being uploaded")
+		if err != nil {
+			return err
+		}
+		defer release()
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(bodyReadTime)) // not every writer can: then the server's own timeout holds
+		_, err = buf.ReadFrom(io.LimitReader(r.Body, MaxBody+1-int64(buf.Len())))
+		_ = rc.SetReadDeadline(time.Time{})
+		if err != nil {
+			return bodyError(err)
+		}
+	}
+	r.Body = io.NopCloser(&buf)
+	return nil
+}
+
+func bodyError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &httpkit.Error{Status: http.StatusRequestTimeout, Type: httpkit.TypeInvalidRequest,
+			Detail: fmt.Sprintf("the body did not arrive within %v", bodyReadTime)}
+	}
+	return httpkit.BadRequest("reading the body: %v", err)
+}
+
+// turn takes a turn of sem, waiting up to a.wait; past that the answer
+// is 503 with Retry-After.
+func (a *API) turn(w http.ResponseWriter, r *http.Request, sem chan struct{}, what string) (release func(), err error) {
+	t := time.NewTimer(a.wait)
+	defer t.Stop()
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-t.C:
+		w.Header().Set("Retry-After", "1")
+		return nil, &httpkit.Error{Status: http.StatusServiceUnavailable, Type: httpkit.TypeUnavailable, Detail: fmt.Sprintf("%d %s: try again", cap(sem), what)}
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
 }
 
 func limitParam(r *http.Request, def, max int) (int, error) {

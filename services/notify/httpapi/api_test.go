@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -233,7 +236,7 @@ func TestAPISend(t *testing.T) {
 // Sends beyond MaxSending wait for a turn, then are answered 503 with
 // Retry-After.
 func TestAPISendsAreBounded(t *testing.T) {
-	a := &API{sending: make(chan struct{}, 1), wait: 10 * time.Millisecond}
+	a := &API{reading: make(chan struct{}, 1), sending: make(chan struct{}, 1), wait: 10 * time.Millisecond}
 	a.sending <- struct{}{} // every turn taken
 	req := httptest.NewRequest("POST", "/api/notifications", strings.NewReader(`{}`))
 	req.Header.Set("Idempotency-Key", "k")
@@ -250,5 +253,63 @@ func TestAPISendsAreBounded(t *testing.T) {
 	}
 	if len(a.sending) != 0 {
 		t.Fatal("a finished send kept its turn")
+	}
+}
+
+// stall opens a connection that sends a send's headers and the first
+// n bytes of a body of length total, then nothing more.
+func stall(t *testing.T, url string, n, total int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	body := []byte(`{"type":"like_update","sender":"s","to_users":[1`)
+	for len(body) < n {
+		body = append(body, ",1"...)
+	}
+	fmt.Fprintf(c, "POST /api/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nIdempotency-Key: slow\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", senderToken, total)
+	if _, err := c.Write(body[:n]); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Uploads that are slow to arrive — small ones, and large ones past
+// their first part — hold no turn of the sends decoded at once: with
+// MaxSending of each stalled, a normal send is accepted at once.
+func TestSlowUploadsDoNotBlockSends(t *testing.T) {
+	s := newServer(t)
+	for range MaxSending {
+		stall(t, s.url, 100, 1000)
+		stall(t, s.url, 200<<10, 2<<20)
+	}
+	time.Sleep(200 * time.Millisecond) // they are all being read
+	start := time.Now()
+	status, raw := s.do("POST", "/api/notifications", senderToken, "normal", []byte(`{"type":"like_update","sender":"s","to_users":[1,2]}`))
+	if status != http.StatusAccepted || time.Since(start) > 2*time.Second {
+		t.Fatalf("a send beside %d stalled uploads: %d after %v: %s", 2*MaxSending, status, time.Since(start), raw)
+	}
+}
+
+// A large body that stops arriving is cut off after bodyReadTime: 408,
+// and its reading turn is free again.
+func TestSlowLargeUploadTimesOut(t *testing.T) {
+	defer func(d time.Duration) { bodyReadTime = d }(bodyReadTime)
+	bodyReadTime = 300 * time.Millisecond
+	s := newServer(t)
+	var conns []net.Conn
+	for range MaxSending + 1 {
+		conns = append(conns, stall(t, s.url, 200<<10, 2<<20))
+	}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		// The ninth waits for a reading turn and gets one once the first
+		// eight are cut off.
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 408") {
+			t.Fatalf("stalled large upload %d: %q, %v; want 408", i, line, err)
+		}
 	}
 }

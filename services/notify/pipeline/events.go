@@ -132,8 +132,10 @@ type DeadLetter struct {
 
 // ReplayRequested asks for dead letters to be delivered again.
 type ReplayRequested struct {
-	ID          string   `json:"id"`
-	DeadLetters []string `json:"dead_letters"`
+	ID          string    `json:"id"`
+	Hash        string    `json:"hash,omitempty"` // of the replay as asked: a retry with another body is told apart
+	DeadLetters []string  `json:"dead_letters"`
+	Skipped     []Skipped `json:"skipped,omitempty"` // named, but held by another replay or replayed
 }
 
 // Streams.

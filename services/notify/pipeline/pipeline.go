@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/projection"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
@@ -30,13 +31,26 @@ func (w work) key() string {
 	return w.req.ID + "/" + itoa(w.chunk)
 }
 
+// maxStepFailures is how many times in a row a step may fail (the
+// users' data unreadable, an append refused) before the pipeline stops:
+// a step that keeps failing is a fault to look at, not to hide behind
+// retries, and the service then reports it (Err, /healthz).
+const maxStepFailures = 5
+
 // schedule runs the pipeline: it hands the chunks of pending requests
 // and the pending replays, oldest first, to at most Parallel workers. A
 // step's outcome append is its checkpoint; the step is out of flight
 // once the state has applied it, so no step runs twice in a process, and
 // a step cut short by a crash runs again at the next start.
+//
+// Once the state stops (projection.ErrStopped) or the service fails,
+// nothing more is scheduled: the state no longer shows what is done, and
+// picking from it would deliver the same steps again.
 func (s *Service) schedule(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	inflight := map[string]bool{}
+	failures := map[string]int{}
 	var mu sync.Mutex
 	freed := make(chan struct{}, 1)
 	wake := func() {
@@ -56,6 +70,9 @@ func (s *Service) schedule(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
+		if s.Err() != nil {
+			return
+		}
 		mu.Lock()
 		free := s.cfg.Parallel - len(inflight)
 		mu.Unlock()
@@ -72,23 +89,43 @@ func (s *Service) schedule(ctx context.Context) {
 			s.flight.Inc()
 			wg.Go(func() {
 				defer s.flight.Dec()
-				defer func() {
-					mu.Lock()
-					delete(inflight, w.key())
-					mu.Unlock()
-					wake()
-				}()
-				if err := s.run(ctx, w); err != nil && ctx.Err() == nil {
-					s.log.Error("notify pipeline step failed; it runs again", "step", w.key(), "err", err)
-					select {
-					case <-time.After(time.Second):
-					case <-ctx.Done():
+				err := s.run(ctx, w)
+				mu.Lock()
+				n := 0
+				if err != nil {
+					failures[w.key()]++
+					n = failures[w.key()]
+				} else {
+					delete(failures, w.key())
+				}
+				mu.Unlock()
+				if err != nil && ctx.Err() == nil {
+					switch {
+					case errors.Is(err, projection.ErrStopped):
+						s.fail(fmt.Errorf("notify pipeline stopped: the state stopped after step %s: %w", w.key(), err))
+						cancel()
+					case n >= maxStepFailures:
+						s.fail(fmt.Errorf("notify pipeline stopped: step %s failed %d times: %w", w.key(), n, err))
+						cancel()
+					default:
+						wait := time.Second << (n - 1)
+						s.log.Error("notify pipeline step failed; it runs again", "step", w.key(), "failures", n, "in", wait, "err", err)
+						select {
+						case <-time.After(wait):
+						case <-ctx.Done():
+						}
 					}
 				}
+				mu.Lock()
+				delete(inflight, w.key())
+				mu.Unlock()
+				wake()
 			})
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-s.failed:
 			return
 		case <-s.changed:
 		case <-freed:
@@ -97,28 +134,25 @@ func (s *Service) schedule(ctx context.Context) {
 }
 
 // pick chooses up to n steps not in flight: replays first (they are
-// small), then chunks of the oldest pending requests.
+// small), then chunks of the oldest pending requests. It walks the
+// pending lists from their fronts, which are in log order: no sort.
 func (s *Service) pick(st *state, inflight map[string]bool, mu *sync.Mutex, n int) []work {
 	mu.Lock()
 	defer mu.Unlock()
 	var out []work
-	replays := make([]*replayState, 0, len(st.pendingReplays))
-	for _, rp := range st.pendingReplays {
-		replays = append(replays, rp)
-	}
-	slices.SortFunc(replays, func(a, b *replayState) int { return cmpU(a.position, b.position) })
-	for _, rp := range replays {
+	for _, rp := range st.pendingReplays.items {
+		if len(out) == n {
+			return out
+		}
 		w := work{replay: &rp.ReplayRequested}
-		if len(out) < n && !inflight[w.key()] {
+		if !rp.done && !inflight[w.key()] {
 			out = append(out, w)
 		}
 	}
-	reqs := make([]*reqState, 0, len(st.pending))
-	for _, rs := range st.pending {
-		reqs = append(reqs, rs)
-	}
-	slices.SortFunc(reqs, func(a, b *reqState) int { return cmpU(a.position, b.position) })
-	for _, rs := range reqs {
+	for _, rs := range st.pending.items {
+		if rs.isDone() {
+			continue
+		}
 		for c, done := range rs.done {
 			if len(out) == n {
 				return out
@@ -183,10 +217,11 @@ func failure(ctx context.Context, err error) (reason string, attempts int, ok bo
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return "", 0, false
 	}
+	// Any viewer reads dead letters: no URL's user info or query in them.
 	if fe, isFailed := errors.AsType[*deliver.FailedError](err); isFailed {
-		return fe.Reason, fe.Attempts, true
+		return deliver.RedactReason(fe.Reason), fe.Attempts, true
 	}
-	return err.Error(), 1, true
+	return deliver.RedactReason(err.Error()), 1, true
 }
 
 // chunk runs one chunk of a request through the pipeline and returns
@@ -282,8 +317,8 @@ func (s *Service) replay(ctx context.Context, rp *ReplayRequested) ([]eventstore
 	s.view.Read(func(st *state, _ uint64) {
 		for _, id := range rp.DeadLetters {
 			dl := st.dls[id]
-			if dl == nil || dl.replayedBy != "" {
-				continue // replayed by another replay meanwhile
+			if dl == nil || dl.replayedBy != "" || dl.claimedBy != rp.ID {
+				continue // held by another replay, accepted before this one
 			}
 			letters = append(letters, letter{dl.DeadLetter, st.reqs[dl.Request].Requested})
 		}

@@ -2,9 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -293,5 +297,227 @@ func TestPipelineWaitsForItsLock(t *testing.T) {
 	again, err := svc.Get(ctx, a.ID, res.LastPosition)
 	if err != nil || !reflect.DeepEqual(again.Counts, st.Counts) || svc.Err() != nil {
 		t.Fatalf("after a repeated outcome: %+v (was %+v), %v, %v", again.Counts, st.Counts, err, svc.Err())
+	}
+}
+
+// When the state view stops (here: an event it cannot apply), the
+// pipeline stops scheduling: a step whose outcome the state never shows
+// is not picked again from the stale state and delivered again, and the
+// service reports the failure (for /healthz).
+func TestStoppedStateStopsThePipeline(t *testing.T) {
+	opt := sink.Options{Latency: 300 * time.Millisecond}
+	h := newHarness(t, population(300), map[notify.Channel]sink.Options{notify.Push: opt, notify.Email: opt})
+	h.cfg.ChunkSize = 100
+	h.cfg.Parallel = 1
+	svc := h.start()
+	ctx := context.Background()
+	a, err := svc.Send(ctx, "k", SendInput{Type: "like_update", Sender: "s", ToUsers: ids(1, 300)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, a.ID, a.Position); err != nil {
+		t.Fatal(err)
+	}
+	// The first chunk is being delivered; its outcome will come after an
+	// event the state cannot apply.
+	poison, _ := json.Marshal(Outcome{Request: "no-such-request", Chunk: 0})
+	if _, err := h.store.Append(ctx, "poison", eventstore.Any, []eventstore.NewEvent{{Type: TypeOutcome, Tags: []string{Tag}, Data: poison}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for svc.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the state stopped, the service reports no failure")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Long enough for the old pipeline to have picked the chunk again
+	// (it paused 1 s after a failed step).
+	time.Sleep(2500 * time.Millisecond)
+	for _, c := range notify.Channels {
+		if s := h.sinks[c].Stats(); s.Duplicates != 0 || s.UniqueKeys > 100 {
+			t.Errorf("%s sink %+v: a chunk delivered again after the state stopped, or a later chunk started", c, s)
+		}
+	}
+}
+
+// deadLettered sends a request whose e-mails all fail for good, and
+// brings the e-mail endpoint back: its dead letters are open.
+func deadLettered(t *testing.T, h *harness, n int64) (string, []DeadLetterInfo) {
+	t.Helper()
+	f := &failing{next: h.sinks[notify.Email]}
+	f.down.Store(true)
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	h.opt.Endpoints = map[notify.Channel]string{notify.Push: h.urls[notify.Push], notify.Email: srv.URL + sink.Path}
+	h.opt.Attempts = 1
+	svc := h.start()
+	a, err := svc.Send(context.Background(), "k", SendInput{Type: "event_waiting_list", Sender: "s", ToUsers: ids(1, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitDone(a.ID)
+	dls, err := svc.DeadLetters(a.ID, "", 100)
+	if err != nil || len(dls) == 0 {
+		t.Fatalf("dead letters %+v, %v", dls, err)
+	}
+	f.down.Store(false)
+	return a.ID, dls
+}
+
+// waitReplayed waits until the request has no open dead letter.
+func (h *harness) waitReplayed(id string) Status {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := h.svc.Get(context.Background(), id, 0)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if st.OpenDeadLetters == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("dead letters still open: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Two replays of the same dead letters, accepted before either ran (two
+// clicks, two operators, no key or different keys): each message is
+// delivered once, and the request's counts add it once.
+func TestConcurrentReplaysDeliverOnce(t *testing.T) {
+	opt := sink.Options{Latency: 50 * time.Millisecond}
+	h := newHarness(t, population(600), map[notify.Channel]sink.Options{notify.Email: opt})
+	h.cfg.ChunkSize = 300
+	req, dls := deadLettered(t, h, 600)
+	ctx := context.Background()
+	var names []string
+	for _, d := range dls {
+		names = append(names, d.ID)
+	}
+	r1, err1 := h.svc.Replay(ctx, "", ReplayInput{IDs: names})
+	r2, err2 := h.svc.Replay(ctx, "", ReplayInput{Request: req})
+	if err1 != nil {
+		t.Fatal(err1)
+	}
+	// The second is refused (every letter is held by the first) or
+	// accepted to no effect; it never delivers again.
+	if err2 == nil && len(r2.DeadLetters) != 0 {
+		t.Errorf("second replay accepted %+v while %s holds its letters", r2, r1.ID)
+	}
+	st := h.waitReplayed(req)
+	if err := h.svc.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a second replay would be delivering now
+	s := h.sinks[notify.Email].Stats()
+	if s.UniqueKeys != 600 || s.Duplicates != 0 {
+		t.Fatalf("email sink %+v after two replays: want each of 600 messages once", s)
+	}
+	st, _ = h.svc.Get(ctx, req, 0)
+	if st.Counts.Delivered != 1200 {
+		t.Fatalf("delivered %d, want 1200 (600 push, 600 e-mails replayed once)", st.Counts.Delivered)
+	}
+	for _, d := range mustDLs(t, h.svc, req) {
+		if d.ReplayedBy != r1.ID {
+			t.Errorf("dead letter %s replayed by %q, want %s", d.ID, d.ReplayedBy, r1.ID)
+		}
+	}
+}
+
+func mustDLs(t *testing.T, svc *Service, req string) []DeadLetterInfo {
+	t.Helper()
+	dls, err := svc.DeadLetters(req, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dls
+}
+
+// A replay's Idempotency-Key names it: the same key and body answer as
+// the first time, even once it is done; the same key with another body
+// is refused (not answered with the first replay). A replay naming
+// letters another replay holds is refused, saying which.
+func TestReplayIdempotencyAndClaims(t *testing.T) {
+	h := newHarness(t, population(600), map[notify.Channel]sink.Options{notify.Email: {Latency: 200 * time.Millisecond}})
+	h.cfg.ChunkSize = 300
+	h.cfg.Parallel = 1
+	req, dls := deadLettered(t, h, 600)
+	if len(dls) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dls))
+	}
+	ctx := context.Background()
+	r1, err := h.svc.Replay(ctx, "key", ReplayInput{IDs: []string{dls[0].ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.svc.Replay(ctx, "key", ReplayInput{IDs: []string{dls[1].ID}}); !errors.Is(err, ErrKeyReused) {
+		t.Errorf("the key with another body: %v, want ErrKeyReused", err)
+	}
+	_, err = h.svc.Replay(ctx, "other", ReplayInput{IDs: []string{dls[0].ID}})
+	if !errors.Is(err, ErrUnacceptable) || !strings.Contains(err.Error(), dls[0].ID) || !strings.Contains(err.Error(), r1.ID) {
+		t.Errorf("a letter held by replay %s named again: %v, want it refused naming the letter and the replay", r1.ID, err)
+	}
+	// Both named, one held: the other is replayed, the held one skipped.
+	r3, err := h.svc.Replay(ctx, "third", ReplayInput{IDs: []string{dls[0].ID, dls[1].ID}})
+	if err != nil || !slices.Equal(r3.DeadLetters, []string{dls[1].ID}) || len(r3.Skipped) != 1 || r3.Skipped[0].ID != dls[0].ID || r3.Skipped[0].Replay != r1.ID {
+		t.Fatalf("replay of a held and an open letter: %+v, %v", r3, err)
+	}
+	h.waitReplayed(req)
+	again, err := h.svc.Replay(ctx, "key", ReplayInput{IDs: []string{dls[0].ID}})
+	if err != nil || again.ID != r1.ID || !slices.Equal(again.DeadLetters, r1.DeadLetters) {
+		t.Fatalf("the key retried after the replay: %+v, %v; first %+v", again, err, r1)
+	}
+	if s := h.sinks[notify.Email].Stats(); s.UniqueKeys != 600 || s.Duplicates != 0 {
+		t.Fatalf("email sink %+v", s)
+	}
+}
+
+// Dead letters' reasons name the endpoint without its user info or
+// query, as stored and as listed, also for a letter stored before
+// reasons were redacted.
+func TestDeadLetterReasonsAreRedacted(t *testing.T) {
+	h := newHarness(t, population(10), nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	t.Cleanup(srv.Close)
+	h.opt.Endpoints = map[notify.Channel]string{notify.Push: h.urls[notify.Push], notify.Email: "http://user:pw@" + srv.Listener.Addr().String() + "/x?token=s3cret"}
+	srv.Close() // a transport error: Go's error names the URL
+	svc := h.start()
+	ctx := context.Background()
+	a, err := svc.Send(ctx, "k", SendInput{Type: "like_update", Sender: "s", ToUsers: ids(1, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitDone(a.ID)
+	old, _ := json.Marshal(DeadLetter{ID: a.ID + "/old", Request: a.ID, Channel: notify.Email, UserIDs: []int64{1},
+		Reason: `Post "https://push.example.org/v1?key=s3cret": 400 Bad Request`, Attempts: 1})
+	res, err := h.store.Append(ctx, "legacy", eventstore.Any, []eventstore.NewEvent{{Type: TypeDeadLettered, Tags: []string{Tag}, Data: old}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, a.ID, res.LastPosition); err != nil {
+		t.Fatal(err)
+	}
+	dls := mustDLs(t, svc, a.ID)
+	if len(dls) != 2 {
+		t.Fatalf("dead letters %+v", dls)
+	}
+	for _, d := range dls {
+		if strings.Contains(d.Reason, "s3cret") || strings.Contains(d.Reason, "pw@") || !strings.Contains(d.Reason, "***") {
+			t.Errorf("dead letter %s reason %q: want the URL redacted", d.ID, d.Reason)
+		}
+	}
+	evs, err := h.store.ReadStream(ctx, outcomeStream(a.ID), 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Data), "s3cret") {
+			t.Errorf("stored %s holds the secret: %s", ev.Type, ev.Data)
+		}
 	}
 }

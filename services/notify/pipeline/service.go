@@ -114,6 +114,7 @@ type Service struct {
 	wg      sync.WaitGroup
 	errMu   sync.Mutex
 	err     error
+	failed  chan struct{} // closed with err set
 }
 
 // New opens the metrics' windows, starts following the log in store
@@ -159,7 +160,7 @@ func New(ctx context.Context, store eventstore.Store, cfg Config) (*Service, err
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{store: store, cfg: cfg, log: cfg.Logger, agg: agg, changed: make(chan struct{}, 1)}
+	s := &Service{store: store, cfg: cfg, log: cfg.Logger, agg: agg, changed: make(chan struct{}, 1), failed: make(chan struct{})}
 	s.counted, err = metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "logbook_notify_outcomes_total",
 		Help: "The counts of the outcomes this process appended (pipeline steps done): requested, refused, built, delivered, failed, dead_lettered, retries.",
@@ -220,11 +221,15 @@ func (s *Service) fail(err error) {
 	defer s.errMu.Unlock()
 	if s.err == nil {
 		s.err = err
+		close(s.failed)
 		s.log.Error("notify service stopped", "err", err)
 	}
 }
 
-// Err is why the service stopped working, nil while it works.
+// Err is why the service stopped working, nil while it works: its
+// state or metrics stopped following the log, or the pipeline stopped
+// (a step failed again and again, or its state stopped). /healthz
+// reports it.
 func (s *Service) Err() error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()

@@ -70,6 +70,9 @@ func (b *batch) commit(end LSN, sync bool) error {
 	if err := b.b.Commit(opts); err != nil {
 		return fmt.Errorf("userscdc: commit view batch: %w", err)
 	}
+	b.v.mu.Lock()
+	b.v.changedData()
+	b.v.mu.Unlock()
 	if end != 0 {
 		b.v.advance(end)
 	}

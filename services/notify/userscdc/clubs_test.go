@@ -3,6 +3,7 @@ package userscdc
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -17,6 +18,9 @@ func TestClubMembership(t *testing.T) {
 	}
 	v := openView(t, t.TempDir())
 	e.start(t, v)
+	var counts atomic.Int64
+	testHookCountClubs = func() { counts.Add(1) }
+	t.Cleanup(func() { testHookCountClubs = nil })
 	// Generate puts user id in club 1 + id%3.
 	want := map[int64][]int64{1: {3, 6, 9}, 2: {1, 4, 7, 10}, 3: {2, 5, 8}}
 	check := func(want map[int64][]int64) {
@@ -40,6 +44,18 @@ func TestClubMembership(t *testing.T) {
 		}
 		if !slices.Equal(clubs, got) {
 			t.Errorf("clubs %v, want %v", clubs, got)
+		}
+		// Asked again with nothing changed: answered without counting
+		// again.
+		n := counts.Load()
+		for range 3 {
+			again, err := v.Clubs(ctx)
+			if err != nil || !slices.Equal(again, clubs) {
+				t.Fatalf("clubs asked again: %v, %v; first %v", again, err, clubs)
+			}
+		}
+		if counts.Load() != n {
+			t.Errorf("3 more Clubs calls counted the members %d more times, want 0 (the view did not move)", counts.Load()-n)
 		}
 	}
 	check(want)

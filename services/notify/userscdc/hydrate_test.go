@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,6 +124,19 @@ func TestServeDuringCopy(t *testing.T) {
 	clubs, err := v.Clubs(ctx)
 	if err != nil || !slices.Equal(clubs, wantClubs) {
 		t.Fatalf("Clubs during the copy: %v, %v; want %v", clubs, err, wantClubs)
+	}
+	// The snapshot does not change: asked again, Clubs does not count
+	// (a GROUP BY over the source's table) again.
+	var counts atomic.Int64
+	testHookCountClubs = func() { counts.Add(1) }
+	for range 3 {
+		if again, err := v.Clubs(ctx); err != nil || !slices.Equal(again, wantClubs) {
+			t.Fatalf("Clubs again during the copy: %v, %v", again, err)
+		}
+	}
+	testHookCountClubs = nil
+	if counts.Load() != 0 {
+		t.Errorf("Clubs during the copy counted %d times more, want 0", counts.Load())
 	}
 	members, err := v.Members(ctx, 3, 0)
 	if err != nil || int64(len(members)) != wantClubs[2].Members || !slices.IsSorted(members) || members[0]%7 != 2 {

@@ -155,7 +155,19 @@ type View struct {
 	// a reader the view cannot answer.
 	reader     *snapshotReader
 	incomplete bool
+	// gen moves whenever what a read sees may change: a batch committed,
+	// the reads switched to or from a snapshot. Clubs' answer is kept
+	// for the gen it was counted at.
+	gen uint64
+
+	clubsMu  sync.Mutex // one count at a time; who waits takes its answer
+	clubsGen uint64
+	clubsOK  bool
+	clubs    []Club
 }
+
+// changedData notes that what reads see may have changed (v.mu held).
+func (v *View) changedData() { v.gen++ }
 
 // claim marks the view as written by a follower, clearing the previous
 // follower's error; it fails if another follower runs.
@@ -301,6 +313,7 @@ func (v *View) reset() {
 	defer v.mu.Unlock()
 	v.pos = 0
 	v.incomplete = true
+	v.changedData()
 }
 
 // hydrate makes r answer the view's reads while the snapshot of the
@@ -311,6 +324,7 @@ func (v *View) hydrate(r *snapshotReader, at LSN) {
 	defer v.mu.Unlock()
 	v.reader = r
 	v.pos = at
+	v.changedData()
 	close(v.changed)
 	v.changed = make(chan struct{})
 }
@@ -322,6 +336,7 @@ func (v *View) copied() {
 	v.mu.Lock()
 	r := v.reader
 	v.reader, v.incomplete = nil, false
+	v.changedData()
 	v.mu.Unlock()
 	if r != nil {
 		r.close()
@@ -334,6 +349,7 @@ func (v *View) copyFailed() {
 	v.mu.Lock()
 	r := v.reader
 	v.reader, v.pos = nil, 0
+	v.changedData()
 	v.mu.Unlock()
 	if r != nil {
 		r.close()
@@ -486,8 +502,38 @@ type Club struct {
 	Members int64 `json:"members"`
 }
 
-// Clubs returns every club with members, by id.
+// testHookCountClubs, if set, is called each time Clubs counts the
+// members of every club (in the view's rows or the source's snapshot).
+var testHookCountClubs func()
+
+// Clubs returns every club with members, by id. The count is kept
+// until the view's data changes (a transaction applied, the reads
+// switched to or from the source's snapshot): asking again meanwhile
+// counts nothing, and while the snapshot is copied (reads answered by a
+// GROUP BY over the source's table) the snapshot never changes.
 func (v *View) Clubs(ctx context.Context) ([]Club, error) {
+	v.mu.Lock()
+	gen := v.gen
+	v.mu.Unlock()
+	v.clubsMu.Lock()
+	defer v.clubsMu.Unlock()
+	if v.clubsOK && v.clubsGen == gen {
+		return slices.Clone(v.clubs), nil
+	}
+	out, err := v.countClubs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Kept for the gen read before counting: a change committed while
+	// counting moved gen on, and the next call counts again.
+	v.clubs, v.clubsGen, v.clubsOK = out, gen, true
+	return slices.Clone(out), nil
+}
+
+func (v *View) countClubs(ctx context.Context) ([]Club, error) {
+	if testHookCountClubs != nil {
+		testHookCountClubs()
+	}
 	if cs, ok, err := fromSnapshot(v, func(r *snapshotReader) ([]Club, error) { return r.clubs(ctx) }); ok {
 		return cs, err
 	}

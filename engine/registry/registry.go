@@ -83,6 +83,26 @@ type Registry struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	protected sync.Map // subject → struct{}: in use by the event bus
+}
+
+// Protect marks subj as in use by this process's event bus (the Kafka
+// Avro publisher's "<topic>-value"): its schema ids are in published
+// messages, which consumers resolve by id, so a permanent delete of the
+// subject or of one of its versions is refused (422, 42205). A soft
+// delete is allowed: the ids stay readable, and the publisher registers
+// the schema again when it next starts. The refusal is the rule rather
+// than something a flag overrides: one hard delete makes every message
+// published with the id unreadable, and there is no undo; an operator
+// who means it serves the registry without the bus and deletes then.
+func (r *Registry) Protect(subj string) { r.protected.Store(subj, struct{}{}) }
+
+func (r *Registry) inUse(subj string) error {
+	if _, ok := r.protected.Load(subj); ok {
+		return errorf(http.StatusUnprocessableEntity, codeNotPermitted, "Operation not permitted: subject '%s' is in use by the event bus (its ids are in published messages, which consumers read by id); it can be soft-deleted, not permanently deleted", subj)
+	}
+	return nil
 }
 
 // Open replays the registry's stream from store and follows it, so that
@@ -290,9 +310,9 @@ func (r *Registry) Register(ctx context.Context, subj, schema string) (int, erro
 	}
 	var id int
 	err = r.write(ctx, func(s *state) ([]pending, error) {
-		if err := writable(s); err != nil {
-			return nil, err
-		}
+		// A schema registered already returns its id, in any mode: the
+		// Kafka Avro publisher registers at each start, and a READONLY
+		// registry must not stop it.
 		sub := s.subjects[subj]
 		var live []*version
 		if sub != nil {
@@ -303,6 +323,9 @@ func (r *Registry) Register(ctx context.Context, subj, schema string) (int, erro
 					return nil, nil
 				}
 			}
+		}
+		if err := writable(s); err != nil {
+			return nil, err
 		}
 		if msgs := checkLevel(s.level(subj), p.schema, s.refs(live)); len(msgs) > 0 {
 			return nil, errorf(http.StatusConflict, codeIncompatible, "Schema being registered is incompatible with an earlier schema for subject %q, details: %s", subj, strings.Join(msgs, "; "))
@@ -523,6 +546,11 @@ func (r *Registry) Check(ctx context.Context, subj string, num int, schema strin
 // soft-deleted first. It returns the versions deleted.
 func (r *Registry) DeleteSubject(ctx context.Context, subj string, permanent bool) ([]int, error) {
 	var nums []int
+	if permanent {
+		if err := r.inUse(subj); err != nil {
+			return nil, err
+		}
+	}
 	err := r.write(ctx, func(s *state) ([]pending, error) {
 		nums = nil
 		if err := writable(s); err != nil {
@@ -555,6 +583,11 @@ func (r *Registry) DeleteSubject(ctx context.Context, subj string, permanent boo
 // soft-deleted, permanently, and returns its number.
 func (r *Registry) DeleteVersion(ctx context.Context, subj string, num int, permanent bool) (int, error) {
 	var deletedNum int
+	if permanent {
+		if err := r.inUse(subj); err != nil {
+			return 0, err
+		}
+	}
 	err := r.write(ctx, func(s *state) ([]pending, error) {
 		if err := writable(s); err != nil {
 			return nil, err

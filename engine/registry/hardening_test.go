@@ -1,9 +1,12 @@
 package registry
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestReadOnlyReturnsRegisteredSchema: in READONLY a schema already
@@ -44,4 +47,55 @@ func TestProtectedSubjectHardDelete(t *testing.T) {
 	f.want("GET", "/schemas/ids/1", nil, http.StatusOK, "")
 	f.want("DELETE", "/subjects/other", nil, 200, `[1]`)
 	f.want("DELETE", "/subjects/other?permanent=true", nil, 200, `[1]`)
+}
+
+// deepSchema is an Avro schema of n arrays nested in one another.
+func deepSchema(n int) string {
+	return strings.Repeat(`{"type":"array","items":`, n) + `"int"` + strings.Repeat("}", n)
+}
+
+// TestDeepSchemaRefusedFast: a schema of 10,000 nested arrays (under
+// the size limit) is refused before it is parsed, quickly, as an invalid
+// schema (422, 42201) — on the read routes too, which any token may
+// call; a schema nested to the limit is still taken.
+func TestDeepSchemaRefusedFast(t *testing.T) {
+	f := newFixture(t)
+	deep := deepSchema(10_000)
+	if len(deep) > 256<<10 {
+		t.Fatalf("the schema is %d bytes, over the size limit", len(deep))
+	}
+	for _, path := range []string{"/compatibility/subjects/s/versions", "/subjects/s", "/subjects/s/versions"} {
+		start := time.Now()
+		f.wantCode("POST", path, schemaBody(deep), 422, 42201)
+		if d := time.Since(start); d > 250*time.Millisecond {
+			t.Errorf("POST %s: refusing a 10,000-deep schema took %v", path, d)
+		}
+	}
+	_, body := f.call("POST", "/subjects/s/versions", schemaBody(deep))
+	if !strings.Contains(body, "nested") {
+		t.Fatalf("the refusal does not say why: %s", body)
+	}
+	f.want("POST", "/subjects/s/versions", schemaBody(deepSchema(60)), 200, `{"id":1}`)
+}
+
+// TestParsesBounded: with Options.MaxParses parses in flight, the next
+// waits for a turn and gives up (503, 50002) when its context ends
+// instead of adding to the CPU the others take; once a turn frees it
+// parses.
+func TestParsesBounded(t *testing.T) {
+	f := newFixture(t)
+	for range cap(f.reg.parses) {
+		f.reg.parses <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := f.reg.Check(ctx, "s", 0, userV1)
+	var re *Error
+	if !errors.As(err, &re) || re.Status != 503 || re.Code != 50002 {
+		t.Fatalf("a check with every parse slot taken: %v, want 503 50002", err)
+	}
+	<-f.reg.parses
+	if _, err := f.reg.Check(t.Context(), "s", 0, userV1); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -97,5 +98,52 @@ func TestParsesBounded(t *testing.T) {
 	<-f.reg.parses
 	if _, err := f.reg.Check(t.Context(), "s", 0, userV1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWritesNeedJSONContentType: a POST or PUT whose body is not
+// declared JSON — what a cross-site HTML form or a no-preflight fetch
+// sends (form encodings, text/plain, none at all) — is refused with 415
+// in Confluent's error shape, before anything is done; the content types
+// Confluent's clients and franz-go's send are taken.
+func TestWritesNeedJSONContentType(t *testing.T) {
+	f := newFixture(t)
+	send := func(method, path, ct, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, f.srv.URL+"/registry"+path, strings.NewReader(body))
+		req.SetBasicAuth("", adminToken)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	reg := `{"schema":` + quote(userV1) + `}`
+	for _, ct := range []string{"", "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx"} {
+		for _, c := range []struct{ method, path, body string }{
+			{"POST", "/subjects/s/versions", reg},
+			{"POST", "/subjects/s", reg},
+			{"POST", "/compatibility/subjects/s/versions", reg},
+			{"PUT", "/config", `{"compatibility":"NONE"}`},
+			{"PUT", "/mode", `{"mode":"READONLY"}`},
+		} {
+			status, body := send(c.method, c.path, ct, c.body)
+			if status != 415 || !strings.Contains(body, `"error_code":415`) {
+				t.Errorf("%s %s with Content-Type %q: %d %s, want 415", c.method, c.path, ct, status, body)
+			}
+		}
+	}
+	f.want("GET", "/mode", nil, 200, `{"mode":"READWRITE"}`)
+	f.want("GET", "/subjects", nil, 200, `[]`)
+	for i, ct := range []string{ContentType, "application/vnd.schemaregistry+json", "application/json", "application/json; charset=utf-8", "application/octet-stream"} {
+		status, body := send("POST", "/subjects/s"+itoa(i)+"/versions", ct, reg)
+		if status != 200 {
+			t.Errorf("POST with Content-Type %q: %d %s", ct, status, body)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func TestDeepSchemaRefusedFast(t *testing.T) {
 	for _, path := range []string{"/compatibility/subjects/s/versions", "/subjects/s", "/subjects/s/versions"} {
 		start := time.Now()
 		f.wantCode("POST", path, schemaBody(deep), 422, 42201)
-		if d := time.Since(start); d > 250*time.Millisecond {
+		if d := time.Since(start); d > time.Second {
 			t.Errorf("POST %s: refusing a 10,000-deep schema took %v", path, d)
 		}
 	}

@@ -66,6 +66,11 @@ type Options struct {
 	// LargeReadWait is how long a large read waits for a slot before it
 	// is answered 503 with Retry-After; default 2 s.
 	LargeReadWait time.Duration
+	// StallTimeout ends an answer whose client has taken none of it for
+	// this long (each write of the value has this deadline), so a client
+	// that stops reading does not hold its slot and connection forever;
+	// default 30 s.
+	StallTimeout time.Duration
 }
 
 // API serves the kv HTTP API over a repository.
@@ -73,6 +78,7 @@ type API struct {
 	repo  *kv.Repository
 	large chan struct{} // a slot per large read in flight
 	wait  time.Duration
+	stall time.Duration
 }
 
 // Routes is the kv API's route table.
@@ -107,7 +113,10 @@ func MountWith(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens, o O
 	if o.LargeReadWait <= 0 {
 		o.LargeReadWait = 2 * time.Second
 	}
-	a := &API{repo: repo, large: make(chan struct{}, o.MaxLargeReads), wait: o.LargeReadWait}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 30 * time.Second
+	}
+	a := &API{repo: repo, large: make(chan struct{}, o.MaxLargeReads), wait: o.LargeReadWait, stall: o.StallTimeout}
 	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
 }
 
@@ -196,8 +205,23 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Length", strconv.FormatInt(rd.Size, 10))
 	// Once the status is sent a failure can only cut the body short
 	// (the client sees fewer bytes than Content-Length).
-	_, _ = io.Copy(w, rd)
+	// net/http lifts the write deadline once the answer is finished,
+	// before the connection reads its next request.
+	_, _ = io.Copy(stallWriter{w, http.NewResponseController(w), a.stall}, rd)
 	return nil
+}
+
+// stallWriter gives each write a deadline: a client that takes nothing
+// of the answer for that long ends it.
+type stallWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (s stallWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.stall))
+	return s.w.Write(p)
 }
 
 // acquire takes a large read's slot, waiting up to the API's bound.

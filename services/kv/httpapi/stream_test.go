@@ -152,3 +152,30 @@ func TestLargeReadsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledReaderFreesItsSlot: a client that stops reading a large
+// value does not hold its slot forever — a write that makes no progress
+// for StallTimeout ends the answer — so the next large read is served.
+func TestStalledReaderFreesItsSlot(t *testing.T) {
+	srv := largeServer(t, 8<<20, func(repo *kv.Repository, tokens *auth.Tokens) *httptest.Server {
+		mux := http.NewServeMux()
+		MountWith(mux, repo, tokens, Options{MaxLargeReads: 1, LargeReadWait: 3 * time.Second, StallTimeout: 300 * time.Millisecond})
+		return httptest.NewServer(mux)
+	})
+	c := stalledGET(t, srv)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := bufio.NewReaderSize(c, 64).ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("status line %q: %v", line, err)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/kv/big", nil)
+	req.Header.Set("Authorization", "Bearer "+viewer)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || n != 8<<20 {
+		t.Fatalf("a large read while a stalled reader held the only slot: %d, %d bytes", res.StatusCode, n)
+	}
+}

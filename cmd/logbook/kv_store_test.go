@@ -35,6 +35,10 @@ func TestKVServeStores(t *testing.T) {
 			}
 			repo := kv.New(b, kv.Limits{})
 			defer repo.Close()
+			// The /healthz check reads through the backend.
+			if err := repo.Healthy(ctx); err != nil {
+				t.Fatalf("healthy: %v", err)
+			}
 			id := fmt.Sprintf("kv-serve-store-%d", time.Now().UnixNano())
 			if err := repo.Add(ctx, id, []byte("v1")); err != nil {
 				t.Fatal(err)

@@ -241,6 +241,9 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 		var schemas registry.Schemas
 		if b.Avro {
 			schemas = reg
+			// The ids of its messages must stay readable: no hard
+			// delete of the bus's subject.
+			reg.Protect(b.Topic + "-value")
 		}
 		n.closers = append(n.closers, startPublisher(ctx, n.log, store, s, b, n.reg, schemas))
 	}

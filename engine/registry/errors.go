@@ -33,6 +33,7 @@ const (
 	codeNotPermitted              = 42205
 	codeInvalidSubject            = 42208
 	codeStoreError                = 50001
+	codeTimeout                   = 50002
 )
 
 func errorf(status, code int, format string, args ...any) *Error {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -96,6 +97,10 @@ func (h *handler) serve(write bool, fn func(*http.Request) (any, error)) http.Ha
 			send(w, nil, err)
 			return
 		}
+		if err := jsonBody(r); err != nil {
+			send(w, nil, err)
+			return
+		}
 		v, err := fn(r)
 		send(w, v, err)
 	})
@@ -114,6 +119,32 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, write bool) 
 	}
 	if write && !role.Has(SchemaAdmin) {
 		return errorf(http.StatusForbidden, http.StatusForbidden, "Forbidden: role %s may only read; changing the registry needs a %s token", role, SchemaAdmin)
+	}
+	return nil
+}
+
+// bodyTypes are the content types a POST or PUT may declare: those
+// Confluent's registry takes. None is one a browser sends cross-site
+// without a CORS preflight (form encodings, text/plain, or no type at
+// all), so a page elsewhere cannot make a browser that holds a basic-auth
+// password for the registry register, delete or reconfigure through it.
+var bodyTypes = map[string]bool{
+	ContentType:                           true,
+	"application/vnd.schemaregistry+json": true,
+	"application/json":                    true,
+	"application/octet-stream":            true,
+}
+
+// jsonBody refuses a POST or PUT whose declared content type is not one
+// of bodyTypes: 415.
+func jsonBody(r *http.Request) error {
+	if r.Method != http.MethodPost && r.Method != http.MethodPut {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || !bodyTypes[mt] {
+		return errorf(http.StatusUnsupportedMediaType, http.StatusUnsupportedMediaType, "HTTP 415 Unsupported Media Type: Content-Type %q; send %s (or application/json)", ct, ContentType)
 	}
 	return nil
 }

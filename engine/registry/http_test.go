@@ -106,6 +106,7 @@ func TestErrorCodes(t *testing.T) {
 	// Malformed JSON.
 	req, _ := http.NewRequest("POST", f.srv.URL+"/registry/subjects/s/versions", strings.NewReader("{"))
 	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", ContentType)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +163,7 @@ func TestAuthorization(t *testing.T) {
 	// The token as the password of basic auth, the user name ignored.
 	req, _ := http.NewRequest("POST", f.srv.URL+"/registry/subjects/s/versions", strings.NewReader(`{"schema":`+quote(userV2)+`}`))
 	req.SetBasicAuth("anyone", adminToken)
+	req.Header.Set("Content-Type", ContentType)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +42,9 @@ type Options struct {
 	// MaxVersions bounds the versions of one subject, soft-deleted ones
 	// included; default 1,000.
 	MaxVersions int
+	// MaxParses bounds the schemas parsed at once (registrations,
+	// lookups and compatibility checks); default twice GOMAXPROCS.
+	MaxParses int
 }
 
 func (o Options) withDefaults() Options {
@@ -57,6 +61,7 @@ func (o Options) withDefaults() Options {
 	set(&o.MaxTotalSchemaBytes, 256<<20)
 	set(&o.MaxSubjects, 10_000)
 	set(&o.MaxVersions, 1_000)
+	set(&o.MaxParses, 2*runtime.GOMAXPROCS(0))
 	return o
 }
 
@@ -83,12 +88,35 @@ type Registry struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	protected sync.Map // subject → struct{}: in use by the event bus
+
+	parses chan struct{} // a slot per schema parse in flight
+}
+
+// Protect marks subj as in use by this process's event bus (the Kafka
+// Avro publisher's "<topic>-value"): its schema ids are in published
+// messages, which consumers resolve by id, so a permanent delete of the
+// subject or of one of its versions is refused (422, 42205). A soft
+// delete is allowed: the ids stay readable, and the publisher registers
+// the schema again when it next starts. The refusal is the rule rather
+// than something a flag overrides: one hard delete makes every message
+// published with the id unreadable, and there is no undo; an operator
+// who means it serves the registry without the bus and deletes then.
+func (r *Registry) Protect(subj string) { r.protected.Store(subj, struct{}{}) }
+
+func (r *Registry) inUse(subj string) error {
+	if _, ok := r.protected.Load(subj); ok {
+		return errorf(http.StatusUnprocessableEntity, codeNotPermitted, "Operation not permitted: subject '%s' is in use by the event bus (its ids are in published messages, which consumers read by id); it can be soft-deleted, not permanently deleted", subj)
+	}
+	return nil
 }
 
 // Open replays the registry's stream from store and follows it, so that
 // writes by other processes sharing the store show up.
 func Open(ctx context.Context, store eventstore.Store, opts Options) (*Registry, error) {
 	r := &Registry{store: store, opts: opts.withDefaults(), st: newState(), done: make(chan struct{})}
+	r.parses = make(chan struct{}, r.opts.MaxParses)
 	if err := r.catchUp(ctx); err != nil {
 		return nil, err
 	}
@@ -255,10 +283,67 @@ func validSubject(s string) error {
 	return nil
 }
 
-// parse checks and parses a schema sent by a client.
-func (r *Registry) parse(text string) (parsed, error) {
+// MaxSchemaNesting bounds how deep a schema's JSON nests (objects and
+// arrays in one another), and MaxSchemaNodes how many objects and arrays
+// it has: the Avro parser's work grows with the square of the depth (it
+// copies each level), so a 256 KiB schema of 10,000 nested arrays cost
+// seconds of CPU per check — on routes any token may call. A record
+// field nests three levels (fields array, field object, type object), so
+// 128 is about 40 levels of records in one another.
+const (
+	MaxSchemaNesting = 128
+	MaxSchemaNodes   = 10_000
+)
+
+// scanSchema checks a schema's JSON nesting and node count in one pass
+// over its bytes, before any parse.
+func scanSchema(text string) error {
+	depth, nodes, inString, escaped := 0, 0, false, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			nodes++
+			if depth > MaxSchemaNesting {
+				return errInvalidSchema("nested more than %d levels deep (JSON objects and arrays)", MaxSchemaNesting)
+			}
+			if nodes > MaxSchemaNodes {
+				return errInvalidSchema("more than %d JSON objects and arrays", MaxSchemaNodes)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// parse checks and parses a schema sent by a client. At most
+// Options.MaxParses parse at once; the others wait for a turn as long as
+// ctx lets them.
+func (r *Registry) parse(ctx context.Context, text string) (parsed, error) {
 	if len(text) > r.opts.MaxSchemaBytes {
 		return parsed{}, errInvalidSchema("%d bytes, limit %d", len(text), r.opts.MaxSchemaBytes)
+	}
+	if err := scanSchema(text); err != nil {
+		return parsed{}, err
+	}
+	select {
+	case r.parses <- struct{}{}:
+		defer func() { <-r.parses }()
+	case <-ctx.Done():
+		return parsed{}, errorf(http.StatusServiceUnavailable, codeTimeout, "Operation timed out waiting for a turn to parse the schema (%d parse at once); retry", cap(r.parses))
 	}
 	p, err := parseSchema(text)
 	if err != nil {
@@ -284,15 +369,15 @@ func (r *Registry) Register(ctx context.Context, subj, schema string) (int, erro
 	if err := validSubject(subj); err != nil {
 		return 0, err
 	}
-	p, err := r.parse(schema)
+	p, err := r.parse(ctx, schema)
 	if err != nil {
 		return 0, err
 	}
 	var id int
 	err = r.write(ctx, func(s *state) ([]pending, error) {
-		if err := writable(s); err != nil {
-			return nil, err
-		}
+		// A schema registered already returns its id, in any mode: the
+		// Kafka Avro publisher registers at each start, and a READONLY
+		// registry must not stop it.
 		sub := s.subjects[subj]
 		var live []*version
 		if sub != nil {
@@ -303,6 +388,9 @@ func (r *Registry) Register(ctx context.Context, subj, schema string) (int, erro
 					return nil, nil
 				}
 			}
+		}
+		if err := writable(s); err != nil {
+			return nil, err
 		}
 		if msgs := checkLevel(s.level(subj), p.schema, s.refs(live)); len(msgs) > 0 {
 			return nil, errorf(http.StatusConflict, codeIncompatible, "Schema being registered is incompatible with an earlier schema for subject %q, details: %s", subj, strings.Join(msgs, "; "))
@@ -392,7 +480,7 @@ func (r *Registry) Version(ctx context.Context, subj string, num int, withDelete
 
 // Lookup finds schema among the versions of subj.
 func (r *Registry) Lookup(ctx context.Context, subj, schema string, withDeleted bool) (SubjectSchema, error) {
-	p, err := r.parse(schema)
+	p, err := r.parse(ctx, schema)
 	if err != nil {
 		return SubjectSchema{}, err
 	}
@@ -492,7 +580,7 @@ func (r *Registry) Versions(ctx context.Context, subj string, withDeleted bool) 
 // under its level: against version num (or Latest) only, or with num 0
 // against the versions the level checks. No messages means compatible.
 func (r *Registry) Check(ctx context.Context, subj string, num int, schema string) ([]string, error) {
-	p, err := r.parse(schema)
+	p, err := r.parse(ctx, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -523,6 +611,11 @@ func (r *Registry) Check(ctx context.Context, subj string, num int, schema strin
 // soft-deleted first. It returns the versions deleted.
 func (r *Registry) DeleteSubject(ctx context.Context, subj string, permanent bool) ([]int, error) {
 	var nums []int
+	if permanent {
+		if err := r.inUse(subj); err != nil {
+			return nil, err
+		}
+	}
 	err := r.write(ctx, func(s *state) ([]pending, error) {
 		nums = nil
 		if err := writable(s); err != nil {
@@ -555,6 +648,11 @@ func (r *Registry) DeleteSubject(ctx context.Context, subj string, permanent boo
 // soft-deleted, permanently, and returns its number.
 func (r *Registry) DeleteVersion(ctx context.Context, subj string, num int, permanent bool) (int, error) {
 	var deletedNum int
+	if permanent {
+		if err := r.inUse(subj); err != nil {
+			return 0, err
+		}
+	}
 	err := r.write(ctx, func(s *state) ([]pending, error) {
 		if err := writable(s); err != nil {
 			return nil, err

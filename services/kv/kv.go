@@ -13,10 +13,12 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -138,6 +140,22 @@ type Backend interface {
 	Update(ctx context.Context, items []Item) ([]uint64, error)
 	Delete(ctx context.Context, id string, version uint64) error
 	Close() error
+}
+
+// Reader is a stored value read as a stream: its id, version and size in
+// bytes, and the bytes. Close it.
+type Reader struct {
+	ID      string
+	Version uint64
+	Size    int64
+	io.ReadCloser
+}
+
+// Streamer is a Backend that can read a value as a stream, without holding
+// all of it in memory (pebblekv reads a large value from its own file).
+// Open returns false when the key does not exist.
+type Streamer interface {
+	Open(ctx context.Context, id string) (Reader, bool, error)
 }
 
 // Limits bound what one request may hold.
@@ -301,10 +319,60 @@ func (r *Repository) GetIfNotMatched(ctx context.Context, id string, version uin
 	return e, Modified, nil
 }
 
-// Exist tells whether the key exists.
+// Open returns the key's value as a stream, or false when the key does
+// not exist. A backend that is a Streamer reads it as it is consumed;
+// others read it whole. The caller closes the Reader.
+func (r *Repository) Open(ctx context.Context, id string) (Reader, bool, error) {
+	if err := r.ValidID(id); err != nil {
+		return Reader{}, false, err
+	}
+	if s, ok := r.b.(Streamer); ok {
+		rd, ok, err := s.Open(ctx, id)
+		if err != nil {
+			return Reader{}, false, Classify(ctx, err)
+		}
+		return rd, ok, nil
+	}
+	e, ok, err := r.b.Get(ctx, id)
+	if err != nil || !ok {
+		return Reader{}, false, Classify(ctx, err)
+	}
+	return Reader{ID: id, Version: e.Version, Size: int64(len(e.Value)), ReadCloser: io.NopCloser(bytes.NewReader(e.Value))}, true, nil
+}
+
+// Exist tells whether the key exists. On a Streamer backend it does not
+// read the value.
 func (r *Repository) Exist(ctx context.Context, id string) (bool, error) {
+	if _, ok := r.b.(Streamer); ok {
+		rd, ok, err := r.Open(ctx, id)
+		if ok {
+			_ = rd.Close()
+		}
+		return ok, err
+	}
 	_, ok, err := r.Get(ctx, id)
 	return ok, err
+}
+
+// probeID is an id no one can store (ValidID refuses control characters):
+// Healthy's read through the backend finds nothing, whatever the keys, so
+// it never reads a value.
+const probeID = "\x01healthz"
+
+// Healthy says whether the repository can serve: nil, or why not. A
+// backend with a Healthy() error method (pebblekv, after a failed commit
+// that makes it refuse every later write) is asked first; then a read of
+// an id that cannot exist goes through the backend, so a backend that
+// cannot be reached fails too. It reads no value: /healthz, which anyone
+// may ask, costs a lookup, never the read of a large value.
+func (r *Repository) Healthy(ctx context.Context) error {
+	if h, ok := r.b.(interface{ Healthy() error }); ok {
+		if err := h.Healthy(); err != nil {
+			return err
+		}
+	}
+	_, _, err := r.b.Get(ctx, probeID)
+	return Classify(ctx, err)
 }
 
 // Update replaces the key's value if it is at version, and returns the new

@@ -18,8 +18,9 @@ type Search struct {
 	cat Catalogue
 	mem *projection.Memory[searchState]
 
-	cacheMu sync.RWMutex
-	cache   map[Query]cachedAnswer // encoded answers, each valid at one position
+	cacheMu    sync.RWMutex
+	cache      map[Query]cachedAnswer // encoded answers, each valid at one position
+	cacheBytes int                    // of the cached answers
 }
 
 // cachedAnswer is a query's JSON answer at the view position pos.
@@ -28,10 +29,17 @@ type cachedAnswer struct {
 	body []byte
 }
 
-// maxCachedAnswers bounds the answer cache; when full it starts over,
-// which costs one recomputation per distinct query. Queries by owner are
-// as many as owners, so the bound matters.
-const maxCachedAnswers = 4096
+// maxCachedBytes bounds the answer cache by the bytes of its answers
+// (one answer may list 1,000 tickets, about 70 KB, so a bound on entries
+// alone let it reach hundreds of MiB); when an answer would take it over,
+// it starts over, which costs one recomputation per distinct query.
+// Queries by owner are as many as owners, so the bound matters.
+const maxCachedBytes = 32 << 20
+
+// entryBytes is what one cached answer is counted as: its body, its key's
+// strings and the map entry's own size (small answers to many owners'
+// queries add up too).
+func entryBytes(q Query, body []byte) int { return len(body) + len(q.Sport) + len(q.Owner) + 96 }
 
 type searchState struct {
 	owners map[string]map[int]string // sport → ticket number → owner
@@ -173,10 +181,14 @@ func (s *Search) FindJSON(q Query) ([]byte, error) {
 		}
 		body = append(body, '\n')
 		s.cacheMu.Lock()
-		if s.cache == nil || len(s.cache) >= maxCachedAnswers {
-			s.cache = make(map[Query]cachedAnswer)
+		if old, ok := s.cache[q]; ok {
+			s.cacheBytes -= entryBytes(q, old.body)
+		}
+		if s.cache == nil || s.cacheBytes+entryBytes(q, body) > maxCachedBytes {
+			s.cache, s.cacheBytes = make(map[Query]cachedAnswer), 0
 		}
 		s.cache[q] = cachedAnswer{pos: pos, body: body}
+		s.cacheBytes += entryBytes(q, body)
 		s.cacheMu.Unlock()
 	})
 	return body, err

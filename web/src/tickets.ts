@@ -160,7 +160,11 @@ class TicketsPage {
     form.setAttribute("role", "search");
     const go = h("button", "primary", "Search") as HTMLButtonElement;
     go.type = "submit";
-    form.append(field("Sport", this.sportSel, "sport"), field("Owner", this.ownerInput, "owner"), field("Day", this.daySel, "day"), avail, go);
+    // Searching by owner is a booker's: bookers act for owners, and a
+    // viewer may not list a named person's tickets (the server answers 403).
+    form.append(field("Sport", this.sportSel, "sport"));
+    if (this.canBook) form.append(field("Owner", this.ownerInput, "owner"));
+    form.append(field("Day", this.daySel, "day"), avail, go);
     form.addEventListener("submit", (e) => {
       e.preventDefault();
       void this.search();
@@ -215,7 +219,7 @@ class TicketsPage {
     try {
       const res = await this.api.get<SearchResult>("/api/tickets/search", {
         sport,
-        owner: this.ownerInput.value.trim(),
+        owner: this.canBook ? this.ownerInput.value.trim() : undefined,
         day: this.daySel.value,
         available: this.availableBox.checked ? "true" : undefined,
         limit: 100,

@@ -10,7 +10,11 @@
 //	                      everything under it (412 if stale, 404 if absent)
 //
 // Values are the raw request and response bodies. Errors are RFC 9457
-// problem+json.
+// problem+json. A value is streamed to the response from the backend
+// (pebblekv reads a large one from its own file), and at most
+// Options.MaxLargeReads reads of LargeRead bytes or more are in flight at
+// once; the next waits up to Options.LargeReadWait, then gets 503 with
+// Retry-After.
 package httpapi
 
 import (
@@ -21,6 +25,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/httpkit"
@@ -48,9 +53,32 @@ const Writer auth.Role = "writer"
 // binary that serves it.
 func Roles() []auth.Role { return []auth.Role{Writer} }
 
+// LargeRead is the size from which a read takes one of the
+// Options.MaxLargeReads slots.
+const LargeRead = 1 << 20
+
+// Options configure the API.
+type Options struct {
+	// MaxLargeReads bounds the reads of LargeRead bytes or more in flight
+	// at once (each holds an open file and a slow client's connection);
+	// default 32.
+	MaxLargeReads int
+	// LargeReadWait is how long a large read waits for a slot before it
+	// is answered 503 with Retry-After; default 2 s.
+	LargeReadWait time.Duration
+	// StallTimeout ends an answer whose client has taken none of it for
+	// this long (each write of the value has this deadline), so a client
+	// that stops reading does not hold its slot and connection forever;
+	// default 30 s.
+	StallTimeout time.Duration
+}
+
 // API serves the kv HTTP API over a repository.
 type API struct {
-	repo *kv.Repository
+	repo  *kv.Repository
+	large chan struct{} // a slot per large read in flight
+	wait  time.Duration
+	stall time.Duration
 }
 
 // Routes is the kv API's route table.
@@ -72,10 +100,29 @@ func New(repo *kv.Repository, tokens *auth.Tokens) http.Handler {
 	return mux
 }
 
-// Mount registers the API's routes on mux.
+// Mount registers the API's routes on mux, with the default Options.
 func Mount(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens) {
-	httpkit.Mount(mux, Routes, &API{repo: repo}, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+	MountWith(mux, repo, tokens, Options{})
 }
+
+// MountWith registers the API's routes on mux.
+func MountWith(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens, o Options) {
+	if o.MaxLargeReads <= 0 {
+		o.MaxLargeReads = 32
+	}
+	if o.LargeReadWait <= 0 {
+		o.LargeReadWait = 2 * time.Second
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 30 * time.Second
+	}
+	a := &API{repo: repo, large: make(chan struct{}, o.MaxLargeReads), wait: o.LargeReadWait, stall: o.StallTimeout}
+	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+}
+
+// TypeBusy is the problem type of a large read refused because
+// Options.MaxLargeReads are in flight (503, with Retry-After).
+const TypeBusy = "urn:logbook:problem:kv:busy"
 
 func etag(v uint64) string { return `"` + strconv.FormatUint(v, 10) + `"` }
 
@@ -131,24 +178,76 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 		}
 		inm = vs
 	}
-	e, ok, err := a.repo.Get(r.Context(), id)
+	rd, ok, err := a.repo.Open(r.Context(), id)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return &httpkit.Error{Status: http.StatusNotFound, Type: httpkit.TypeNotFound, Detail: fmt.Sprintf("no key %q", id)}
 	}
-	w.Header().Set("ETag", etag(e.Version))
+	defer rd.Close()
 	for _, v := range inm {
-		if v == e.Version {
+		if v == rd.Version {
+			w.Header().Set("ETag", etag(rd.Version))
 			w.WriteHeader(http.StatusNotModified)
 			return nil
 		}
 	}
+	if rd.Size >= LargeRead {
+		release, err := a.acquire(w, r)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	w.Header().Set("ETag", etag(rd.Version))
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(e.Value)))
-	_, err = w.Write(e.Value)
-	return err
+	w.Header().Set("Content-Length", strconv.FormatInt(rd.Size, 10))
+	// Once the status is sent a failure can only cut the body short
+	// (the client sees fewer bytes than Content-Length).
+	// net/http lifts the write deadline once the answer is finished,
+	// before the connection reads its next request.
+	_, _ = io.Copy(stallWriter{w, http.NewResponseController(w), a.stall}, rd)
+	return nil
+}
+
+// stallWriter gives each write a deadline: a client that takes nothing
+// of the answer for that long ends it.
+type stallWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (s stallWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.stall))
+	return s.w.Write(p)
+}
+
+// acquire takes a large read's slot, waiting up to the API's bound.
+func (a *API) acquire(w http.ResponseWriter, r *http.Request) (release func(), err error) {
+	select {
+	case a.large <- struct{}{}:
+		return func() { <-a.large }, nil
+	default:
+	}
+	t := time.NewTimer(a.wait)
+	defer t.Stop()
+	select {
+	case a.large <- struct{}{}:
+		return func() { <-a.large }, nil
+	case <-t.C:
+		w.Header().Set("Retry-After", "1")
+		return nil, &busyError{cap(a.large)}
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+}
+
+type busyError struct{ max int }
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("%d reads of large values are in flight, the most this server takes at once; retry", e.max)
 }
 
 func (a *API) put(w http.ResponseWriter, r *http.Request) error {
@@ -233,7 +332,10 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 // timeout or unavailable backend.
 func domainErrors(err error) (problem.Details, bool) {
 	var se *kv.StaleError
+	var busy *busyError
 	switch {
+	case errors.As(err, &busy):
+		return httpkit.Problem(http.StatusServiceUnavailable, TypeBusy, err.Error()), true
 	case errors.As(err, &se):
 		d := httpkit.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error())
 		d.Extra = map[string]any{"current_version": se.Current}

@@ -19,27 +19,33 @@
 // One goroutine, the committer, performs every write: it takes all
 // requests waiting, checks their versions (against what it wrote in the
 // same group, else the database), writes them as one batch and commits it
-// with one fsync (group commit), then answers them. Pebble makes a synced
-// batch visible only after its fsync, so a reader never sees a write that
-// a crash could lose, and since the committer is the only writer every
-// compare-and-set is exact.
+// with one fsync (group commit), then answers them only after the fsync.
+// Pebble makes a batch visible to reads once it is in the memtable, which
+// may be just before its fsync completes; since the committer is the only
+// writer every compare-and-set is exact. A failed WAL write or fsync
+// stops the backend taking writes until it is reopened, and Healthy says
+// so.
 package pebblekv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/logbook/logbook/engine/pebblekit"
 	"github.com/logbook/logbook/services/kv"
@@ -73,6 +79,10 @@ type Options struct {
 	// file again, which was most of the CPU of a put (docs/benchmarks.md,
 	// "Figures behind choices in the code").
 	CacheBytes int64
+	// FS is the file system Pebble uses (default the operating system's);
+	// the fault tests give it one that fails chosen operations. Blob
+	// files are written with the os package.
+	FS vfs.FS
 }
 
 // Backend is the embedded kv backend.
@@ -86,6 +96,7 @@ type Backend struct {
 	once    sync.Once
 	mu      sync.RWMutex // held for reading while a request is sent
 	closed  bool
+	failed  atomic.Pointer[error] // the commit failure that stopped writes
 }
 
 type opKind int
@@ -112,7 +123,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
-	popts := &pebble.Options{Cache: cache, MemTableSize: 64 << 20, FormatMajorVersion: pebble.FormatNewest, Logger: pebblekit.Logger(slog.Default(), "kv")}
+	popts := &pebble.Options{Cache: cache, MemTableSize: 64 << 20, FormatMajorVersion: pebble.FormatNewest, Logger: pebblekit.Logger(slog.Default(), "kv"), FS: opts.FS}
 	popts.EnsureDefaults()
 	for i := range popts.Levels {
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
@@ -273,6 +284,60 @@ func (b *Backend) get(id string) (kv.Entry, bool, error) {
 		return kv.Entry{ID: id, Version: ver &^ blobFlag, Value: value}, true, nil
 	}
 	return kv.Entry{ID: id, Version: ver, Value: append([]byte(nil), v[8:]...)}, true, nil
+}
+
+// Open reads the key as a stream: a large value from its own file, which
+// is read as the caller consumes it (a file removed after it was opened,
+// by an update that replaced its value, stays readable until closed).
+func (b *Backend) Open(ctx context.Context, id string) (kv.Reader, bool, error) {
+	for range 100 {
+		rd, ok, err := b.open(id)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return rd, ok, err
+		}
+		if err := ctx.Err(); err != nil {
+			return kv.Reader{}, false, err
+		}
+	}
+	return kv.Reader{}, false, fmt.Errorf("%w: pebblekv: the value of %q keeps changing under the read", kv.ErrUnavailable, id)
+}
+
+func (b *Backend) open(id string) (kv.Reader, bool, error) {
+	v, closer, err := b.db.Get(key(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return kv.Reader{}, false, nil
+	}
+	if err != nil {
+		return kv.Reader{}, false, err
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return kv.Reader{}, false, fmt.Errorf("pebblekv: corrupt record of %q", id)
+	}
+	ver := binary.BigEndian.Uint64(v)
+	if ver&blobFlag == 0 {
+		value := append([]byte(nil), v[8:]...)
+		return kv.Reader{ID: id, Version: ver, Size: int64(len(value)), ReadCloser: io.NopCloser(bytes.NewReader(value))}, true, nil
+	}
+	f, err := os.Open(filepath.Join(b.blobs, string(v[8:])))
+	if err != nil {
+		return kv.Reader{}, false, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return kv.Reader{}, false, err
+	}
+	return kv.Reader{ID: id, Version: ver &^ blobFlag, Size: st.Size(), ReadCloser: f}, true, nil
+}
+
+// Healthy is nil, or the commit failure after which the backend refuses
+// every write until it is reopened.
+func (b *Backend) Healthy() error {
+	if p := b.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Add adds the items atomically.
@@ -522,14 +587,22 @@ func (b *Backend) commit() {
 			}
 		}
 		if failed == nil && !g.batch.Empty() {
-			sync := pebble.Sync
+			var err error
 			if b.opts.NoSync {
-				sync = pebble.NoSync
+				err = g.batch.Commit(pebble.NoSync)
+			} else if err = b.db.ApplyNoSyncWait(g.batch, pebble.Sync); err == nil {
+				// Pebble's Commit with Sync treats a failed WAL write
+				// or fsync as fatal and ends the process; waiting for
+				// the sync apart returns the failure, so the backend
+				// can refuse writes and report it (Healthy).
+				err = g.batch.SyncWait()
 			}
-			if err := g.batch.Commit(sync); err != nil {
+			if err != nil {
 				// What reached the disk is unknown: refuse every
 				// later write rather than guess.
-				failed = fmt.Errorf("%w: pebblekv: commit: %w", kv.ErrUnavailable, err)
+				failed = fmt.Errorf("%w: pebblekv: commit: %w (unusable until reopened)", kv.ErrUnavailable, err)
+				b.failed.Store(&failed)
+				slog.Error("kv: a commit failed; every later write is refused until the database is reopened", "err", failed.Error())
 				for _, r := range g.reqs {
 					if r.err == nil {
 						r.err = failed

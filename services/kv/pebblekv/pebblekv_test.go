@@ -3,6 +3,7 @@ package pebblekv_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -135,4 +136,54 @@ func TestLargeValues(t *testing.T) {
 		t.Fatalf("%d blob files after reopening with an orphan, want 1 (e's)", n)
 	}
 	check("e", big('e', 1<<20), 1)
+}
+
+// TestOpenStreamsAcrossReplace: a large value opened as a stream reads
+// whole, at the version it was opened at, even when an update replaces
+// it (and removes its file) before it is read; a small value too.
+func TestOpenStreamsAcrossReplace(t *testing.T) {
+	b, err := pebblekv.Open(t.TempDir(), pebblekv.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kv.New(b, kv.Limits{})
+	defer r.Close()
+	ctx := t.Context()
+	big := bytes.Repeat([]byte("a"), 3<<20)
+	if err := r.Add(ctx, "big", big); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Add(ctx, "small", []byte("s")); err != nil {
+		t.Fatal(err)
+	}
+	rd, ok, err := r.Open(ctx, "big")
+	if err != nil || !ok || rd.Version != 1 || rd.Size != int64(len(big)) {
+		t.Fatalf("open: %+v %v %v", rd, ok, err)
+	}
+	if _, err := r.Update(ctx, "big", 1, bytes.Repeat([]byte("b"), 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("read %d bytes (%v), want the %d opened", len(got), err, len(big))
+	}
+	rd, ok, err = r.Open(ctx, "small")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	got, _ = io.ReadAll(rd)
+	rd.Close()
+	if string(got) != "s" || rd.Size != 1 {
+		t.Fatalf("small: %q size %d", got, rd.Size)
+	}
+	if _, ok, err := r.Open(ctx, "none"); ok || err != nil {
+		t.Fatalf("absent: %v %v", ok, err)
+	}
+	if ok, err := r.Exist(ctx, "big"); !ok || err != nil {
+		t.Fatalf("exist: %v %v", ok, err)
+	}
+	if err := r.Healthy(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

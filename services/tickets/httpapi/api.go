@@ -133,6 +133,15 @@ func (a *API) search(w http.ResponseWriter, r *http.Request) error {
 	if q.Sport == "" {
 		return httpkit.BadRequest("sport is required")
 	}
+	if q.Owner != "" {
+		// Bookers act for owners (owners are names a booker gives, not
+		// identities the token proves); listing a named person's
+		// tickets is theirs to do, not any viewer's.
+		tok, _ := auth.FromRequest(r)
+		if role, ok := a.tokens.Lookup(tok); !ok || !role.Has(Booker) {
+			return &httpkit.Error{Status: http.StatusForbidden, Detail: "searching by owner needs a booker's token"}
+		}
+	}
 	var err error
 	if s := v.Get("day"); s != "" {
 		if q.Day, err = strconv.Atoi(s); err != nil || q.Day < 1 {

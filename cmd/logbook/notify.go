@@ -57,6 +57,7 @@ type notifyServeFlags struct {
 	tokens               string
 	metricsSink          string
 	metricsGrace         time.Duration
+	maxAge, maxSkew      time.Duration
 	parallel, senders    int
 	chunk, maxRecipients int
 }
@@ -98,6 +99,8 @@ aggregated into minute, hour and day windows.`,
 	fs.StringVar(&f.metricsSink, "metrics-sink", "", "postgres://… URL: write closed metrics windows to tables notifications_minute, _hour and _day there")
 	fromEnv(fs, "metrics-sink")
 	fs.DurationVar(&f.metricsGrace, "metrics-grace", time.Hour, "how long after its end a metrics window still takes outcomes (later ones count as late)")
+	fs.DurationVar(&f.maxAge, "max-timestamp-age", 24*time.Hour, "how far behind the server's clock a send's timestamp may be (older: 400)")
+	fs.DurationVar(&f.maxSkew, "max-timestamp-skew", time.Minute, "how far ahead of the server's clock a send's timestamp may be (later: 400)")
 	fs.IntVar(&f.parallel, "parallel", 4, "chunks of recipients the pipeline works on at once")
 	fs.IntVar(&f.senders, "senders", 8, "delivery calls each chunk keeps in flight")
 	fs.IntVar(&f.chunk, "chunk", 10_000, "recipients per chunk event (and pipeline step)")
@@ -117,8 +120,8 @@ aggregated into minute, hour and day windows.`,
 			return usagef("--email-url: %v", deliver.CheckURL(f.emailURL))
 		case f.metricsSink != "" && !isPostgresURL(f.metricsSink):
 			return usagef("--metrics-sink %q: want a postgres:// URL", redactURL(f.metricsSink))
-		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0:
-			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace positive; --chunk 1-50000"}
+		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0 || f.maxAge <= 0 || f.maxSkew <= 0:
+			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace, --max-timestamp-age, --max-timestamp-skew positive; --chunk 1-50000"}
 		case f.state == "":
 			return usageError{"--state must name a directory"}
 		}
@@ -202,7 +205,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		Exclusive: exclusive,
 		Follow:    follow, Users: view, Deliverer: d, StateDir: f.state,
 		ChunkSize: f.chunk, MaxRecipients: f.maxRecipients, Parallel: f.parallel, Senders: f.senders,
-		MetricsGrace: f.metricsGrace, Registerer: reg, Logger: e.log,
+		MetricsGrace: f.metricsGrace, MaxAge: f.maxAge, MaxSkew: f.maxSkew, Registerer: reg, Logger: e.log,
 	})
 	if err != nil {
 		return err

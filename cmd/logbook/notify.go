@@ -230,7 +230,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = server.Run(ctx, server.Config{
 		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view), DebugAddr: f.debugAddr, Logger: e.log,
-		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", f.pushURL, "email_url", f.emailURL},
+		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", redactURL(f.pushURL), "email_url", redactURL(f.emailURL)},
 	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
 		err = ferr

@@ -93,7 +93,7 @@ func TestServingCommandsAreAssembledAlike(t *testing.T) {
 			t.Cleanup(ss.Close)
 			dir := t.TempDir()
 			return []string{"notify", "serve", "--store", store, "--state", filepath.Join(dir, "state"),
-				"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", ss.URL + sink.Path, "--email-url", ss.URL + sink.Path}
+				"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", ss.URL + sink.Path + "?token=" + servingSecret, "--email-url", ss.URL + sink.Path}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -75,6 +75,12 @@ func New(repo *kv.Repository, tokens *auth.Tokens) http.Handler {
 // Mount registers the API's routes on mux.
 func Mount(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens) {
 	httpkit.Mount(mux, Routes, &API{repo: repo}, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+	// Another method on a key is answered as a problem, not as the
+	// ServeMux's plain-text 405.
+	mux.Handle("/api/kv/", httpkit.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
+		return &httpkit.Error{Status: http.StatusMethodNotAllowed, Type: httpkit.TypeInvalidRequest, Detail: fmt.Sprintf("%s %s: a key takes GET, PUT and DELETE", r.Method, r.URL.Path)}
+	}, nil))
 }
 
 func etag(v uint64) string { return `"` + strconv.FormatUint(v, 10) + `"` }

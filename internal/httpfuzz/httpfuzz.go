@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -71,4 +72,36 @@ func validHeader(k, v string) bool {
 		return false
 	}
 	return !strings.ContainsAny(v, "\r\n\x00")
+}
+
+// Measure runs fn and says how long it took and how many bytes the
+// process allocated meanwhile (runtime.MemStats.TotalAlloc), and the
+// growth of the heap in use after a collection (HeapInuse, negative if it
+// shrank): what a limits test bounds.
+func Measure(fn func()) (elapsed time.Duration, allocated uint64, heapGrowth int64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	fn()
+	elapsed = time.Since(start)
+	runtime.ReadMemStats(&after)
+	allocated = after.TotalAlloc - before.TotalAlloc
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return elapsed, allocated, int64(after.HeapInuse) - int64(before.HeapInuse)
+}
+
+// Bounded runs fn as Measure does and fails t if it took longer than
+// maxTime or allocated more than maxAlloc bytes.
+func Bounded(t testing.TB, what string, maxTime time.Duration, maxAlloc uint64, fn func()) {
+	t.Helper()
+	el, alloc, growth := Measure(fn)
+	t.Logf("%s: %v, %d MiB allocated, heap in use %+d MiB", what, el.Round(time.Millisecond), alloc>>20, growth>>20)
+	if el > maxTime {
+		t.Errorf("%s took %v, want within %v", what, el, maxTime)
+	}
+	if alloc > maxAlloc {
+		t.Errorf("%s allocated %d MiB, want at most %d MiB", what, alloc>>20, maxAlloc>>20)
+	}
 }

@@ -363,17 +363,3 @@ func (p *tcpProxy) setDown(down bool) {
 		clear(p.conns)
 	}
 }
-
-// hasCommand says whether the command group has the subcommand sub.
-func hasCommand(group, sub string) bool {
-	for _, g := range newRoot(&env{}).Commands() {
-		if g.Name() == group {
-			for _, c := range g.Commands() {
-				if c.Name() == sub {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}

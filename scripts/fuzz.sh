@@ -31,6 +31,11 @@ targets="
 ./engine/aggregate FuzzDecodeEnvelope
 ./engine/aggregate FuzzJSONCodec
 ./services/flights/httpapi FuzzAPI
+./services/notify/httpapi FuzzSend
+./services/kv/httpapi FuzzAPI
+./engine/registry FuzzSchemas
+./engine/window FuzzQuery
+./services/tickets/httpapi FuzzAPI
 "
 
 module=$(go list -m)

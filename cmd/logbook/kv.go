@@ -42,8 +42,14 @@ Redis or etcd (--store).`,
 	fromEnv(fs, "store")
 	addr := fs.String("addr", "127.0.0.1:8083", "address to listen on")
 	fromEnv(fs, "addr")
+	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
+	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
+	fromEnv(fs, "debug-addr")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, writer writes (default: LOGBOOK_TOKENS, token:role,…)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *maxConns <= 0 {
+			return usageError{"--max-conns must be positive"}
+		}
 		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Writer)
 		if err != nil {
 			return err
@@ -52,9 +58,12 @@ Redis or etcd (--store).`,
 		if err != nil {
 			return err
 		}
+		// A memory limit, as every server has: requests allocate
+		// briefly and the live heap is small.
+		server.TuneGC(cmd.Context())
 		repo := kv.New(b, kv.Limits{})
 		defer repo.Close()
-		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, Tokens: tokens, LogAttrs: []any{"repository", where}})
+		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, LogAttrs: []any{"repository", where}})
 	}
 	return cmd
 }

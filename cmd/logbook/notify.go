@@ -60,6 +60,7 @@ type notifyServeFlags struct {
 	maxAge, maxSkew      time.Duration
 	parallel, senders    int
 	chunk, maxRecipients int
+	maxConns             int
 }
 
 func newNotifyServeCmd(e *env) *cobra.Command {
@@ -95,6 +96,7 @@ aggregated into minute, hour and day windows.`,
 	fromEnv(fs, "addr")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
+	fs.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	fs.StringVar(&f.tokens, "tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and sender (default: LOGBOOK_TOKENS, token:role,…)")
 	fs.StringVar(&f.metricsSink, "metrics-sink", "", "postgres://… URL: write closed metrics windows to tables notifications_minute, _hour and _day there")
 	fromEnv(fs, "metrics-sink")
@@ -120,8 +122,8 @@ aggregated into minute, hour and day windows.`,
 			return usagef("--email-url: %v", deliver.CheckURL(f.emailURL))
 		case f.metricsSink != "" && !isPostgresURL(f.metricsSink):
 			return usagef("--metrics-sink %q: want a postgres:// URL", redactURL(f.metricsSink))
-		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0 || f.maxAge <= 0 || f.maxSkew <= 0:
-			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace, --max-timestamp-age, --max-timestamp-skew positive; --chunk 1-50000"}
+		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0 || f.maxAge <= 0 || f.maxSkew <= 0 || f.maxConns < 1:
+			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace, --max-timestamp-age, --max-timestamp-skew, --max-conns positive; --chunk 1-50000"}
 		case f.state == "":
 			return usageError{"--state must name a directory"}
 		}
@@ -235,7 +237,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = server.Run(ctx, server.Config{
-		Name: "logbook notify", Addr: f.addr, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
+		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
 		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},
 	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
@@ -329,8 +331,13 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 	latency := fs.Duration("latency", 0, "added before each call is answered")
 	errorRate := fs.Float64("error-rate", 0, "share of calls (0…1) answered 503 without taking the batch")
 	seed := fs.Uint64("seed", 1, "seed of the failure draws")
+	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
+	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	tokensFile := fs.String("tokens", "", "bearer tokens for /metrics, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…; none: /metrics answers 401)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *maxConns <= 0 {
+			return usageError{"--max-conns must be positive"}
+		}
 		s, err := sink.New(sink.Options{Latency: *latency, ErrorRate: *errorRate, Seed: *seed})
 		if err != nil {
 			return usageError{err.Error()}
@@ -341,8 +348,10 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 		if err != nil {
 			return fmt.Errorf("tokens: %w", err)
 		}
+		// A memory limit, as every server has; its live heap is small.
+		server.TuneGC(cmd.Context())
 		return server.Run(cmd.Context(), server.Config{
-			Name: "logbook notify sink", Addr: *addr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
+			Name: "logbook notify sink", Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
 			LogAttrs: []any{"latency", *latency, "error_rate", *errorRate},
 		}, s)
 	}

@@ -86,7 +86,7 @@ func TestNotifyServeBadUsage(t *testing.T) {
 		{[]string{"notify", "serve", "--users-db", "mysql://x/y", "--push-url", "http://x", "--email-url", "http://y"}, "--users-db postgres://… is required"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--chunk", "0"}, "--chunk 1-50000"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--metrics-sink", "mysql://x"}, "--metrics-sink"},
-		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--max-timestamp-skew", "0s"}, "--max-timestamp-skew positive"},
+		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--max-timestamp-skew", "0s"}, "--max-timestamp-skew"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--max-timestamp-age", "-1h"}, "--max-timestamp-age"},
 		{[]string{"notify", "serve", "--users-db", "postgres://x/y", "--push-url", "http://x", "--email-url", "http://y", "--bus", "http://x"}, "--bus"},
 		// Delivery URLs: absolute http or https with a host, shown redacted.

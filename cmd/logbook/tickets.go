@@ -76,10 +76,14 @@ queuing per sport in front of queue-rep's nodes).`,
 	fromEnv(fs, "addr")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
+	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and booker (default: LOGBOOK_TOKENS, token:role,…)")
 	rig := labcli.TicketsRigFlags(fs) // the lab's emulated store nodes, on --arch
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *maxConns <= 0 {
+			return usageError{"--max-conns must be positive"}
+		}
 		cat, err := cf.catalogue()
 		if err != nil {
 			return err
@@ -93,7 +97,7 @@ queuing per sport in front of queue-rep's nodes).`,
 		if err != nil {
 			return err
 		}
-		return serveTickets(cmd.Context(), e, &sf, cat, gate, server.Config{Addr: *addr, Tokens: tokens, DebugAddr: *debugAddr})
+		return serveTickets(cmd.Context(), e, &sf, cat, gate, server.Config{Addr: *addr, MaxConns: *maxConns, Tokens: tokens, DebugAddr: *debugAddr})
 	}
 	return cmd
 }

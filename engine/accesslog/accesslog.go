@@ -24,7 +24,8 @@ import (
 
 // Options configures Wrap.
 type Options struct {
-	// Logger receives one Info line per request (nil: slog.Default()).
+	// Logger receives one line per request, at Info, or at Error for a
+	// 5xx (nil: slog.Default()).
 	Logger *slog.Logger
 	// Registerer receives logbook_http_requests_total and
 	// logbook_http_request_duration_seconds (nil: no metrics).
@@ -71,7 +72,14 @@ func Wrap(next http.Handler, opts Options) (http.Handler, error) {
 			code := strconv.Itoa(status)
 			requests.WithLabelValues(route, code).Inc()
 			durations.WithLabelValues(route, code).Observe(el.Seconds())
-			log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+			// A failure of the server's own (5xx) is an error: a log
+			// kept at warnings, or one that holds information back,
+			// still shows it at once.
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			log.LogAttrs(r.Context(), level, "http request",
 				slog.String("method", r.Method),
 				slog.String("route", route),
 				slog.String("path", r.URL.Path),

@@ -97,3 +97,39 @@ func TestRegisteringTwiceSharesTheMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A request that fails on the server's side (5xx) is logged at error
+// level, so that a log kept at warnings (or one that holds information
+// lines back and flushes warnings at once) still shows it; a 4xx, the
+// client's failure, stays at information level.
+func TestServerFailuresAreLoggedAsErrors(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /fail", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "store down", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("GET /bad", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bad", http.StatusBadRequest)
+	})
+	var logs bytes.Buffer
+	h, err := accesslog.Wrap(mux, accesslog.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/fail", "/bad"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
+	}
+	levels := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var l struct{ Level, Path string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		levels[l.Path] = l.Level
+	}
+	if levels["/fail"] != "ERROR" {
+		t.Errorf("a 503 is logged at %q, want ERROR", levels["/fail"])
+	}
+	if levels["/bad"] != "INFO" {
+		t.Errorf("a 400 is logged at %q, want INFO", levels["/bad"])
+	}
+}

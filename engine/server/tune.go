@@ -11,8 +11,7 @@ import (
 
 // TuneGC sets the garbage collector for a server that keeps a large live
 // heap (views, caches) while its requests allocate briefly, until ctx
-// ends. It does nothing when GOGC or GOMEMLIMIT is set: an operator's
-// setting wins.
+// ends.
 //
 // Collecting only when the heap has grown tenfold (GOGC=1000) spends far
 // less CPU rescanning the live heap than the default — under read load,
@@ -22,11 +21,17 @@ import (
 // at least memLimitMin (so that a small heap is rarely collected) and at
 // most memLimitMax. docs/benchmarks.md has the measurements behind these
 // figures.
+//
+// An operator's setting wins: with GOMEMLIMIT set, TuneGC does nothing;
+// with GOGC set, it keeps that percentage but still sets the memory
+// limit, so that no server runs without one.
 func TuneGC(ctx context.Context) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	debug.SetGCPercent(1000)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(1000)
+	}
 	debug.SetMemoryLimit(memLimitMax) // until the live heap is known
 	go func() {
 		sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}

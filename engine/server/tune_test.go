@@ -87,3 +87,27 @@ func TestTuneProcs(t *testing.T) {
 		t.Fatalf("GOMAXPROCS set: TuneProcs changed the processors from %d to %d", n, got)
 	}
 }
+
+// An operator's GOGC keeps its collection percentage, but the process
+// still gets a memory limit: only GOMEMLIMIT replaces it.
+func TestTuneGCSetsALimitBesideAnOperatorsGOGC(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOMEMLIMIT set")
+	}
+	t.Setenv("GOGC", "150")
+	oldPercent, oldLimit := debug.SetGCPercent(150), debug.SetMemoryLimit(math.MaxInt64)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		time.Sleep(10 * time.Millisecond)
+		debug.SetGCPercent(oldPercent)
+		debug.SetMemoryLimit(oldLimit)
+	}()
+	TuneGC(ctx)
+	if got := debug.SetMemoryLimit(-1); got == math.MaxInt64 {
+		t.Error("GOGC set: no memory limit")
+	}
+	if got := debug.SetGCPercent(150); got != 150 {
+		t.Errorf("GOGC=150 became %d", got)
+	}
+}

@@ -51,8 +51,10 @@ func IsPostgresURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-// RedactURL hides the passwords of a connection string: the user info's
-// (postgres://user:pw@host), and password or sslpassword parameters, as a
+// RedactURL hides the secrets of a connection string or URL: the user
+// info's password (postgres://user:pw@host), and the parameters that
+// carry secrets — password, sslpassword, sasl_password, token,
+// access_token, secret, client_secret, api_key, sig, signature — as a
 // URL's query or as libpq's key=value words.
 func RedactURL(u string) string {
 	if at, scheme := strings.LastIndex(u, "@"), strings.Index(u, "://"); at >= 0 && scheme >= 0 && scheme < at {
@@ -64,7 +66,7 @@ func RedactURL(u string) string {
 	return passwordParam.ReplaceAllString(u, "${1}${2}=***")
 }
 
-var passwordParam = regexp.MustCompile(`(^|[?&\s])((?:ssl)?password)=[^&\s]*`)
+var passwordParam = regexp.MustCompile(`(?i)(^|[?&\s])((?:[a-z]+_)?(?:password|passwd|secret|token)|sslpassword|api_?key|sig|signature)=[^&\s]*`)
 
 // OpenedStore is a store plus what only some backends can tell.
 type OpenedStore struct {

@@ -30,8 +30,11 @@ var openapiJSON []byte
 func OpenAPI() []byte { return openapiJSON }
 
 // MaxBody bounds a request body. A bulk add becomes one event, which the
-// store limits to 1 MiB: about 4,000 legs; a larger one is refused with 413.
-const MaxBody = 16 << 20
+// store limits to 1 MiB (eventstore.DefaultLimits.MaxEventBytes): about
+// 4,000 legs; a larger one is refused with 413. Twice that leaves room
+// for a client's formatting: a body of 16 MiB was decoded and validated
+// whole, some 600 MiB allocated, only to be refused.
+const MaxBody = 2 << 20
 
 // Planner is the flights service's role: a planner's token changes the
 // schedule (rotations and their legs, imports). Any token reads it.

@@ -118,6 +118,12 @@ func MountWith(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens, o O
 	}
 	a := &API{repo: repo, large: make(chan struct{}, o.MaxLargeReads), wait: o.LargeReadWait, stall: o.StallTimeout}
 	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
+	// Another method on a key is answered as a problem, not as the
+	// ServeMux's plain-text 405.
+	mux.Handle("/api/kv/", httpkit.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
+		return &httpkit.Error{Status: http.StatusMethodNotAllowed, Type: httpkit.TypeInvalidRequest, Detail: fmt.Sprintf("%s %s: a key takes GET, PUT and DELETE", r.Method, r.URL.Path)}
+	}, nil))
 }
 
 // TypeBusy is the problem type of a large read refused because

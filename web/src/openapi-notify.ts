@@ -66,7 +66,7 @@ export interface ReplayAccepted {
 export interface SendRequest {
   club_id?: number;
   sender: string;
-  /** the event's time, which the metrics windows use (default: now); it must lie within 24 hours before and 1 minute after the server's clock (MaxAge and MaxSkew), else the send is refused with 400 */
+  /** the event's time, which the metrics windows use (default: now); it must lie within the server's window around its clock, by default 24 hours before and 1 minute after (notify serve's --max-timestamp-age and --max-timestamp-skew), else the send is refused with 400 */
   timestamp?: string;
   /** instead of to_users: every member of club_id in the users' data */
   to_club?: boolean;

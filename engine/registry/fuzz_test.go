@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// deepSchema is an Avro record nested depth times, each level with width
+// nestedRecords is an Avro record nested depth times, each level with width
 // fields beside the nested one.
-func deepSchema(depth, width int) string {
+func nestedRecords(depth, width int) string {
 	var b strings.Builder
 	for i := range depth {
 		fmt.Fprintf(&b, `{"type":"record","name":"R%d","fields":[`, i)
@@ -60,8 +60,8 @@ func FuzzSchemas(f *testing.F) {
 	f.Add("", "", uint16(3), uint16(3000), uint8(3))
 	f.Fuzz(func(t *testing.T, a, b string, depth, width uint16, subject uint8) {
 		if depth > 0 {
-			a = deepSchema(int(depth%20000), int(width%5000))
-			b = deepSchema(int(depth%20000)+1, int(width%5000))
+			a = nestedRecords(int(depth%20000), int(width%5000))
+			b = nestedRecords(int(depth%20000)+1, int(width%5000))
 		}
 		sub := fmt.Sprintf("s%d", subject%4)
 		for _, c := range []struct{ method, path, schema string }{

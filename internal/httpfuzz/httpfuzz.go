@@ -93,9 +93,13 @@ func Measure(fn func()) (elapsed time.Duration, allocated uint64, heapGrowth int
 }
 
 // Bounded runs fn as Measure does and fails t if it took longer than
-// maxTime or allocated more than maxAlloc bytes.
+// maxTime or allocated more than maxAlloc bytes (twice that under the
+// race detector).
 func Bounded(t testing.TB, what string, maxTime time.Duration, maxAlloc uint64, fn func()) {
 	t.Helper()
+	if raceEnabled {
+		maxAlloc *= 2 // see raceEnabled
+	}
 	el, alloc, growth := Measure(fn)
 	t.Logf("%s: %v, %d MiB allocated, heap in use %+d MiB", what, el.Round(time.Millisecond), alloc>>20, growth>>20)
 	if el > maxTime {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package httpfuzz
+
+const raceEnabled = false

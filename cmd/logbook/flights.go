@@ -60,7 +60,7 @@ violation the service checks, for a try-out or a load test.`,
 
 func runFlightsGenerate(cmd *cobra.Command, e *env, out string, cfg flights.GenerateOptions, o *cliutil.Output) error {
 	if cfg.Weeks <= 0 || cfg.FlightsPerWeek <= 0 || cfg.Violations < 0 || cfg.Violations > 0.2 {
-		return usageError{"--weeks and --flights-per-week must be positive, --violations within 0–0.2"}
+		return usageError{Msg: "--weeks and --flights-per-week must be positive, --violations within 0–0.2"}
 	}
 	start := time.Now()
 	prog, stopProgress := e.showProgress(cmd, o.Quiet())

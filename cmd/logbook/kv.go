@@ -48,7 +48,7 @@ Redis or etcd (--store).`,
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, writer writes (default: LOGBOOK_TOKENS, token:role,…)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
-			return usageError{"--max-conns must be positive"}
+			return usageError{Msg: "--max-conns must be positive"}
 		}
 		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Writer)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/testenv"
 	"github.com/logbook/logbook/services/kv"
 )
@@ -63,7 +64,7 @@ func TestKVServeBadStore(t *testing.T) {
 		{"etcd://h:1/prefix", "want etcd://host:port"},
 	} {
 		_, _, err := openKVBackend(context.Background(), t.TempDir(), c.store)
-		if !isUsage(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
+		if !cliutil.IsUsage(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
 			t.Errorf("--store %s: %v; want bad usage naming %q, no password", c.store, err, c.want)
 		}
 	}

@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -43,12 +41,10 @@ type env struct {
 }
 
 // usageError is bad usage: main prints it with a pointer to the help and
-// exits with 2.
-type usageError struct{ msg string }
+// exits with 2. It is the lab's commands' type too (cliutil.UsageError).
+type usageError = cliutil.UsageError
 
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+var usagef = cliutil.Usagef
 
 func main() {
 	// The first SIGINT or SIGTERM asks the command to stop (servers shut
@@ -76,11 +72,8 @@ func run(ctx context.Context, e *env, args []string) int {
 	for i := len(e.cleanup) - 1; i >= 0; i-- {
 		e.cleanup[i]()
 	}
-	return cliutil.ExitCode(e.stderr, root, cmd, err, isUsage)
+	return cliutil.ExitCode(e.stderr, root, cmd, err)
 }
-
-// isUsage says whether err is bad usage, this package's or the shared one.
-func isUsage(err error) bool { return errors.As(err, new(usageError)) || cliutil.IsUsage(err) }
 
 // newRoot builds the command tree.
 //
@@ -119,7 +112,7 @@ over the default. Commands that print a result take -o table|json|csv (or
 		lab.Log = e.log
 		return err
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Msg: err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.logFormat, "log-format", "text", "log format: text or json")
 	pf.StringVar(&e.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error")

@@ -113,9 +113,9 @@ aggregated into minute, hour and day windows.`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch {
 		case f.usersDB == "" || !isPostgresURL(f.usersDB):
-			return usageError{"--users-db postgres://… is required: the users' database the preference check follows"}
+			return usageError{Msg: "--users-db postgres://… is required: the users' database the preference check follows"}
 		case f.pushURL == "" || f.emailURL == "":
-			return usageError{"--push-url and --email-url are required (a logbook notify sink serves both)"}
+			return usageError{Msg: "--push-url and --email-url are required (a logbook notify sink serves both)"}
 		case deliver.CheckURL(f.pushURL) != nil:
 			return usagef("--push-url: %v", deliver.CheckURL(f.pushURL))
 		case deliver.CheckURL(f.emailURL) != nil:
@@ -123,13 +123,13 @@ aggregated into minute, hour and day windows.`,
 		case f.metricsSink != "" && !isPostgresURL(f.metricsSink):
 			return usagef("--metrics-sink %q: want a postgres:// URL", redactURL(f.metricsSink))
 		case f.rate < 0 || f.attempts < 1 || f.parallel < 1 || f.senders < 1 || f.chunk < 1 || f.chunk > 50_000 || f.maxRecipients < 1 || f.metricsGrace <= 0 || f.maxAge <= 0 || f.maxSkew <= 0 || f.maxConns < 1:
-			return usageError{"--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace, --max-timestamp-age, --max-timestamp-skew, --max-conns positive; --chunk 1-50000"}
+			return usageError{Msg: "--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace, --max-timestamp-age, --max-timestamp-skew, --max-conns positive; --chunk 1-50000"}
 		case f.state == "":
-			return usageError{"--state must name a directory"}
+			return usageError{Msg: "--state must name a directory"}
 		}
 		bus, err := server.ParseBus(f.bus)
 		if err != nil {
-			return usageError{"--bus " + err.Error()}
+			return usageError{Msg: "--bus " + err.Error()}
 		}
 		tokens, err := loadTokens(f.tokens, auth.Viewer, httpapi.Sender)
 		if err != nil {
@@ -186,7 +186,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute}},
 	})
 	if err != nil {
-		return usageError{err.Error()}
+		return usageError{Msg: err.Error()}
 	}
 	var follow eventstore.Store // nil: the store itself
 	if bus != nil {
@@ -336,11 +336,11 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 	tokensFile := fs.String("tokens", "", "bearer tokens for /metrics, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…; none: /metrics answers 401)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
-			return usageError{"--max-conns must be positive"}
+			return usageError{Msg: "--max-conns must be positive"}
 		}
 		s, err := sink.New(sink.Options{Latency: *latency, ErrorRate: *errorRate, Seed: *seed})
 		if err != nil {
-			return usageError{err.Error()}
+			return usageError{Msg: err.Error()}
 		}
 		// The delivery endpoint takes no token (the notify service posts
 		// to it without one); only /metrics asks for one, if any is given.

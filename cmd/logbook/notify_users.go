@@ -53,9 +53,9 @@ without an e-mail address or a device. The tables must be empty.`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch {
 		case url == "" || !isPostgresURL(url):
-			return usageError{"--users-db postgres://… is required"}
+			return usageError{Msg: "--users-db postgres://… is required"}
 		case p.Users < 1 || p.Clubs < 1:
-			return usageError{"--users and --clubs must be positive"}
+			return usageError{Msg: "--users and --clubs must be positive"}
 		}
 		for name, v := range map[string]float64{"--refuse": refuse, "--opt-out": optOut, "--no-email": noEmail, "--no-push": noPush} {
 			if v < 0 || v > 1 {

@@ -129,19 +129,19 @@ type nodeConfig struct {
 // of serve is found here, before anything is opened.
 func (f *serveFlags) parse() (*nodeConfig, error) {
 	if f.maxConns <= 0 {
-		return nil, usageError{"--max-conns must be positive"}
+		return nil, usageError{Msg: "--max-conns must be positive"}
 	}
 	c := &nodeConfig{store: f.store, addr: f.addr, conns: f.maxConns, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken}
 	switch {
 	case f.replicaOf != "":
 		c.mode = modeReplicaOf
 		if f.replicaToken == "" {
-			return nil, usageError{"--replica-of needs --replica-token (or LOGBOOK_REPLICA_TOKEN): a token the primary accepts"}
+			return nil, usageError{Msg: "--replica-of needs --replica-token (or LOGBOOK_REPLICA_TOKEN): a token the primary accepts"}
 		}
 	case f.readOnly && f.commandsOnly:
-		return nil, usageError{"--read-only and --commands-only exclude each other: a replica answers queries, a commands-only node commands"}
+		return nil, usageError{Msg: "--read-only and --commands-only exclude each other: a replica answers queries, a commands-only node commands"}
 	case (f.readOnly || f.commandsOnly) && f.store.store == "":
-		return nil, usageError{"--read-only and --commands-only need a shared --store postgres://…: the embedded store has one process"}
+		return nil, usageError{Msg: "--read-only and --commands-only need a shared --store postgres://…: the embedded store has one process"}
 	case f.readOnly:
 		c.mode = modeReadOnly
 	case f.commandsOnly:
@@ -152,18 +152,18 @@ func (f *serveFlags) parse() (*nodeConfig, error) {
 	c.store.readOnly = c.mode == modeReadOnly
 	bus, err := server.ParseBus(f.bus)
 	if err != nil {
-		return nil, usageError{"--bus " + err.Error()}
+		return nil, usageError{Msg: "--bus " + err.Error()}
 	}
 	c.bus = bus
 	switch f.busFormat {
 	case "logbook", "":
 	case "avro":
 		if c.bus == nil {
-			return nil, usageError{"--bus-format avro needs a --bus"}
+			return nil, usageError{Msg: "--bus-format avro needs a --bus"}
 		}
 		c.bus.Avro = true
 	default:
-		return nil, usageError{fmt.Sprintf("--bus-format %q: want logbook or avro", f.busFormat)}
+		return nil, usageError{Msg: fmt.Sprintf("--bus-format %q: want logbook or avro", f.busFormat)}
 	}
 	tokens, err := loadTokens(f.tokensFile, httpapi.Planner, auth.Viewer)
 	if err != nil {
@@ -395,7 +395,7 @@ func (n *node) close() {
 func loadTokens(file string, roles ...auth.Role) (*auth.Tokens, error) {
 	tokens, err := server.LoadTokens(file, serviceRoles(), roles...)
 	if errors.Is(err, server.ErrNoTokens) {
-		return nil, usageError{err.Error()}
+		return nil, usageError{Msg: err.Error()}
 	}
 	return tokens, err
 }

@@ -43,11 +43,11 @@ func (c *catalogueFlags) register(fs *pflag.FlagSet) {
 
 func (c *catalogueFlags) catalogue() (tickets.Catalogue, error) {
 	if c.sports < 1 || c.sports > 10_000 {
-		return tickets.Catalogue{}, usageError{fmt.Sprintf("--sports %d: want 1–10000", c.sports)}
+		return tickets.Catalogue{}, usageError{Msg: fmt.Sprintf("--sports %d: want 1–10000", c.sports)}
 	}
 	cat := tickets.Catalogue{Sports: tickets.Sports(c.sports), PerSport: c.perSport, Days: c.days}
 	if err := cat.Validate(); err != nil {
-		return cat, usageError{err.Error()}
+		return cat, usageError{Msg: err.Error()}
 	}
 	return cat, nil
 }
@@ -82,7 +82,7 @@ queuing per sport in front of queue-rep's nodes).`,
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
-			return usageError{"--max-conns must be positive"}
+			return usageError{Msg: "--max-conns must be positive"}
 		}
 		cat, err := cf.catalogue()
 		if err != nil {
@@ -90,7 +90,7 @@ queuing per sport in front of queue-rep's nodes).`,
 		}
 		gate, err := rig.Gate(cat.Sports)
 		if err != nil {
-			return usageError{err.Error()}
+			return usageError{Msg: err.Error()}
 		}
 		defer gate.Close() // the service closes it too; closing twice is harmless
 		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Booker)

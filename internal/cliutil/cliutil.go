@@ -49,7 +49,7 @@ func IsUsage(err error) bool { return errors.As(err, new(UsageError)) }
 // ExitCode prints err, the outcome of the command cmd below root, to w and
 // returns the process's exit code: 0 for no error, 2 for bad usage (with
 // a pointer to the help), 1 otherwise.
-func ExitCode(w io.Writer, root, cmd *cobra.Command, err error, usage func(error) bool) int {
+func ExitCode(w io.Writer, root, cmd *cobra.Command, err error) int {
 	if err == nil {
 		return 0
 	}
@@ -57,7 +57,7 @@ func ExitCode(w io.Writer, root, cmd *cobra.Command, err error, usage func(error
 	if cmd != nil {
 		name = cmd.CommandPath()
 	}
-	if usage(err) {
+	if IsUsage(err) {
 		fmt.Fprintf(w, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
 		return 2
 	}

@@ -27,6 +27,6 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	cmd, err := root.ExecuteContextC(context.Background())
-	code := cliutil.ExitCode(&errb, root, cmd, err, cliutil.IsUsage)
+	code := cliutil.ExitCode(&errb, root, cmd, err)
 	return code, out.String(), errb.String()
 }

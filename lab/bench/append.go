@@ -47,6 +47,13 @@ type AppendResult struct {
 	// store's events/s over it.
 	BaselineEventsPerSec *float64 `json:"baseline_events_per_sec,omitempty"`
 	Ratio                *float64 `json:"ratio,omitempty"`
+	// On the embedded store: this machine's synced-write latency in the
+	// data directory, measured in the same run (MeasureFsync), and for
+	// one writer the rate one batch per fdatasync allows and the ratio
+	// of the measured rate to it (WithFsyncBound).
+	FsyncMS                *float64 `json:"fsync_ms,omitempty"`
+	FsyncBoundEventsPerSec *float64 `json:"fsync_bound_events_per_sec,omitempty"`
+	RatioToFsyncBound      *float64 `json:"ratio_to_fsync_bound,omitempty"`
 }
 
 // WithBaseline adds the baseline's figure and the ratio to r.
@@ -73,6 +80,14 @@ func (r AppendResult) Rows() [][2]string {
 		rows = append(rows,
 			[2]string{"baseline events/s (plain table, binary COPY)", fmt.Sprintf("%.0f", *r.BaselineEventsPerSec)},
 			[2]string{"store / baseline", fmt.Sprintf("%.3f", *r.Ratio)})
+	}
+	if r.FsyncMS != nil {
+		rows = append(rows, [2]string{"fdatasync of 4 KiB, median ms", fmt.Sprintf("%.3f", *r.FsyncMS)})
+	}
+	if r.RatioToFsyncBound != nil {
+		rows = append(rows,
+			[2]string{"fsync bound events/s (batch / fdatasync)", fmt.Sprintf("%.0f", *r.FsyncBoundEventsPerSec)},
+			[2]string{"events/s / fsync bound", fmt.Sprintf("%.3f", *r.RatioToFsyncBound)})
 	}
 	return rows
 }

@@ -41,3 +41,23 @@ func TestAppendIDs(t *testing.T) {
 		_ = s.Close()
 	}
 }
+
+// TestFsyncBound: the probe measures real synced writes, and the bound is
+// one batch per fdatasync for one writer, none for several.
+func TestFsyncBound(t *testing.T) {
+	p, err := bench.MeasureFsync(t.TempDir(), 20)
+	if err != nil || p.Samples != 20 || p.MedianMS <= 0 || p.P99MS < p.MedianMS {
+		t.Fatalf("probe %+v, %v", p, err)
+	}
+	r := bench.AppendResult{Writers: 1, Batch: 100, EventsPerSec: 250_000}.WithFsyncBound(bench.FsyncProbe{MedianMS: 0.2})
+	if r.FsyncBoundEventsPerSec == nil || *r.FsyncBoundEventsPerSec != 500_000 || *r.RatioToFsyncBound != 0.5 {
+		t.Fatalf("one writer: %+v", r)
+	}
+	r = bench.AppendResult{Writers: 8, Batch: 100, EventsPerSec: 250_000}.WithFsyncBound(bench.FsyncProbe{MedianMS: 0.2})
+	if r.FsyncMS == nil || r.RatioToFsyncBound != nil {
+		t.Fatalf("eight writers: %+v", r)
+	}
+	if _, err := bench.MeasureFsync(t.TempDir(), 0); err == nil {
+		t.Fatal("zero samples accepted")
+	}
+}

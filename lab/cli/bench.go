@@ -65,17 +65,34 @@ PostgreSQL table by binary COPY, the fastest the database takes them.`,
 	fs.BoolVar(&cfg.StoreIDs, "store-ids", false, "let the store generate event ids instead of the writers")
 	fs.BoolVar(&cfg.RandomIDs, "random-ids", false, "writers send random event ids (a client's own version 4 UUIDs) instead of time-ordered ones from eventstore.NewID")
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
+	fsyncSamples := fs.Int("fsync-samples", 300, "synced 4 KiB writes timed in the data directory before the run (embedded store), for the fsync bound")
 	baseline := fs.Bool("baseline", false, "then write the same rows into a plain table by binary COPY (PostgreSQL only) and print both figures and their ratio")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
 			return cliutil.Usage("--events, --batch, --writers and --streams must be positive and --payload not negative")
+		}
+		if *fsyncSamples <= 0 {
+			return cliutil.Usage("--fsync-samples must be positive")
 		}
 		if *baseline && bf.store.URL == "" {
 			return cliutil.Usage("--baseline needs --store postgres://…: it measures the database the store runs on")
 		}
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			cfg.Progress = p
+			var probe *bench.FsyncProbe
+			if bf.store.URL == "" {
+				// The machine's own limit, in the same run: a synced
+				// 4 KiB write in the data directory.
+				pr, err := bench.MeasureFsync(bf.store.Data, *fsyncSamples)
+				if err != nil {
+					return nil, err
+				}
+				probe = &pr
+			}
 			r, err := bench.RunAppend(cmd.Context(), s, cfg, s.Fsyncs)
+			if err == nil && probe != nil {
+				r = r.WithFsyncBound(*probe)
+			}
 			if err != nil || !*baseline {
 				return r, err
 			}

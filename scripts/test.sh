@@ -66,6 +66,10 @@ log "Python clients (confluent-kafka) for the schema registry's tests"
 LOGBOOK_TEST_PYTHON=$(./scripts/pyenv.sh)
 export LOGBOOK_TEST_PYTHON
 
+log "peer event stores (Message DB, Python eventsourcing) for bench peers"
+eval "$(./scripts/peers.sh)"
+export LOGBOOK_MESSAGE_DB LOGBOOK_PEERS_PYTHON
+
 # Every server is up: from here a test that finds one missing fails
 # instead of skipping, so that this suite cannot pass by skipping them.
 export LOGBOOK_REQUIRE_EXTERNAL=1

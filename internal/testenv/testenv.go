@@ -170,3 +170,19 @@ func Nginx(t testing.TB) string {
 	}
 	return path
 }
+
+// Peers returns where scripts/peers.sh installed the event stores `bench
+// peers` compares logbook with: Message DB's SQL directory
+// (LOGBOOK_MESSAGE_DB) and a python with the eventsourcing library
+// (LOGBOOK_PEERS_PYTHON); or it ends the test as a missing server does.
+func Peers(t testing.TB) (messageDB, python string) {
+	t.Helper()
+	if os.Getenv("LOGBOOK_SKIP_EXTERNAL") == "1" && !Required() {
+		t.Skip("LOGBOOK_SKIP_EXTERNAL=1: no peer event stores")
+	}
+	messageDB, python = os.Getenv("LOGBOOK_MESSAGE_DB"), os.Getenv("LOGBOOK_PEERS_PYTHON")
+	if messageDB == "" || python == "" {
+		missing(t, "LOGBOOK_MESSAGE_DB and LOGBOOK_PEERS_PYTHON", "the peer event stores", `eval "$(scripts/peers.sh)"`)
+	}
+	return messageDB, python
+}

@@ -13,6 +13,7 @@ const benchDataDir = "./data-bench"
 func newBenchCmd(e *env) *cobra.Command {
 	g := cliutil.Group("bench", "Measure the store, the runtimes and the services",
 		newBenchAppendCmd(e),
+		newBenchPeersCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
 		newBenchCrushCmd(e),

@@ -1,0 +1,58 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/logbook/logbook/engine/eventstore/pgstore"
+	"github.com/logbook/logbook/internal/testenv"
+	"github.com/logbook/logbook/lab/bench"
+)
+
+// TestPeers runs a small peers comparison on the test database: every
+// store writes every event of both workloads (RunPeers counts them in the
+// peers' tables), the figures and ratios are filled in, and the peers'
+// tables are gone afterwards.
+func TestPeers(t *testing.T) {
+	messageDB, python := testenv.Peers(t)
+	url, _ := testenv.SchemaURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	store, err := pgstore.Open(ctx, url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg := bench.PeersConfig{
+		MessageDB: messageDB, Python: python, Payload: 50, Streams: 20,
+		Workloads: []bench.PeerWorkload{{Batch: 100, Writers: 1, Events: 1000}, {Batch: 1, Writers: 8, Events: 200}},
+	}
+	r, err := bench.RunPeers(ctx, store, url, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Peers) != 4 {
+		t.Fatalf("%d rows, want 2 peers × 2 workloads: %+v", len(r.Peers), r.Peers)
+	}
+	for _, row := range r.Peers {
+		if row.LogbookEventsPerSec <= 0 || row.PeerEventsPerSec <= 0 || row.Ratio <= 0 || row.PeerVersion == "" {
+			t.Errorf("row not filled in: %+v", row)
+		}
+	}
+	if head, err := store.Head(ctx); err != nil || head != 1200 {
+		t.Errorf("logbook's store holds %d events (%v), want 1200", head, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
+		WHERE table_schema = 'message_store' OR table_name = 'logbook_peer_eventsourcing'`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d peer tables left behind (%v)", left, err)
+	}
+}

@@ -21,8 +21,8 @@ import (
 type StoreFlags struct {
 	Data string
 	URL  string
-	// PGConns sizes the PostgreSQL pool; commands that bound their
-	// concurrent queries set it above their bound.
+	// PGConns sizes the PostgreSQL pool (0: 64); commands that bound
+	// their concurrent queries set it above their bound.
 	PGConns int32
 }
 
@@ -83,7 +83,11 @@ func (f *StoreFlags) Open(log *slog.Logger) (*OpenedStore, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := pgstore.Open(ctx, f.URL, pgstore.Options{MaxConns: max(f.PGConns, 64)})
+		conns := f.PGConns
+		if conns <= 0 {
+			conns = 64
+		}
+		s, err := pgstore.Open(ctx, f.URL, pgstore.Options{MaxConns: conns})
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", RedactURL(f.URL), err)
 		}

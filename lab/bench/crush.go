@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/query"
@@ -34,14 +38,27 @@ const (
 // CrushConfig describes the stream-query crush test: many concurrent
 // live queries against one store.
 type CrushConfig struct {
-	IDs                  int    // streams written, and queries run in by-id mode
-	EventsPerID          int    // events per stream
-	Buffer               int    // the queries' max-buffer-size (page size)
-	MaxConcurrentQueries int    // permits
-	Mode                 string // CrushByID (default) or CrushAllEvents
-	Writers              int    // concurrent appenders in the write phase (default 8)
-	Batch                int    // events per append (default EventsPerID, at most 1,000)
-	Payload              int    // bytes of data per event
+	IDs                  int // streams written, and queries run in by-id mode
+	EventsPerID          int // events per stream
+	Buffer               int // the queries' max-buffer-size (page size)
+	MaxConcurrentQueries int // permits; 0 with Unthrottled
+	// Unthrottled runs the control experiment, the "before" half of the
+	// Akka.NET post: no permitter bound at all (every query may read at
+	// once), so only the database's connection pool stands between the
+	// queries and the database.
+	Unthrottled bool
+	// ReadTimeout bounds each backend read, as a database client's
+	// command timeout does (0: none). A read that times out fails its
+	// query, which is then counted as not delivered.
+	ReadTimeout time.Duration
+	// Deadline bounds the query phase (0: none): at the deadline the run
+	// ends and reports how many streams were not delivered whole, rather
+	// than failing.
+	Deadline time.Duration
+	Mode     string // CrushByID (default) or CrushAllEvents
+	Writers  int    // concurrent appenders in the write phase (default 8)
+	Batch    int    // events per append (default EventsPerID, at most 1,000)
+	Payload  int    // bytes of data per event
 	// Poll makes the queries poll every RefreshInterval, as on a backend
 	// without commit signals, instead of waking on commits.
 	Poll            bool
@@ -76,6 +93,15 @@ type CrushResult struct {
 	PeakConcurrentBackendQueries int     `json:"peak_concurrent_backend_queries"`
 	PeakBusyConns                *int    `json:"peak_busy_db_connections,omitempty"` // with BusyConns
 	PeakRSSMB                    float64 `json:"peak_rss_mb"`
+	// The control run's failure report: streams not delivered whole by
+	// the end (a failed query, or the deadline), and the failed backend
+	// reads by kind — timeout, too_many_connections (the database
+	// refused a connection: SQLSTATE 53300), connection (could not
+	// connect or lost it), other.
+	Unthrottled bool             `json:"unthrottled"`
+	Undelivered int              `json:"undelivered"`
+	HitDeadline bool             `json:"hit_deadline"`
+	ReadErrors  map[string]int64 `json:"read_errors"`
 }
 
 // Rows renders the result as a two-column table.
@@ -83,7 +109,7 @@ func (r CrushResult) Rows() [][2]string {
 	return [][2]string{
 		{"mode", r.Mode},
 		{"ids × events per id", fmt.Sprintf("%d × %d = %d events", r.IDs, r.EventsPerID, r.Events)},
-		{"buffer / max concurrent queries", fmt.Sprintf("%d / %d", r.Buffer, r.MaxConcurrentQueries)},
+		{"buffer / max concurrent queries", fmt.Sprintf("%d / %s", r.Buffer, permitsText(r))},
 		{"live queries woken by", r.Wakeups},
 		{"queries", fmt.Sprint(r.Queries)},
 		{"write seconds", fmt.Sprintf("%.3f (%.0f events/s)", r.WriteSeconds, r.WriteEventsPerSec)},
@@ -93,11 +119,106 @@ func (r CrushResult) Rows() [][2]string {
 		{"peak concurrent backend queries", fmt.Sprint(r.PeakConcurrentBackendQueries)},
 		{"peak busy database connections", countOrNA(r.PeakBusyConns)},
 		{"peak RSS MiB", fmt.Sprintf("%.0f", r.PeakRSSMB)},
+		{"streams not delivered whole", fmt.Sprintf("%d (deadline hit: %v)", r.Undelivered, r.HitDeadline)},
+		{"failed reads by kind", fmt.Sprint(r.ReadErrors)},
 	}
+}
+
+func permitsText(r CrushResult) string {
+	if r.Unthrottled {
+		return "unlimited"
+	}
+	return fmt.Sprint(r.MaxConcurrentQueries)
 }
 
 // pollingStore hides the store's commit signal, so queries must poll.
 type pollingStore struct{ eventstore.Store }
+
+// countingStore gives each read a timeout, as a database client's command
+// timeout does, and counts the reads that fail by kind. It passes the
+// store's commit signal through (Unwrap).
+type countingStore struct {
+	eventstore.Store
+	timeout time.Duration
+	kinds   *errorKinds
+}
+
+func (s *countingStore) Unwrap() eventstore.Store { return s.Store }
+
+func (s *countingStore) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout > 0 {
+		return context.WithTimeout(ctx, s.timeout)
+	}
+	return ctx, func() {}
+}
+
+func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]eventstore.Event, error) {
+	c, cancel := s.ctx(ctx)
+	defer cancel()
+	evs, err := s.Store.ReadStream(c, stream, from, max)
+	s.kinds.count(ctx, err)
+	return evs, err
+}
+
+func (s *countingStore) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore.Event, error) {
+	c, cancel := s.ctx(ctx)
+	defer cancel()
+	evs, err := s.Store.ReadAll(c, from, max)
+	s.kinds.count(ctx, err)
+	return evs, err
+}
+
+func (s *countingStore) Head(ctx context.Context) (uint64, error) {
+	c, cancel := s.ctx(ctx)
+	defer cancel()
+	h, err := s.Store.Head(c)
+	s.kinds.count(ctx, err)
+	return h, err
+}
+
+// errorKinds counts failed reads by kind.
+type errorKinds struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func newErrorKinds() *errorKinds { return &errorKinds{n: map[string]int64{}} }
+
+// count counts err, unless there is none or the run itself ended (ctx,
+// the caller's, is done: the end of the run cancels every query).
+func (k *errorKinds) count(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	kind := classifyReadError(err)
+	k.mu.Lock()
+	k.n[kind]++
+	k.mu.Unlock()
+}
+
+func (k *errorKinds) snapshot() map[string]int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return maps.Clone(k.n)
+}
+
+// classifyReadError names a failed read's kind: timeout,
+// too_many_connections, connection or other.
+func classifyReadError(err error) string {
+	var pgErr *pgconn.PgError
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &pgErr) && (pgErr.Code == "53300" || pgErr.Code == "53400"):
+		return "too_many_connections"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &connErr), errors.As(err, &netErr), pgconn.SafeToRetry(err):
+		return "connection"
+	default:
+		return "other"
+	}
+}
 
 // RunCrush writes EventsPerID events to each of IDs new streams, then
 // reads them all back through live stream queries and measures the
@@ -116,8 +237,12 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = time.Second
 	}
-	if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Payload < 0 {
-		return CrushResult{}, errors.New("bench crush: ids, events per id, buffer and max concurrent queries must be positive, payload not negative")
+	if cfg.Unthrottled {
+		// One permit per query: the permitter never makes one wait.
+		cfg.MaxConcurrentQueries = max(cfg.IDs, 1)
+	}
+	if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Payload < 0 || cfg.ReadTimeout < 0 || cfg.Deadline < 0 {
+		return CrushResult{}, errors.New("bench crush: ids, events per id, buffer and max concurrent queries must be positive, payload, read timeout and deadline not negative")
 	}
 	if cfg.Mode != CrushByID && cfg.Mode != CrushAllEvents {
 		return CrushResult{}, fmt.Errorf("bench crush: unknown mode %q (%s, %s)", cfg.Mode, CrushByID, CrushAllEvents)
@@ -125,6 +250,10 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	r := CrushResult{
 		Mode: cfg.Mode, IDs: cfg.IDs, EventsPerID: cfg.EventsPerID, Events: cfg.IDs * cfg.EventsPerID,
 		Buffer: cfg.Buffer, MaxConcurrentQueries: cfg.MaxConcurrentQueries, Wakeups: "commit",
+		Unthrottled: cfg.Unthrottled, ReadErrors: map[string]int64{},
+	}
+	if cfg.Unthrottled {
+		r.MaxConcurrentQueries = 0
 	}
 	names := make([]string, cfg.IDs)
 	runID := newRunID()
@@ -150,9 +279,10 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 		return r, fmt.Errorf("bench crush: %w", err)
 	}
 
-	qstore := store
+	kinds := newErrorKinds()
+	var qstore eventstore.Store = &countingStore{Store: store, timeout: cfg.ReadTimeout, kinds: kinds}
 	if cfg.Poll {
-		qstore = pollingStore{store}
+		qstore = pollingStore{qstore}
 		r.Wakeups = "poll " + cfg.RefreshInterval.String()
 	}
 	j, err := query.New(qstore, query.Options{
@@ -175,7 +305,9 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	if cfg.Mode == CrushByID {
 		r.Queries = cfg.IDs
 		cfg.Progress.Start("streams delivered", cfg.IDs)
-		qel, err = crushByID(ctx, j, names, cfg.EventsPerID, &errs, cfg.Progress)
+		var delivered int
+		qel, delivered, r.HitDeadline, err = crushByID(ctx, j, names, cfg.EventsPerID, cfg.Deadline, &errs, cfg.Progress)
+		r.Undelivered = cfg.IDs - delivered
 	} else {
 		r.Queries = 1
 		cfg.Progress.Start("events delivered", r.Events)
@@ -185,6 +317,7 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	if err != nil {
 		return r, err
 	}
+	r.ReadErrors = kinds.snapshot()
 	st := j.Permitter().Stats()
 	r.QuerySeconds = stats.Round(qel.Seconds(), 3)
 	r.QueryEventsPerSec = stats.Round(float64(r.Events)/qel.Seconds(), 0)
@@ -238,9 +371,10 @@ func crushWrite(ctx context.Context, store eventstore.Store, cfg CrushConfig, na
 // its m events. Each query's consumer is a goroutine; the queries
 // themselves cost none, and the store runs at most the permitted number
 // of reads at a time.
-func crushByID(ctx context.Context, j *query.Reader, names []string, m int, errs *atomic.Int64, prog *progress.Counter) (time.Duration, error) {
+func crushByID(ctx context.Context, j *query.Reader, names []string, m int, deadline time.Duration, errs *atomic.Int64, prog *progress.Counter) (el time.Duration, delivered int, hitDeadline bool, err error) {
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var whole atomic.Int64 // streams delivered whole
 	var remaining atomic.Int64
 	remaining.Store(int64(len(names)))
 	allDone := make(chan struct{})
@@ -282,22 +416,32 @@ func crushByID(ctx context.Context, j *query.Reader, names []string, m int, errs
 					// Done, but still live: like the Akka.NET test's queries it
 					// goes on waiting for more, until the end of the run.
 					finished = true
+					whole.Add(1)
 					finish()
 				}
 			}
 		}()
 	}
+	var timeout <-chan time.Time
+	if deadline > 0 {
+		t := time.NewTimer(deadline)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-allDone:
+		el = time.Duration(end.Load())
 	case <-ctx.Done():
+		el = time.Duration(end.Load())
+	case <-timeout:
+		hitDeadline, el = true, deadline
 	}
-	el := time.Duration(end.Load())
 	cancel()
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return el, fmt.Errorf("bench crush: %w", err)
+		return el, int(whole.Load()), hitDeadline, fmt.Errorf("bench crush: %w", err)
 	}
-	return el, nil
+	return el, int(whole.Load()), hitDeadline, nil
 }
 
 // crushAllEvents runs one live AllEvents query from position first and

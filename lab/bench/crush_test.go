@@ -7,6 +7,8 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/eventstore/pgstore"
+	"github.com/logbook/logbook/internal/testenv"
 	"github.com/logbook/logbook/lab/bench"
 )
 
@@ -101,4 +103,43 @@ func (l lossy) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore.
 		return evs[len(evs)-1:], err
 	}
 	return kept, err
+}
+
+// TestCrushControl runs the Akka.NET post's before and after on
+// PostgreSQL with one small connection pool and one read timeout: without
+// the throttle, thousands of live queries queue for the pool at once and
+// the ones at the back time out, leaving their streams undelivered; with
+// the throttle every stream arrives whole.
+func TestCrushControl(t *testing.T) {
+	url, _ := testenv.SchemaURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := bench.CrushConfig{IDs: 3000, EventsPerID: 1, Buffer: 10, Writers: 2,
+		ReadTimeout: 500 * time.Millisecond, Deadline: time.Minute}
+
+	control := base
+	control.Unthrottled = true
+	r, err := bench.RunCrush(ctx, s, control)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Unthrottled || r.MaxConcurrentQueries != 0 || r.Undelivered == 0 || r.ReadErrors["timeout"] == 0 || r.Errors == 0 {
+		t.Fatalf("unthrottled: want streams lost to read timeouts, got %+v", r)
+	}
+	t.Logf("unthrottled: %d of %d streams undelivered, failed reads %v", r.Undelivered, r.IDs, r.ReadErrors)
+
+	throttled := base
+	throttled.MaxConcurrentQueries = 2
+	r, err = bench.RunCrush(ctx, s, throttled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Undelivered != 0 || r.Errors != 0 || len(r.ReadErrors) != 0 || r.HitDeadline || r.PeakConcurrentBackendQueries > 2 {
+		t.Fatalf("throttled: want every stream whole, got %+v", r)
+	}
 }

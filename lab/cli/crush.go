@@ -19,9 +19,20 @@ func newBenchCrushCmd(e *env) *cobra.Command {
 of --events-per-id events, then runs a live query per stream (or one query
 over all events, --mode all-events) with at most --max-concurrent-queries
 backend queries at once, and checks every query received its stream whole
-and in order.`,
+and in order.
+
+--max-concurrent-queries 0 runs the post's control experiment, without
+the throttle: every query may read at once, and only the database
+connection pool (--pool-conns, on PostgreSQL) stands between them and
+the database. Each read then has a client's command timeout
+(--read-timeout) and the run a hard bound (--deadline): it ends cleanly
+and reports the streams not delivered whole and the failed reads by
+kind (timeout, too_many_connections, connection, other).`,
 		Example: `  logbook bench crush --ids 100000 --events-per-id 100
-  logbook bench crush --mode all-events --store postgres://localhost/logbook`,
+  logbook bench crush --mode all-events --store postgres://localhost/logbook
+  # the control run: unthrottled live queries polling every second
+  logbook bench crush --store postgres://localhost/logbook --ids 10000 --events-per-id 1 \
+    --max-concurrent-queries 0 --poll --refresh-interval 1s --read-timeout 30s --deadline 5m`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -31,7 +42,10 @@ and in order.`,
 	fs.IntVar(&cfg.IDs, "ids", 100_000, "streams to write, and live queries to run in by-id mode")
 	fs.IntVar(&cfg.EventsPerID, "events-per-id", 100, "events per stream")
 	fs.IntVar(&cfg.Buffer, "buffer", 100, "the queries' max-buffer-size: events per backend query")
-	fs.IntVar(&cfg.MaxConcurrentQueries, "max-concurrent-queries", 100, "backend queries allowed to run at once")
+	fs.IntVar(&cfg.MaxConcurrentQueries, "max-concurrent-queries", 100, "backend queries allowed to run at once; 0: no limit (the control run)")
+	poolConns := fs.Int("pool-conns", 0, "PostgreSQL connections in the pool (default: room for every permitted query and the writers; with --max-concurrent-queries 0, 100, the default of common database drivers' pools)")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 0, "bound on each backend read, as a database client's command timeout (0: none)")
+	fs.DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "bound on the query phase: the run then ends and reports the streams not delivered whole")
 	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByStream query per stream; all-events: one AllEvents query fanned out to a projection per stream")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{bench.CrushByID, bench.CrushAllEvents}, cobra.ShellCompDirectiveNoFileComp))
 	fs.IntVar(&cfg.Writers, "writers", 8, "concurrent writers in the write phase")
@@ -40,9 +54,10 @@ and in order.`,
 	fs.BoolVar(&cfg.Poll, "poll", false, "hide the store's commit signal: live queries poll every --refresh-interval, as on a SQL backend")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", time.Second, "how often polling queries ask again (with --poll)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries <= 0 || cfg.Writers <= 0 || cfg.Batch < 0 || cfg.Payload < 0 || cfg.RefreshInterval <= 0 {
-			return cliutil.Usage("--ids, --events-per-id, --buffer, --max-concurrent-queries, --writers and --refresh-interval must be positive, --batch and --payload not negative")
+		if cfg.IDs <= 0 || cfg.EventsPerID <= 0 || cfg.Buffer <= 0 || cfg.MaxConcurrentQueries < 0 || cfg.Writers <= 0 || cfg.Batch < 0 || cfg.Payload < 0 || cfg.RefreshInterval <= 0 || *poolConns < 0 || cfg.ReadTimeout < 0 || cfg.Deadline < 0 {
+			return cliutil.Usage("--ids, --events-per-id, --buffer, --writers and --refresh-interval must be positive; --max-concurrent-queries, --pool-conns, --read-timeout, --deadline, --batch and --payload not negative")
 		}
+		cfg.Unthrottled = cfg.MaxConcurrentQueries == 0
 		if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
 			return cliutil.Usage("--mode must be by-id or all-events")
 		}
@@ -50,6 +65,12 @@ and in order.`,
 		// phase: the permitter, not the pool, must be what bounds the
 		// queries.
 		bf.store.PGConns = int32(cfg.MaxConcurrentQueries + cfg.Writers + 4)
+		if cfg.Unthrottled {
+			bf.store.PGConns = 100
+		}
+		if *poolConns > 0 {
+			bf.store.PGConns = int32(*poolConns)
+		}
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			if s.PG != nil {
 				pool := s.PG.Pool()

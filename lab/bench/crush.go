@@ -55,10 +55,13 @@ type CrushConfig struct {
 	// ends and reports how many streams were not delivered whole, rather
 	// than failing.
 	Deadline time.Duration
-	Mode     string // CrushByID (default) or CrushAllEvents
-	Writers  int    // concurrent appenders in the write phase (default 8)
-	Batch    int    // events per append (default EventsPerID, at most 1,000)
-	Payload  int    // bytes of data per event
+	// DatabaseCPU measures the CPU used by the PostgreSQL processes on
+	// this machine during the query phase (a database running here).
+	DatabaseCPU bool
+	Mode        string // CrushByID (default) or CrushAllEvents
+	Writers     int    // concurrent appenders in the write phase (default 8)
+	Batch       int    // events per append (default EventsPerID, at most 1,000)
+	Payload     int    // bytes of data per event
 	// Poll makes the queries poll every RefreshInterval, as on a backend
 	// without commit signals, instead of waking on commits.
 	Poll            bool
@@ -102,6 +105,11 @@ type CrushResult struct {
 	Undelivered int              `json:"undelivered"`
 	HitDeadline bool             `json:"hit_deadline"`
 	ReadErrors  map[string]int64 `json:"read_errors"`
+	// CPU during the query phase as a percentage of the whole machine:
+	// this process's, and with DatabaseCPU the local PostgreSQL
+	// server's (a lower bound: a backend that exits takes its time).
+	QueryCPUPercent    float64  `json:"query_cpu_percent"`
+	DatabaseCPUPercent *float64 `json:"database_cpu_percent,omitempty"`
 }
 
 // Rows renders the result as a two-column table.
@@ -121,7 +129,15 @@ func (r CrushResult) Rows() [][2]string {
 		{"peak RSS MiB", fmt.Sprintf("%.0f", r.PeakRSSMB)},
 		{"streams not delivered whole", fmt.Sprintf("%d (deadline hit: %v)", r.Undelivered, r.HitDeadline)},
 		{"failed reads by kind", fmt.Sprint(r.ReadErrors)},
+		{"query phase CPU % of the machine: this process / database", fmt.Sprintf("%.1f / %s", r.QueryCPUPercent, percentOrNA(r.DatabaseCPUPercent))},
 	}
+}
+
+func percentOrNA(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", *p)
 }
 
 func permitsText(r CrushResult) string {
@@ -302,6 +318,11 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 		stop := samplePeak(cfg.BusyConns)
 		stopSampling = func() { n := stop(); r.PeakBusyConns = &n }
 	}
+	cpu0, qstart := processCPU(), time.Now()
+	db0, dbOK := time.Duration(0), false
+	if cfg.DatabaseCPU {
+		db0, dbOK = postgresCPU()
+	}
 	if cfg.Mode == CrushByID {
 		r.Queries = cfg.IDs
 		cfg.Progress.Start("streams delivered", cfg.IDs)
@@ -314,6 +335,12 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 		qel, err = crushAllEvents(ctx, j, names, cfg.EventsPerID, first, last, &errs, cfg.Progress)
 	}
 	stopSampling()
+	wall := time.Since(qstart)
+	r.QueryCPUPercent = stats.Round(cpuPercent(processCPU()-cpu0, wall, runtime.NumCPU()), 1)
+	if db1, ok := postgresCPU(); dbOK && ok {
+		p := stats.Round(cpuPercent(db1-db0, wall, runtime.NumCPU()), 1)
+		r.DatabaseCPUPercent = &p
+	}
 	if err != nil {
 		return r, err
 	}
@@ -548,4 +575,59 @@ func newRunID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
+}
+
+// CrushProcessesResult is `bench crush --processes N`: N processes running
+// the test at once against one database, as several nodes of a service
+// do, each with its own throttle.
+type CrushProcessesResult struct {
+	Processes   int              `json:"processes"`
+	IDs         int              `json:"ids"` // all processes' streams
+	Undelivered int              `json:"undelivered"`
+	Errors      int64            `json:"errors"`
+	ReadErrors  map[string]int64 `json:"read_errors"`
+	// The slowest process's query phase, and the processes' CPU summed.
+	QuerySeconds       float64       `json:"query_seconds"`
+	QueryCPUPercent    float64       `json:"query_cpu_percent"`
+	DatabaseCPUPercent *float64      `json:"database_cpu_percent,omitempty"` // the highest any process saw
+	PerProcess         []CrushResult `json:"per_process"`
+}
+
+// Sum fills in the totals from PerProcess.
+func (r *CrushProcessesResult) Sum() {
+	r.IDs, r.Undelivered, r.Errors, r.QuerySeconds, r.QueryCPUPercent = 0, 0, 0, 0, 0
+	r.ReadErrors = map[string]int64{}
+	for _, p := range r.PerProcess {
+		r.IDs += p.IDs
+		r.Undelivered += p.Undelivered
+		r.Errors += p.Errors
+		for k, v := range p.ReadErrors {
+			r.ReadErrors[k] += v
+		}
+		r.QuerySeconds = max(r.QuerySeconds, p.QuerySeconds)
+		r.QueryCPUPercent = stats.Round(r.QueryCPUPercent+p.QueryCPUPercent, 1)
+		if p.DatabaseCPUPercent != nil && (r.DatabaseCPUPercent == nil || *p.DatabaseCPUPercent > *r.DatabaseCPUPercent) {
+			v := *p.DatabaseCPUPercent
+			r.DatabaseCPUPercent = &v
+		}
+	}
+}
+
+// Rows renders the result as a two-column table: the totals, then a line
+// per process.
+func (r CrushProcessesResult) Rows() [][2]string {
+	rows := [][2]string{
+		{"processes", fmt.Sprint(r.Processes)},
+		{"streams (all processes)", fmt.Sprint(r.IDs)},
+		{"streams not delivered whole", fmt.Sprint(r.Undelivered)},
+		{"errors", fmt.Sprint(r.Errors)},
+		{"failed reads by kind", fmt.Sprint(r.ReadErrors)},
+		{"slowest query phase s", fmt.Sprintf("%.3f", r.QuerySeconds)},
+		{"query phase CPU % of the machine: processes / database", fmt.Sprintf("%.1f / %s", r.QueryCPUPercent, percentOrNA(r.DatabaseCPUPercent))},
+	}
+	for i, p := range r.PerProcess {
+		rows = append(rows, [2]string{fmt.Sprintf("process %d", i+1),
+			fmt.Sprintf("%d streams, %d undelivered, %d errors, query %.3f s, write %.0f events/s", p.IDs, p.Undelivered, p.Errors, p.QuerySeconds, p.WriteEventsPerSec)})
+	}
+	return rows
 }

@@ -143,3 +143,17 @@ func TestCrushControl(t *testing.T) {
 		t.Fatalf("throttled: want every stream whole, got %+v", r)
 	}
 }
+
+// TestCrushProcessesSum: the totals of several processes' results.
+func TestCrushProcessesSum(t *testing.T) {
+	db1, db2 := 12.5, 20.0
+	r := bench.CrushProcessesResult{Processes: 2, PerProcess: []bench.CrushResult{
+		{IDs: 3000, Undelivered: 5, Errors: 6, ReadErrors: map[string]int64{"timeout": 6}, QuerySeconds: 2, QueryCPUPercent: 10, DatabaseCPUPercent: &db1},
+		{IDs: 3000, Undelivered: 1, Errors: 2, ReadErrors: map[string]int64{"timeout": 1, "connection": 1}, QuerySeconds: 3, QueryCPUPercent: 11, DatabaseCPUPercent: &db2},
+	}}
+	r.Sum()
+	if r.IDs != 6000 || r.Undelivered != 6 || r.Errors != 8 || r.ReadErrors["timeout"] != 7 || r.ReadErrors["connection"] != 1 ||
+		r.QuerySeconds != 3 || r.QueryCPUPercent != 21 || r.DatabaseCPUPercent == nil || *r.DatabaseCPUPercent != 20 {
+		t.Fatalf("%+v", r)
+	}
+}

@@ -1,9 +1,18 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
@@ -45,6 +54,7 @@ kind (timeout, too_many_connections, connection, other).`,
 	fs.IntVar(&cfg.MaxConcurrentQueries, "max-concurrent-queries", 100, "backend queries allowed to run at once; 0: no limit (the control run)")
 	poolConns := fs.Int("pool-conns", 0, "PostgreSQL connections in the pool (default: room for every permitted query and the writers; with --max-concurrent-queries 0, 100, the default of common database drivers' pools)")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 0, "bound on each backend read, as a database client's command timeout (0: none)")
+	processes := fs.Int("processes", 1, "run the test in this many processes at once against one PostgreSQL database, each with its own streams, queries and throttle, as several nodes of one service (PostgreSQL only)")
 	fs.DurationVar(&cfg.Deadline, "deadline", 10*time.Minute, "bound on the query phase: the run then ends and reports the streams not delivered whole")
 	fs.StringVar(&cfg.Mode, "mode", bench.CrushByID, "by-id: one EventsByStream query per stream; all-events: one AllEvents query fanned out to a projection per stream")
 	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{bench.CrushByID, bench.CrushAllEvents}, cobra.ShellCompDirectiveNoFileComp))
@@ -58,6 +68,15 @@ kind (timeout, too_many_connections, connection, other).`,
 			return cliutil.Usage("--ids, --events-per-id, --buffer, --writers and --refresh-interval must be positive; --max-concurrent-queries, --pool-conns, --read-timeout, --deadline, --batch and --payload not negative")
 		}
 		cfg.Unthrottled = cfg.MaxConcurrentQueries == 0
+		if *processes < 1 {
+			return cliutil.Usage("--processes must be positive")
+		}
+		if *processes > 1 {
+			if bf.store.URL == "" {
+				return cliutil.Usage("--processes needs --store postgres://…: processes cannot share the embedded store's directory")
+			}
+			return runCrushProcesses(cmd, e, &bf, *processes)
+		}
 		if cfg.Mode != bench.CrushByID && cfg.Mode != bench.CrushAllEvents {
 			return cliutil.Usage("--mode must be by-id or all-events")
 		}
@@ -73,6 +92,7 @@ kind (timeout, too_many_connections, connection, other).`,
 		}
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			if s.PG != nil {
+				cfg.DatabaseCPU = true
 				pool := s.PG.Pool()
 				cfg.BusyConns = func() int { return int(pool.Stat().AcquiredConns()) }
 			}
@@ -81,4 +101,54 @@ kind (timeout, too_many_connections, connection, other).`,
 		})
 	}
 	return cmd
+}
+
+// runCrushProcesses runs the crush test in n child processes of this
+// binary at once, each with the flags this one was given, and reports
+// each process's result and their sum.
+func runCrushProcesses(cmd *cobra.Command, e *env, bf *benchFlags, n int) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := crushChildArgs(cmd)
+	res := bench.CrushProcessesResult{Processes: n, PerProcess: make([]bench.CrushResult, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c := exec.CommandContext(cmd.Context(), exe, args...)
+			var stderr bytes.Buffer
+			c.Stderr = &stderr
+			out, err := c.Output()
+			if err != nil {
+				errs[i] = fmt.Errorf("process %d: %w: %s", i+1, err, strings.TrimSpace(stderr.String()))
+				return
+			}
+			if err := json.Unmarshal(out, &res.PerProcess[i]); err != nil {
+				errs[i] = fmt.Errorf("process %d printed %q: %w", i+1, out, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bench crush: %w", err)
+	}
+	res.Sum()
+	return bf.out.Print(e.Stdout, res, cliutil.Pairs(res.Rows()))
+}
+
+// crushChildArgs are a child process's arguments: the command's own path
+// after the binary's name, every flag given except --processes and the
+// output format, then JSON out.
+func crushChildArgs(cmd *cobra.Command) []string {
+	args := strings.Fields(cmd.CommandPath())[1:]
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "processes", "output", "json":
+			return
+		}
+		args = append(args, "--"+f.Name+"="+f.Value.String())
+	})
+	return append(args, "-o", "json")
 }

@@ -14,6 +14,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	g := cliutil.Group("bench", "Measure the store, the runtimes and the services",
 		newBenchAppendCmd(e),
 		newBenchPeersCmd(e),
+		newBenchProduceCmd(e),
 		newBenchReadCmd(e),
 		newBenchCommandsCmd(e),
 		newBenchCrushCmd(e),

@@ -88,7 +88,13 @@ func SchemaURL(t testing.TB) (url, schema string) {
 // Schema returns a fresh schema name, dropped when the test ends.
 func Schema(t testing.TB) string {
 	t.Helper()
-	url := URL(t)
+	return schemaOn(t, URL(t))
+}
+
+// schemaOn returns a fresh schema name, dropped from the database at url
+// when the test ends.
+func schemaOn(t testing.TB, url string) string {
+	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "t_" + hex.EncodeToString(b)
@@ -221,4 +227,18 @@ func PostgresTLS(t testing.TB) string {
 		missing(t, env, "TLS PostgreSQL", "start it with scripts/postgres.sh start --tls and export "+env+"=<what it prints>")
 	}
 	return v
+}
+
+// PostgresTLSSchemaURL is PostgresTLS with a fresh schema as its
+// search_path, dropped when the test ends (the schema itself is not
+// created).
+func PostgresTLSSchemaURL(t testing.TB) (url, schema string) {
+	t.Helper()
+	url = PostgresTLS(t)
+	schema = schemaOn(t, url)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "search_path=" + schema, schema
 }

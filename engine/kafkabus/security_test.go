@@ -134,8 +134,8 @@ func mustParse(t *testing.T, u string) Config {
 	return cfg
 }
 
-// With the right CA and credentials the publisher, a processor and a
-// reader of the topic all work over TLS: by client certificate on the SSL
+// With the right CA and credentials the publisher, a replica, a processor
+// and a reader of the topic all work over TLS: by client certificate on the SSL
 // listener, and by SCRAM-SHA-512 on the SASL_SSL one.
 func TestTLSBusPublishesAndConsumes(t *testing.T) {
 	b := testenv.KafkaTLS(t)
@@ -151,10 +151,16 @@ func TestTLSBusPublishesAndConsumes(t *testing.T) {
 			ctx := context.Background()
 			p := NewPublisher(st, testPublisher(cfg, topic, uniqueName(t, "tx"), partitions))
 			startPublisher(t, p)
+			live := &countingStore{Store: st}
+			view, runner := runView(t, NewReplicaStore(cfg, topic, live, WithCatchUpWindow(-1), WithGapWait(time.Minute)), "replica")
 			writeEvents(t, ctx, st, "s", 10, 2, 200)
 			waitFor(t, 30*time.Second, "the publisher to reach the head", func() bool { return p.LastPosition() == head(t, st) })
 			log := readLog(t, st)
 			checkTopic(t, cfg, topic, log, partitions)
+			checkView(t, st, view, runner, "replica")
+			if n := live.read.Load(); n != 0 {
+				t.Errorf("the replica read %d events from the fallback, want all from Kafka", n)
+			}
 			m := startMember(t, cfg, uniqueName(t, "g"), topic, st)
 			checkHandled(t, log, m)
 		})

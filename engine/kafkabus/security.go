@@ -69,7 +69,10 @@ func parseSecurity(u *url.URL) (Security, error) {
 		}
 		s.User = u.User.Username()
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return s, errors.New("the query is not key=value pairs joined by &, with %-escapes")
+	}
 	for k, v := range q {
 		if !queryKeys[k] {
 			if strings.Contains(strings.ToLower(k), "password") {

@@ -71,6 +71,7 @@ func TestParseURLRefusals(t *testing.T) {
 		{"kafka://h:1/t?tls_cert=/x", "go together"},
 		{"kafka://h:1/t?tls=yes please", "want true or false"},
 		{"kafka://h:1/t?tsl=true", "unknown parameter tsl"},
+		{"kafka://h:1/t?tls_ca=%zz", "not key=value pairs"},
 		{"kafka://h:1/t?tls_ca=/no/such/ca.pem", "no such file"},
 		{"kafka://h:1/t?sasl=SCRAM-SHA-512&sasl_user=a", "LOGBOOK_BUS_PASSWORD"},
 		{"kafka://h:1/t?sasl=SCRAM-SHA-512&sasl_user=a&sasl_password_file=/no/such", "no such file"},

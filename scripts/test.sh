@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite: formatting, vet, lint, every
 # package's tests under the race detector — against a real PostgreSQL
-# server, Redis, etcd, a real Kafka broker and nginx, which it installs, starts on
+# server, Redis, etcd, a real Kafka broker and nginx (and a PostgreSQL
+# server and a Kafka broker that speak only TLS), which it installs, starts on
 # private ports and stops again — Confluent's Python registry client in a
 # virtual environment, and the web UI's tests in a real browser. Installs
 # what it needs.
@@ -43,9 +44,11 @@ if [ ! -x /usr/sbin/nginx ]; then
 fi
 
 cleanup() {
+	./scripts/kafka.sh stop --tls || true
 	./scripts/kafka.sh stop || true
 	./scripts/etcd.sh stop || true
 	./scripts/redis.sh stop || true
+	./scripts/postgres.sh stop --tls || true
 	./scripts/postgres.sh stop || true
 }
 trap cleanup EXIT
@@ -61,6 +64,14 @@ export LOGBOOK_TEST_ETCD
 log "starting Kafka"
 LOGBOOK_TEST_KAFKA=$(./scripts/kafka.sh start)
 export LOGBOOK_TEST_KAFKA
+# TLS-only servers beside the plain ones, for the tests of the Kafka and
+# PostgreSQL hops over TLS (and SASL).
+log "starting a TLS-only PostgreSQL"
+LOGBOOK_TEST_POSTGRES_TLS=$(./scripts/postgres.sh start --tls)
+export LOGBOOK_TEST_POSTGRES_TLS
+log "starting a TLS-only Kafka broker"
+LOGBOOK_TEST_KAFKA_TLS=$(./scripts/kafka.sh start --tls)
+export LOGBOOK_TEST_KAFKA_TLS
 
 log "Python clients (confluent-kafka) for the schema registry's tests"
 LOGBOOK_TEST_PYTHON=$(./scripts/pyenv.sh)

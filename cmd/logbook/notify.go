@@ -82,7 +82,7 @@ aggregated into minute, hour and day windows.`,
 	var f notifyServeFlags
 	f.store.register(fs, "./data-notify")
 	fs.StringVar(&f.state, "state", "./data-notify-state", "directory of the users view (CDC) and the metrics windows")
-	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic: publish the log to this topic and follow it from there (default: follow the store)")
+	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic[?tls_ca=…&sasl=…]: publish the log to this topic and follow it from there (default: follow the store)")
 	fromEnv(fs, "bus")
 	fs.StringVar(&f.usersDB, "users-db", "", "postgres://… URL of the users' database, followed by logical replication (required; its role needs REPLICATION)")
 	fromEnv(fs, "users-db")

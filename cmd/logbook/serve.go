@@ -71,7 +71,7 @@ metrics and the web UI, as one of these kinds of node:
 	fromEnv(fs, "replica-token")
 	fs.BoolVar(&f.readOnly, "read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
 	fs.BoolVar(&f.commandsOnly, "commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
-	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic: write nodes publish the log to this topic, read replicas (--read-only) follow it")
+	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic[?tls_ca=…&sasl=…]: write nodes publish the log to this topic, read replicas (--read-only) follow it")
 	fromEnv(fs, "bus")
 	fs.StringVar(&f.busFormat, "bus-format", "logbook", "format of the values on --bus: logbook (its own), or avro (the schema registry's wire format, schema registered under <topic>-value, for stock Confluent deserializers)")
 	fromEnv(fs, "bus-format")

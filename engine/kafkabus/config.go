@@ -21,13 +21,21 @@ type Config struct {
 	// transactional ID, partitioner, consumer group, offsets) are set by
 	// the package and must not be given here.
 	ClientOptions []kgo.Opt
+	// Security is how every client reaches the brokers: TLS, SASL. A bus
+	// URL's parameters fill it in (ParseURL).
+	Security Security
 }
 
 func (c Config) client(opts ...kgo.Opt) (*kgo.Client, error) {
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("kafkabus: no brokers configured")
 	}
-	all := append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.ClientOptions...)
+	sec, err := c.Security.Options()
+	if err != nil {
+		return nil, err
+	}
+	all := append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, sec...)
+	all = append(all, c.ClientOptions...)
 	all = append(all, opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
@@ -83,16 +91,51 @@ func partitionOf(tp kgo.TopicPartitioner, stream string, partitions int) int32 {
 	return int32(tp.Partition(&kgo.Record{Key: []byte(stream)}, partitions))
 }
 
-// ParseURL reads kafka://host:port[,host:port…]/topic, the form of
-// logbook's --bus flag.
+// ParseURL reads kafka://[user@]host:port[,host:port…]/topic[?params],
+// the form of logbook's --bus flag. The parameters say how to reach the
+// brokers (Security):
+//
+//	tls=true                 dial over TLS, verifying the brokers' certificates
+//	tls_ca=FILE              … against this PEM CA rather than the system's roots
+//	tls_server_name=NAME     … for this name rather than the broker's host
+//	tls_cert=FILE&tls_key=FILE   a client certificate (mutual TLS)
+//	sasl=SCRAM-SHA-512       authenticate (also SCRAM-SHA-256; PLAIN only over TLS)
+//	sasl_user=NAME           … as this user (or kafka://NAME@host…)
+//	sasl_password_file=FILE  … with the password in this file (else $LOGBOOK_BUS_PASSWORD)
+//
+// A password in the URL itself is refused: URLs end up in argv and logs.
+// Naming tls_ca, tls_cert or tls_server_name implies tls=true. The CA,
+// the client certificate and the password are read once here, so that a
+// missing file is an error at start.
 func ParseURL(s string) (Config, string, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "kafka" || u.Host == "" {
-		return Config{}, "", fmt.Errorf("%q: want kafka://host:port[,host:port…]/topic", s)
+		return Config{}, "", fmt.Errorf("%q: want kafka://host:port[,host:port…]/topic", redact(s))
 	}
 	topic := strings.Trim(u.Path, "/")
 	if topic == "" || strings.Contains(topic, "/") {
-		return Config{}, "", fmt.Errorf("%q: name one topic after the brokers, kafka://host:port/topic", s)
+		return Config{}, "", fmt.Errorf("%q: name one topic after the brokers, kafka://host:port/topic", redact(s))
 	}
-	return Config{Brokers: strings.Split(u.Host, ",")}, topic, nil
+	sec, err := parseSecurity(u)
+	if err != nil {
+		return Config{}, "", fmt.Errorf("%q: %w", redact(s), err)
+	}
+	if _, err := sec.Options(); err != nil {
+		return Config{}, "", err
+	}
+	return Config{Brokers: strings.Split(u.Host, ","), Security: sec}, topic, nil
+}
+
+// redact returns a bus URL fit for an error message: without its query
+// and without any password in its user part.
+func redact(s string) string {
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i]
+	}
+	if at, scheme := strings.LastIndex(s, "@"), strings.Index(s, "://"); at >= 0 && scheme >= 0 && scheme < at {
+		if c := strings.Index(s[scheme+3:at], ":"); c >= 0 {
+			s = s[:scheme+3+c] + ":***" + s[at:]
+		}
+	}
+	return s
 }

@@ -48,4 +48,14 @@
 // client does). Adding partitions to a topic in use moves streams to other
 // partitions and breaks per-stream order for consumers reading across the
 // change: create the topic with the partitions it will need.
+//
+// # Reaching the brokers
+//
+// Every client the package makes — publisher, replica, processor, topic
+// readers — takes Config, whose Security says how to reach the brokers:
+// TLS with a CA, a server name and an optional client certificate, and
+// SASL (SCRAM-SHA-512, SCRAM-SHA-256, or PLAIN over TLS) with a password
+// from a file or PasswordEnv, re-read at each authentication. ParseURL
+// fills it from a bus URL's query (tls_ca=…&sasl=…), and refuses a
+// password in the URL.
 package kafkabus

@@ -14,8 +14,9 @@ type Bus struct {
 	Avro bool
 }
 
-// ParseBus reads kafka://host:port[,host:port…]/topic. An empty url is no
-// bus: nil, and no error.
+// ParseBus reads kafka://host:port[,host:port…]/topic, with the TLS and
+// SASL parameters kafkabus.ParseURL takes (tls_ca=…&sasl=…). An empty url
+// is no bus: nil, and no error.
 func ParseBus(url string) (*Bus, error) {
 	if url == "" {
 		return nil, nil

@@ -4,7 +4,10 @@
 // (scripts/kafka.sh, LOGBOOK_TEST_KAFKA), Redis (scripts/redis.sh,
 // LOGBOOK_TEST_REDIS), etcd (scripts/etcd.sh, LOGBOOK_TEST_ETCD),
 // Confluent's Python client (scripts/pyenv.sh, LOGBOOK_TEST_PYTHON) and
-// nginx (LOGBOOK_TEST_NGINX, default /usr/sbin/nginx).
+// nginx (LOGBOOK_TEST_NGINX, default /usr/sbin/nginx), and the TLS-only
+// Kafka broker and PostgreSQL server (scripts/kafka.sh start --tls,
+// LOGBOOK_TEST_KAFKA_TLS; scripts/postgres.sh start --tls,
+// LOGBOOK_TEST_POSTGRES_TLS).
 //
 // Every test that needs one of them asks this package for it, and nothing
 // else reads those variables. A test whose server is missing skips, with a
@@ -20,6 +23,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +88,13 @@ func SchemaURL(t testing.TB) (url, schema string) {
 // Schema returns a fresh schema name, dropped when the test ends.
 func Schema(t testing.TB) string {
 	t.Helper()
-	url := URL(t)
+	return schemaOn(t, URL(t))
+}
+
+// schemaOn returns a fresh schema name, dropped from the database at url
+// when the test ends.
+func schemaOn(t testing.TB, url string) string {
+	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "t_" + hex.EncodeToString(b)
@@ -185,4 +195,66 @@ func Peers(t testing.TB) (messageDB, python string) {
 		missing(t, "LOGBOOK_MESSAGE_DB and LOGBOOK_PEERS_PYTHON", "the peer event stores", `eval "$(scripts/peers.sh)"`)
 	}
 	return messageDB, python
+}
+
+// KafkaTLSBroker is the TLS-only test broker scripts/kafka.sh start --tls
+// runs: the JSON it prints, which LOGBOOK_TEST_KAFKA_TLS holds.
+type KafkaTLSBroker struct {
+	// SSL is the listener that requires a client certificate (Cert,
+	// Key) signed by CA; SASLSSL the one that authenticates User by
+	// SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN with the password in
+	// PasswordFile. Both present a certificate for 127.0.0.1 and
+	// localhost signed by CA.
+	SSL          string `json:"ssl"`
+	SASLSSL      string `json:"sasl_ssl"`
+	CA           string `json:"ca"`
+	Cert         string `json:"cert"`
+	Key          string `json:"key"`
+	User         string `json:"user"`
+	PasswordFile string `json:"password_file"`
+}
+
+// KafkaTLS returns the TLS-only test broker, or ends the test as a
+// missing server does.
+func KafkaTLS(t testing.TB) KafkaTLSBroker {
+	t.Helper()
+	const env = "LOGBOOK_TEST_KAFKA_TLS"
+	v := os.Getenv(env)
+	if v == "" {
+		missing(t, env, "TLS Kafka broker", "start it with scripts/kafka.sh start --tls and export "+env+"=<what it prints>")
+	}
+	var b KafkaTLSBroker
+	if err := json.Unmarshal([]byte(v), &b); err != nil || b.SSL == "" || b.SASLSSL == "" || b.CA == "" {
+		t.Fatalf("%s=%q: want the JSON scripts/kafka.sh start --tls prints (%v)", env, v, err)
+	}
+	return b
+}
+
+// PostgresTLS returns the URL of the TLS-only test PostgreSQL server
+// (scripts/postgres.sh start --tls, LOGBOOK_TEST_POSTGRES_TLS), with
+// sslmode=verify-full and its CA as sslrootcert, or ends the test as a
+// missing server does. The server refuses connections without TLS, and
+// listens on 127.0.0.2 too, a name its certificate does not carry.
+func PostgresTLS(t testing.TB) string {
+	t.Helper()
+	const env = "LOGBOOK_TEST_POSTGRES_TLS"
+	v := os.Getenv(env)
+	if v == "" {
+		missing(t, env, "TLS PostgreSQL", "start it with scripts/postgres.sh start --tls and export "+env+"=<what it prints>")
+	}
+	return v
+}
+
+// PostgresTLSSchemaURL is PostgresTLS with a fresh schema as its
+// search_path, dropped when the test ends (the schema itself is not
+// created).
+func PostgresTLSSchemaURL(t testing.TB) (url, schema string) {
+	t.Helper()
+	url = PostgresTLS(t)
+	schema = schemaOn(t, url)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "search_path=" + schema, schema
 }

@@ -107,3 +107,21 @@ func TestToolVariables(t *testing.T) {
 		t.Errorf("LOGBOOK_SKIP_EXTERNAL=1: Python's test ended %q, want a skip", f.ended)
 	}
 }
+
+func TestTLSServerVariables(t *testing.T) {
+	t.Setenv("LOGBOOK_SKIP_EXTERNAL", "")
+	t.Setenv(RequireEnv, "1")
+	t.Setenv("LOGBOOK_TEST_KAFKA_TLS", `{"ssl":"h:1","sasl_ssl":"h:2","ca":"/ca.pem","cert":"/c.pem","key":"/c.key","user":"u","password_file":"/pw"}`)
+	want := KafkaTLSBroker{SSL: "h:1", SASLSSL: "h:2", CA: "/ca.pem", Cert: "/c.pem", Key: "/c.key", User: "u", PasswordFile: "/pw"}
+	if got, f := run(KafkaTLS); f.ended != "" || got != want {
+		t.Errorf("KafkaTLS = %+v, test ended %q (%s)", got, f.ended, f.msg)
+	}
+	t.Setenv("LOGBOOK_TEST_KAFKA_TLS", "127.0.0.1:19094")
+	if _, f := run(KafkaTLS); f.ended != "fatal" || !strings.Contains(f.msg, "want the JSON") {
+		t.Errorf("KafkaTLS of an address alone: test ended %q (%s), want a failure", f.ended, f.msg)
+	}
+	t.Setenv("LOGBOOK_TEST_POSTGRES_TLS", "")
+	if _, f := run(PostgresTLS); f.ended != "fatal" || !strings.Contains(f.msg, "scripts/postgres.sh start --tls") {
+		t.Errorf("PostgresTLS unset and required: test ended %q (%s), want a failure naming the script", f.ended, f.msg)
+	}
+}

@@ -28,7 +28,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	url, schema := testenv.URL(t), testenv.Schema(t)
+	return newEnvAt(t, testenv.URL(t), testenv.Schema(t))
+}
+
+// newEnvAt is newEnv on the database at url, in schema.
+func newEnvAt(t *testing.T, url, schema string) *env {
+	t.Helper()
 	ctx := context.Background()
 	src, err := OpenSource(ctx, url, schema)
 	if err != nil {

@@ -21,7 +21,7 @@ type Flags struct {
 
 // rigFlags are the flags that configure a scheduler, so mean nothing
 // without --arch.
-var rigFlags = []string{"node-rate", "workers", "replicas", "queue-limit", "key-limit", "node-inflight"}
+var rigFlags = []string{"node-rate", "workers", "replicas", "replica-choice", "queue-limit", "key-limit", "node-inflight"}
 
 // AddFlags registers the rig's flags on fs.
 func AddFlags(fs *pflag.FlagSet) *Flags {
@@ -30,6 +30,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.Float64Var(&f.sc.NodeRate, "node-rate", 100, "experiment rig: each emulated store node's capacity in requests/s (exponential service times); 0: unlimited, the real store only")
 	fs.IntVar(&f.sc.Workers, "workers", 16, "experiment rig: workers of the queue architectures")
 	fs.IntVar(&f.sc.Replicas, "replicas", 0, "experiment rig: nodes holding each sport, 1 or 2 (default: 2 for queue-rep and fair, else 1)")
+	fs.StringVar(&f.sc.ReplicaChoice, "replica-choice", ChooseRandom, "experiment rig: how the queue architectures' workers pick one of a sport's two nodes: first (the sport's own, as a client sending each key to its first replica), random, or least-loaded")
 	fs.IntVar(&f.sc.QueueLimit, "queue-limit", 4096, "experiment rig: requests waiting at most (then 503)")
 	fs.IntVar(&f.sc.KeyLimit, "key-limit", 1024, "experiment rig: requests of one sport waiting at most under fair (then 429)")
 	fs.IntVar(&f.sc.NodeInFlight, "node-inflight", 0, "experiment rig: requests fair lets into one node at once (default 1, or 64 with --node-rate 0)")

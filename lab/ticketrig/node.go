@@ -84,6 +84,15 @@ func (n *Node) ServeFrom(ctx context.Context, ready time.Time, op func() error) 
 	return err
 }
 
+// Backlog is the work the node has accepted and not yet finished: how
+// long a request sent now would wait before its service starts. Zero for
+// a node without a rate.
+func (n *Node) Backlog() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return max(0, time.Until(n.free))
+}
+
 // Completed is how many requests the node has served.
 func (n *Node) Completed() uint64 { return n.completed.Load() }
 

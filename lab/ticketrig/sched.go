@@ -48,6 +48,13 @@ const (
 	Fair Arch = "fair"
 )
 
+// The replica choices of SchedConfig.ReplicaChoice.
+const (
+	ChooseRandom      = "random"
+	ChooseFirst       = "first"
+	ChooseLeastLoaded = "least-loaded"
+)
+
 // Archs lists the architectures.
 var Archs = []Arch{Micro, Queue, QueueRep, Fair}
 
@@ -61,6 +68,13 @@ type SchedConfig struct {
 	// SimpleStrategy places a replication factor of 2). Default: 1 for
 	// micro and queue, 2 for queue-rep and fair; micro allows only 1.
 	Replicas int
+	// ReplicaChoice is how a worker of the queue architectures picks one
+	// of a sport's nodes when it has two: ChooseRandom (default, what the
+	// paper's model assumed), ChooseFirst (always the sport's own node, as
+	// a client sending each key to its first replica does — the uneven
+	// load the paper measured with replication) or ChooseLeastLoaded (the
+	// node with the least work waiting).
+	ReplicaChoice string
 	// Workers is the queue architectures' worker pool (default 16, the
 	// paper's).
 	Workers int
@@ -91,6 +105,13 @@ func (c SchedConfig) withDefaults() (SchedConfig, error) {
 	}
 	if c.Replicas < 1 || c.Replicas > 2 || (c.Replicas == 2 && c.Sports < 2) || (c.Arch == Micro && c.Replicas != 1) {
 		return c, fmt.Errorf("scheduler: %d replicas of %d sports under %s", c.Replicas, c.Sports, c.Arch)
+	}
+	switch c.ReplicaChoice {
+	case "":
+		c.ReplicaChoice = ChooseRandom
+	case ChooseRandom, ChooseFirst, ChooseLeastLoaded:
+	default:
+		return c, fmt.Errorf("scheduler: replica choice %q: want %s, %s or %s", c.ReplicaChoice, ChooseFirst, ChooseRandom, ChooseLeastLoaded)
 	}
 	if c.Workers <= 0 {
 		c.Workers = 16
@@ -279,8 +300,9 @@ func (m *micro) Do(ctx context.Context, sport int, op func() error) error {
 // shared is the paper's queue architecture, with one or two replicas: one
 // FIFO queue that every request, control included, goes through, and a
 // pool of workers that each take the oldest request and wait for its node.
-// With two replicas a worker picks one of the sport's nodes at random with
-// equal probability, as the paper's model assumed.
+// With two replicas a worker picks one of the sport's nodes as
+// SchedConfig.ReplicaChoice says: by default at random with equal
+// probability, as the paper's model assumed.
 //
 // Under skewed demand the workers end up waiting on the hot sport's nodes,
 // and the queue fills with hot requests in the ratio of the demands: every
@@ -296,14 +318,42 @@ func newShared(c SchedConfig, nodes []*Node, placement [][]*Node, info tickets.G
 	for range c.Workers {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		s.wg.Add(1)
-		go s.run(s.q, func(sport int) *Node {
-			r := placement[sport]
-			return r[rng.IntN(len(r))]
-		})
+		go s.run(s.q, chooser(c.ReplicaChoice, placement, rng))
 	}
 	return s
 }
 
 func (s *shared) Do(ctx context.Context, sport int, op func() error) error {
 	return s.enqueue(s.q, newJob(ctx, sport, op))
+}
+
+// chooser returns how a worker picks a node for a sport among those
+// holding it.
+func chooser(choice string, placement [][]*Node, rng *rand.Rand) func(sport int) *Node {
+	switch choice {
+	case ChooseFirst:
+		return func(sport int) *Node { return placement[sport][0] }
+	case ChooseLeastLoaded:
+		return func(sport int) *Node {
+			r := placement[sport]
+			best, bestLoad, ties := r[0], r[0].Backlog(), 1
+			for _, n := range r[1:] {
+				switch l := n.Backlog(); {
+				case l < bestLoad:
+					best, bestLoad, ties = n, l, 1
+				case l == bestLoad:
+					ties++
+					if rng.IntN(ties) == 0 {
+						best = n
+					}
+				}
+			}
+			return best
+		}
+	default:
+		return func(sport int) *Node {
+			r := placement[sport]
+			return r[rng.IntN(len(r))]
+		}
+	}
 }

@@ -362,3 +362,44 @@ func TestFairNodeBusyDespiteLateCallers(t *testing.T) {
 		t.Errorf("%d completed, want %d", got, n)
 	}
 }
+
+// TestReplicaChoice: athletics lives on db1 (its own node) and db3. Sent
+// only athletics, workers that always choose the first replica load db1
+// alone — the uneven replica load the paper measured — while a random or
+// least-loaded choice shares the load between both.
+func TestReplicaChoice(t *testing.T) {
+	for _, choice := range []string{ChooseFirst, ChooseRandom, ChooseLeastLoaded} {
+		s, err := NewScheduler(SchedConfig{Arch: QueueRep, Sports: 3, NodeRate: 4000, ReplicaChoice: choice}, tickets.DefaultSports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 400 {
+			wg.Go(func() {
+				if err := s.Do(context.Background(), 0, func() error { return nil }); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		n := s.Nodes()
+		db1, db3 := n[0].Completed(), n[2].Completed()
+		s.Close()
+		if db1+db3 != 400 || n[1].Completed() != 0 {
+			t.Fatalf("%s: db1 %d, db2 %d, db3 %d: athletics served elsewhere", choice, db1, n[1].Completed(), db3)
+		}
+		switch choice {
+		case ChooseFirst:
+			if db3 != 0 {
+				t.Errorf("first: db3 served %d athletics requests", db3)
+			}
+		default:
+			if db1 < 100 || db3 < 100 {
+				t.Errorf("%s: db1 %d, db3 %d: the load not shared", choice, db1, db3)
+			}
+		}
+	}
+	if _, err := NewScheduler(SchedConfig{Arch: QueueRep, Sports: 3, ReplicaChoice: "nearest"}, tickets.DefaultSports); err == nil {
+		t.Error("unknown replica choice accepted")
+	}
+}

@@ -136,14 +136,14 @@ type failure struct {
 	at  time.Time
 }
 
-// LastError returns the last failure of a publishing session (the
-// publisher then resumes after a backoff) and when it happened; nil if
+// LastError returns when the last publishing session failed (the
+// publisher then resumes after a backoff) and with what; a nil error if
 // none failed.
-func (p *Publisher) LastError() (error, time.Time) {
+func (p *Publisher) LastError() (time.Time, error) {
 	if f := p.lastErr.Load(); f != nil {
-		return f.err, f.at
+		return f.at, f.err
 	}
-	return nil, time.Time{}
+	return time.Time{}, nil
 }
 
 // Run publishes until ctx ends (then it returns nil), the store is closed,

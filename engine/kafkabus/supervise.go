@@ -74,7 +74,7 @@ func (m *Monitor) State() PublisherState {
 	m.mu.Unlock()
 	if p := m.current.Load(); p != nil {
 		st.Position, st.Published = p.LastPosition(), p.Published()
-		if err, at := p.LastError(); err != nil && at.After(st.LastAt) {
+		if at, err := p.LastError(); err != nil && at.After(st.LastAt) {
 			st.LastError, st.LastAt = err, at
 		}
 	}

@@ -276,17 +276,28 @@ func (a *API) streams(w http.ResponseWriter, r *http.Request) error {
 		start = prefix
 	}
 	more := false
-	if len(ids) < limit+1 {
+	// A backend may return fewer ids than asked (it caps a read): read
+	// on until limit+1, the end, or an id without the prefix.
+	for len(ids) < limit+1 {
 		page, err := a.store.ListStreams(ctx, start, limit+1-len(ids))
 		if err != nil {
 			return err
 		}
+		if len(page) == 0 {
+			break
+		}
+		outside := false
 		for _, id := range page {
 			if !strings.HasPrefix(id, prefix) {
+				outside = true
 				break
 			}
 			ids = append(ids, id)
 		}
+		if outside {
+			break
+		}
+		start = page[len(page)-1]
 	}
 	if len(ids) > limit {
 		ids, more = ids[:limit], true

@@ -20,10 +20,12 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/eventstore/pgstore"
 	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/httpkit/openapitest"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/projection"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 const (
@@ -133,7 +135,20 @@ type streamPage struct {
 // join without a gap or a repeat, the prefix itself (a stream too)
 // included, ids around the prefix's range left out.
 func TestStreamsByPrefixInPages(t *testing.T) {
-	s := openStore(t)
+	t.Run("pebble", func(t *testing.T) { testStreamsByPrefix(t, openStore(t)) })
+	// PostgreSQL, its reads capped at 2 rows: a page is read in parts.
+	t.Run("postgres", func(t *testing.T) {
+		url, _ := testenv.SchemaURL(t)
+		s, err := pgstore.Open(context.Background(), url, pgstore.Options{MaxReadBatch: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		testStreamsByPrefix(t, s)
+	})
+}
+
+func testStreamsByPrefix(t *testing.T, s eventstore.Store) {
 	var want []string
 	for i := range 7 {
 		id := fmt.Sprintf("rotation-%02d", i)

@@ -2,12 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/logbook/logbook/engine/kafkabus"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 // The flights server mounts the admin API over its store: a viewer reads
@@ -17,22 +25,7 @@ func TestFlightsServesTheAdminAPI(t *testing.T) {
 	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,planner-token:planner,admin-token:admin")
 	ctx, cancel := context.WithCancel(context.Background())
 	url := startFlightsNode(t, ctx, cancel)
-	c := http.Client{Timeout: 10 * time.Second}
-	call := func(method, path, token, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		res, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
-	}
+	call := caller(t, url)
 	if code, body := call("POST", "/api/rotations", "planner-token", `{"id":"r1"}`); code != http.StatusCreated {
 		t.Fatalf("creating a rotation: %d %s", code, body)
 	}
@@ -65,5 +58,85 @@ func TestFlightsServesTheAdminAPI(t *testing.T) {
 	}
 	if code, body := call("GET", "/admin", "viewer-token", ""); code != http.StatusOK || !strings.Contains(body, "<html") {
 		t.Errorf("the admin page: %d %.200s", code, body)
+	}
+}
+
+// caller calls the server at url: method, path, token, body → status, body.
+func caller(t *testing.T, url string) func(method, path, token, body string) (int, string) {
+	c := http.Client{Timeout: 10 * time.Second}
+	return func(method, path, token, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+}
+
+// A flights server with a bus shows its Kafka publisher on the admin
+// API: running, and caught up with the head once it has published.
+func TestAdminShowsThePublisher(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,planner-token:planner")
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	topic := "logbook-admin-" + hex.EncodeToString(b[:])
+	tctx, tcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer tcancel()
+	if err := kafkabus.EnsureTopic(tctx, kafkabus.Config{Brokers: brokers}, topic, 1, -1); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(cl).DeleteTopic(ctx, topic)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	url := startFlightsNode(t, ctx, cancel, "--bus", "kafka://"+strings.Join(brokers, ",")+"/"+topic)
+	call := caller(t, url)
+	for _, id := range []string{"r1", "r2", "r3"} {
+		if code, body := call("POST", "/api/rotations", "planner-token", `{"id":"`+id+`"}`); code != http.StatusCreated {
+			t.Fatalf("creating a rotation: %d %s", code, body)
+		}
+	}
+	var p struct {
+		Head       uint64 `json:"head"`
+		Publishers []struct {
+			Topic     string `json:"topic"`
+			Running   bool   `json:"running"`
+			Position  uint64 `json:"position"`
+			Lag       uint64 `json:"lag"`
+			Published uint64 `json:"published"`
+		} `json:"publishers"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := call("GET", "/admin/api/positions", "viewer-token", "")
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &p) != nil {
+			t.Fatalf("positions: %d %s", code, body)
+		}
+		if len(p.Publishers) == 1 && p.Head == 3 && p.Publishers[0].Position == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the publisher does not reach the head: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pub := p.Publishers[0]; pub.Topic != topic || !pub.Running || pub.Lag != 0 || pub.Published != 3 {
+		t.Fatalf("publisher %+v", pub)
 	}
 }

@@ -36,6 +36,7 @@ targets="
 ./engine/registry FuzzSchemas
 ./engine/window FuzzQuery
 ./services/tickets/httpapi FuzzAPI
+./engine/admin FuzzAPI
 "
 
 module=$(go list -m)

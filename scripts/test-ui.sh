@@ -9,7 +9,9 @@
 # LOGBOOK_UI_PG_PORT) with a real `logbook notify sink` to deliver to.
 # Installs what it needs. Screenshots of the main screens are kept in
 # web/e2e/artifacts/ (not in git). Arguments name test files to run
-# (e.g. e2e/tickets.test.mjs); none runs every one.
+# (e.g. e2e/tickets.test.mjs); none runs every one. The admin page's tests
+# also run the admin test server (internal/webui/testdata/adminserver: a
+# fresh embedded store whose deletion and forgetting hooks record calls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -34,6 +36,7 @@ server=""
 tickets_server=""
 notify_server=""
 notify_sink=""
+admin_server=""
 pg_dir="${LOGBOOK_UI_PG_DIR:-/tmp/logbook-pg-ui}"
 pg_port="${LOGBOOK_UI_PG_PORT:-54331}"
 pg_started=""
@@ -42,7 +45,7 @@ users_db_name=""
 slot=""
 psql=""
 cleanup() {
-	for pid in $server $tickets_server $notify_server $notify_sink; do
+	for pid in $server $tickets_server $notify_server $notify_sink $admin_server; do
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
@@ -62,6 +65,7 @@ trap cleanup EXIT
 
 log "building logbook with the UI embedded"
 go build -o "$work/logbook" ./cmd/logbook
+go build -o "$work/adminserver" ./internal/webui/testdata/adminserver
 
 log "generating and importing a test schedule"
 # Two weeks of 1,400 flights a week: 51 rotations, 2% of the legs given
@@ -71,7 +75,8 @@ log "generating and importing a test schedule"
 
 planner="planner-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 viewer="viewer-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-printf '%s planner\n%s viewer\n' "$planner" "$viewer" >"$work/tokens"
+admin="admin-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+printf '%s planner\n%s viewer\n%s admin\n' "$planner" "$viewer" "$admin" >"$work/tokens"
 
 # server_url PID LOG MSG: the URL a server started on port 0 logs (the
 # kernel picks a free loopback port) in its start message MSG.
@@ -128,6 +133,12 @@ if [ "$want_notify" = 1 ]; then
 	log "logbook notify serving at $notify_url (sink at $sink_url)"
 fi
 
+# The admin page's test server: a fresh store of a few streams.
+LOGBOOK_TOKENS="$viewer:viewer,$admin:admin" "$work/adminserver" "$work/admin-data" 2>"$work/admin.log" &
+admin_server=$!
+admin_url=$(server_url "$admin_server" "$work/admin.log" "logbook admin test server serving")
+log "admin test server at $admin_url"
+
 mkdir -p web/e2e/artifacts
 [ $# -gt 0 ] || rm -f web/e2e/artifacts/*.png
 status=0
@@ -138,6 +149,7 @@ status=0
 		TICKETS_URL="$tickets_url" BOOKER_TOKEN="$booker" LOGBOOK_BIN="$work/logbook" \
 		NOTIFY_URL="${notify_url:-}" SENDER_TOKEN="${sender:-}" SINK_URL="${sink_url:-}" \
 		USERS_DB="${users_db:-}" PSQL="$psql" \
+		ADMIN_TOKEN="$admin" ADMIN_TEST_URL="$admin_url" \
 		node --test --test-concurrency=1 --test-timeout=120000 "${tests[@]}"
 ) || status=$?
 if [ "$status" -ne 0 ]; then

@@ -18,13 +18,13 @@ fi
 inputs_hash() {
 	(
 		cd web
-		find src index.html tickets.html notify.html package.json package-lock.json tsconfig.json vite.config.ts -type f -print0 |
+		find src index.html tickets.html notify.html admin.html package.json package-lock.json tsconfig.json vite.config.ts -type f -print0 |
 			sort -z | xargs -0 sha256sum
 	) | sha256sum | cut -d' ' -f1
 }
 stamp=web/node_modules/.logbook-ui-build
 want=$(inputs_hash)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f internal/webui/dist/index.html ] && [ -f internal/webui/dist/tickets.html ] && [ -f internal/webui/dist/notify.html ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f internal/webui/dist/index.html ] && [ -f internal/webui/dist/tickets.html ] && [ -f internal/webui/dist/notify.html ] && [ -f internal/webui/dist/admin.html ]; then
 	exit 0
 fi
 

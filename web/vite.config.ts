@@ -16,6 +16,7 @@ function cleanPreviousBuild(): Plugin {
       rmSync(`${outDir}/index.html`, { force: true });
       rmSync(`${outDir}/tickets.html`, { force: true });
       rmSync(`${outDir}/notify.html`, { force: true });
+      rmSync(`${outDir}/admin.html`, { force: true });
     },
   };
 }
@@ -34,12 +35,14 @@ export default defineConfig({
     // (index.html, served by `logbook flights serve`), the tickets page
     // (tickets.html, served by `logbook tickets serve`) and the notify
     // page (notify.html, served by `logbook notify serve`); internal/webui
-    // serves each server its own.
+    // serves each server its own, and to every server the admin page
+    // (admin.html, at /admin).
     rolldownOptions: {
       input: {
         board: fileURLToPath(new URL("index.html", import.meta.url)),
         tickets: fileURLToPath(new URL("tickets.html", import.meta.url)),
         notify: fileURLToPath(new URL("notify.html", import.meta.url)),
+        admin: fileURLToPath(new URL("admin.html", import.meta.url)),
       },
     },
   },
@@ -55,6 +58,7 @@ export default defineConfig({
       "/api/clubs": "http://127.0.0.1:8082",
       "/api/windows": "http://127.0.0.1:8082",
       "/api": "http://127.0.0.1:8080",
+      "/admin/api": "http://127.0.0.1:8080",
     },
   },
 });

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/admin"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/kafkabus"
@@ -189,11 +190,14 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		return usageError{Msg: err.Error()}
 	}
 	var follow eventstore.Store // nil: the store itself
+	var publishers []*kafkabus.Monitor
 	if bus != nil {
 		if err := kafkabus.EnsureTopic(ctx, bus.Config, bus.Topic, 12, -1); err != nil {
 			return err
 		}
-		stop := startPublisher(ctx, e.log, store, s, bus, reg, nil)
+		mon := &kafkabus.Monitor{}
+		publishers = append(publishers, mon)
+		stop := startPublisher(ctx, e.log, store, s, bus, reg, nil, mon)
 		defer stop()
 		follow = kafkabus.NewReplicaStore(bus.Config, bus.Topic, store)
 	}
@@ -235,6 +239,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux := http.NewServeMux()
 	httpapi.Mount(mux, svc, tokens)
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
+	mountAdmin(mux, store, tokens, reg, admin.Options{}, publishers...)
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = server.Run(ctx, server.Config{
 		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,

@@ -12,9 +12,10 @@ import (
 )
 
 // serviceRoles are the roles the services of this binary declare (viewer,
-// which every token has, aside): a token file may give any of them, so
+// which every token has, aside), and the operator's auth.Admin, which
+// every service's admin API takes: a token file may give any of them, so
 // that one file serves every command, and any other role is refused when
 // the server starts.
 func serviceRoles() []auth.Role {
-	return slices.Concat(flightsapi.Roles(), ticketsapi.Roles(), notifyapi.Roles(), kvapi.Roles(), registry.Roles())
+	return slices.Concat(flightsapi.Roles(), ticketsapi.Roles(), notifyapi.Roles(), kvapi.Roles(), registry.Roles(), []auth.Role{auth.Admin})
 }

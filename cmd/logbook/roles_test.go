@@ -16,7 +16,7 @@ import (
 func TestTokenFileTakesEveryServiceRole(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens")
 	lines := "# one token per role\n"
-	for _, role := range []string{"viewer", "planner", "booker", "sender", "writer", "schema-admin"} {
+	for _, role := range []string{"viewer", "planner", "booker", "sender", "writer", "schema-admin", "admin"} {
 		lines += role + "-token-0123 " + role + "\n"
 	}
 	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
@@ -26,10 +26,10 @@ func TestTokenFileTakesEveryServiceRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tokens.Len() != 6 {
-		t.Fatalf("%d tokens loaded, want 6", tokens.Len())
+	if tokens.Len() != 7 {
+		t.Fatalf("%d tokens loaded, want 7", tokens.Len())
 	}
-	for _, role := range []string{"viewer", "planner", "booker", "sender", "writer", "schema-admin"} {
+	for _, role := range []string{"viewer", "planner", "booker", "sender", "writer", "schema-admin", "admin"} {
 		if got, ok := tokens.Lookup(role + "-token-0123"); !ok || string(got) != role {
 			t.Errorf("token of %s: role %q %v", role, got, ok)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/admin"
 	"github.com/logbook/logbook/engine/aggregate"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/eventstore"
@@ -183,6 +184,11 @@ type node struct {
 	svc *flights.Service
 	// health is the store /healthz reads the head of.
 	health eventstore.Store
+	// store is the node's own store (nil for a replica of a server over
+	// HTTP), which the admin API reads; publisher watches its Kafka
+	// publisher, if it runs one.
+	store     eventstore.Store
+	publisher *kafkabus.Monitor
 	// describe names what the node serves from, for the log.
 	describe string
 	// closers release what was opened, last first.
@@ -212,6 +218,13 @@ func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, er
 		return nil, err
 	}
 	n.mux.Handle("/api/", httpapi.New(ctx, n.svc, cfg.tokens))
+	if n.store != nil {
+		var mons []*kafkabus.Monitor
+		if n.publisher != nil {
+			mons = append(mons, n.publisher)
+		}
+		mountAdmin(n.mux, n.store, cfg.tokens, n.reg, admin.Options{}, mons...)
+	}
 	n.mux.Handle("/", webui.Handler())
 	return n, nil
 }
@@ -245,7 +258,8 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 			// delete of the bus's subject.
 			reg.Protect(b.Topic + "-value")
 		}
-		n.closers = append(n.closers, startPublisher(ctx, n.log, store, s, b, n.reg, schemas))
+		n.publisher = &kafkabus.Monitor{}
+		n.closers = append(n.closers, startPublisher(ctx, n.log, store, s, b, n.reg, schemas, n.publisher))
 	}
 	return n.serveQueries(store)
 }
@@ -300,7 +314,7 @@ func (n *node) openStore() (*openedStore, eventstore.Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	n.health = store
+	n.health, n.store = store, store
 	return s, store, nil
 }
 
@@ -322,8 +336,8 @@ func (n *node) serveQueries(store eventstore.Store) error {
 // process at a time publishes, under a lock among them, and keeps its
 // progress in the store. With schemas (--bus-format avro) the values are
 // in the schema registry's wire format, their schema registered under
-// <topic>-value.
-func startPublisher(ctx context.Context, log *slog.Logger, store eventstore.Store, s *openedStore, b *server.Bus, reg prometheus.Registerer, schemas registry.Schemas) (stop func()) {
+// <topic>-value. mon, if not nil, receives the publisher's state.
+func startPublisher(ctx context.Context, log *slog.Logger, store eventstore.Store, s *openedStore, b *server.Bus, reg prometheus.Registerer, schemas registry.Schemas, mon *kafkabus.Monitor) (stop func()) {
 	name := "kafka publisher " + b.Topic
 	cfg := kafkabus.SuperviseConfig{
 		PublisherConfig: kafkabus.PublisherConfig{
@@ -331,6 +345,7 @@ func startPublisher(ctx context.Context, log *slog.Logger, store eventstore.Stor
 			Schemas: schemas,
 		},
 		Registerer: reg,
+		Monitor:    mon,
 	}
 	if s.pg != nil {
 		cfg.Progress = s.pg.Progress(name)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/logbook/logbook/engine/admin"
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/server"
@@ -125,6 +126,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	defer svc.Close()
 	mux := http.NewServeMux()
 	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, srv.Tokens))
+	mountAdmin(mux, store, srv.Tokens, reg, admin.Options{})
 	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput
 	srv.Name, srv.Logger, srv.Metrics, srv.Check = "logbook tickets", e.log, reg, server.StoreCheck(store)
 	st := svc.Stats()

@@ -97,6 +97,7 @@ type Publisher struct {
 	running   atomic.Bool
 	published atomic.Uint64 // events in transactions this Publisher committed
 	last      atomic.Uint64 // last position known committed in Kafka
+	lastErr   atomic.Pointer[failure]
 
 	// beforeCommit, if set (tests), runs after a transaction's records are
 	// flushed and before it is committed.
@@ -129,6 +130,22 @@ func (p *Publisher) Lag(ctx context.Context) (uint64, error) {
 	return head - last, nil
 }
 
+// failure is an error and when it happened.
+type failure struct {
+	err error
+	at  time.Time
+}
+
+// LastError returns when the last publishing session failed (the
+// publisher then resumes after a backoff) and with what; a nil error if
+// none failed.
+func (p *Publisher) LastError() (time.Time, error) {
+	if f := p.lastErr.Load(); f != nil {
+		return f.at, f.err
+	}
+	return time.Time{}, nil
+}
+
 // Run publishes until ctx ends (then it returns nil), the store is closed,
 // or another publisher fences this one (ErrFenced). Other failures — the
 // broker unreachable, a transaction that could not commit — end the
@@ -155,6 +172,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if p.published.Load() > published {
 			backoff = 100 * time.Millisecond
 		}
+		p.lastErr.Store(&failure{err: err, at: time.Now()})
 		p.cfg.Logger.Warn("kafkabus: publisher session failed; resuming", "topic", p.cfg.Topic, "err", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):

@@ -3,6 +3,7 @@ package kafkabus
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,57 @@ type SuperviseConfig struct {
 	// fencing guards the handover. Without it, a publisher that fails is
 	// started again after a second.
 	Exclusive func(ctx context.Context, run func(context.Context) error) error
+	// Monitor, if set, receives the publisher's state, for an operator's
+	// page (Monitor.State).
+	Monitor *Monitor
+}
+
+// Monitor is a supervised publisher's state as its process knows it:
+// give one to Supervise in SuperviseConfig.Monitor, read it with State
+// while it runs. The zero value is ready to use.
+type Monitor struct {
+	current  atomic.Pointer[Publisher]
+	running  atomic.Bool
+	restarts atomic.Uint64
+	topic    atomic.Pointer[string]
+	mu       sync.Mutex
+	lastErr  error // the last error a publisher stopped with, or a session failed with
+	lastAt   time.Time
+}
+
+// PublisherState is what a Monitor knows.
+type PublisherState struct {
+	Topic     string
+	Running   bool   // a publisher of this process runs (holds the lock) now
+	Position  uint64 // the last log position known to be in Kafka (0 until a publisher has looked)
+	Published uint64 // events the current publisher has published
+	Restarts  uint64 // publishers that stopped with an error
+	LastError error  // the last failure, of a session or a publisher; nil if none
+	LastAt    time.Time
+}
+
+// State returns the publisher's state now.
+func (m *Monitor) State() PublisherState {
+	st := PublisherState{Running: m.running.Load(), Restarts: m.restarts.Load()}
+	if t := m.topic.Load(); t != nil {
+		st.Topic = *t
+	}
+	m.mu.Lock()
+	st.LastError, st.LastAt = m.lastErr, m.lastAt
+	m.mu.Unlock()
+	if p := m.current.Load(); p != nil {
+		st.Position, st.Published = p.LastPosition(), p.Published()
+		if at, err := p.LastError(); err != nil && at.After(st.LastAt) {
+			st.LastError, st.LastAt = err, at
+		}
+	}
+	return st
+}
+
+func (m *Monitor) failed(err error) {
+	m.mu.Lock()
+	m.lastErr, m.lastAt = err, time.Now()
+	m.mu.Unlock()
 }
 
 // restartPause is how long Supervise waits before starting a publisher
@@ -46,7 +98,13 @@ const restartPause = time.Second
 func Supervise(ctx context.Context, store eventstore.Store, cfg SuperviseConfig) error {
 	cfg.PublisherConfig = cfg.PublisherConfig.withDefaults()
 	log := cfg.Logger
-	var current atomic.Pointer[Publisher]
+	mon := cfg.Monitor
+	if mon == nil {
+		mon = &Monitor{}
+	}
+	topic := cfg.Topic
+	mon.topic.Store(&topic)
+	current := &mon.current
 	published := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "logbook_bus_published_events_total", Help: "Events this process has published to Kafka.",
 	}, func() float64 {
@@ -55,7 +113,7 @@ func Supervise(ctx context.Context, store eventstore.Store, cfg SuperviseConfig)
 		}
 		return 0
 	})
-	var running atomic.Bool
+	running := &mon.running
 	state := []prometheus.Collector{
 		published,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -96,6 +154,8 @@ func Supervise(ctx context.Context, store eventstore.Store, cfg SuperviseConfig)
 		running.Store(false)
 		if err != nil && ctx.Err() == nil {
 			restarts.Inc()
+			mon.restarts.Add(1)
+			mon.failed(err)
 			log.Warn("Kafka publisher stopped; restarting", "topic", cfg.Topic, "err", err)
 		}
 		return err

@@ -104,6 +104,25 @@ func TestSuperviseRunsThroughExclusive(t *testing.T) {
 	}
 }
 
+// A Monitor says a publisher failed, with what, and that it is not
+// running.
+func TestMonitorSaysThePublisherFailed(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	var mon Monitor
+	err := Supervise(context.Background(), st, SuperviseConfig{
+		PublisherConfig: PublisherConfig{Topic: "t", Logger: slog.New(slog.DiscardHandler)},
+		Exclusive: func(ctx context.Context, run func(context.Context) error) error {
+			return run(ctx) // fails at once: no transactional id
+		},
+		Monitor: &mon,
+	})
+	s := mon.State()
+	if err == nil || s.Topic != "t" || s.Running || s.Restarts != 1 || s.LastError == nil ||
+		!strings.Contains(s.LastError.Error(), "transactional id") || time.Since(s.LastAt) > time.Minute {
+		t.Fatalf("monitor %+v after a failed publisher", s)
+	}
+}
+
 // The supervised publishers' events are counted in the metric.
 func TestSupervisePublishesAndCounts(t *testing.T) {
 	cfg := testConfig(t)
@@ -115,9 +134,10 @@ func TestSupervisePublishesAndCounts(t *testing.T) {
 	writeEvents(t, ctx, st, "s", 10, 2, 100)
 	h := head(t, st)
 	reg := prometheus.NewRegistry()
+	var mon Monitor
 	done := make(chan error, 1)
 	go func() {
-		done <- Supervise(ctx, st, SuperviseConfig{PublisherConfig: testPublisher(cfg, topic, uniqueName(t, "tx"), partitions), Registerer: reg})
+		done <- Supervise(ctx, st, SuperviseConfig{PublisherConfig: testPublisher(cfg, topic, uniqueName(t, "tx"), partitions), Registerer: reg, Monitor: &mon})
 	}()
 	waitFor(t, 20*time.Second, "the metrics to count every event", func() bool {
 		events, _ := gather(reg, "logbook_bus_published_events_total")
@@ -132,6 +152,9 @@ func TestSupervisePublishesAndCounts(t *testing.T) {
 	}
 	if got := gathered(t, reg, "logbook_bus_publisher_restarts_total"); got != 0 {
 		t.Fatalf("%v restarts of a publisher that did not fail", got)
+	}
+	if s := mon.State(); s.Topic != topic || !s.Running || s.Position != h || s.Published != h || s.Restarts != 0 || s.LastError != nil {
+		t.Fatalf("monitor %+v, want topic %s running at %d", s, topic, h)
 	}
 	cancel()
 	if err := <-done; err != context.Canceled {

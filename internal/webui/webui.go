@@ -4,7 +4,8 @@
 // serve` need no files beside them. The build has one page per service — index.html,
 // the planners' schedule board, tickets.html, the tickets page, and
 // notify.html, the notify service's send and metrics page — over shared
-// assets; each server serves its own page at "/" (Handler, TicketsHandler,
+// assets, and admin.html, the operator's page every server serves at
+// /admin; each server serves its own page at "/" (Handler, TicketsHandler,
 // NotifyHandler) and never another's. In a fresh clone dist/ holds only a keep-file, and "/"
 // serves placeholder.html, which says how to build the UI
 // (scripts/ui.sh): the Go build never depends on npm having run.
@@ -46,9 +47,15 @@ func NotifyHandler() http.Handler {
 	return handler(dist, "notify.html")
 }
 
+// AdminPage is the operator's page, which every server serves at /admin
+// (and /admin.html) beside its own: streams and their events, the head,
+// the views' positions and lags, the Kafka publisher, over the server's
+// admin API (engine/admin, under /admin/api/).
+const AdminPage = "admin.html"
+
 // handler serves page for "/", for any path that is not a file, and for
-// any page of the build (a .html file): the other service's page would
-// only fail against this server's API.
+// any page of the build (a .html file) but the admin page: the other
+// service's page would only fail against this server's API.
 func handler(fsys fs.FS, page string) http.Handler {
 	sub, err := fs.Sub(fsys, "dist")
 	if err != nil {
@@ -62,6 +69,11 @@ func handler(fsys fs.FS, page string) http.Handler {
 			return
 		}
 		name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
+		if name == "admin" || name == "admin.html" {
+			// Every server's own store, through its admin API.
+			servePage(w, r, sub, AdminPage)
+			return
+		}
 		if name == "" || strings.HasSuffix(name, ".html") || !exists(sub, name) {
 			servePage(w, r, sub, page)
 			return

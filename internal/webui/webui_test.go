@@ -13,6 +13,7 @@ func testFS() fstest.MapFS {
 		"dist/index.html":            {Data: []byte("<!doctype html><title>board</title>")},
 		"dist/tickets.html":          {Data: []byte("<!doctype html><title>tickets</title>")},
 		"dist/notify.html":           {Data: []byte("<!doctype html><title>notify</title>")},
+		"dist/admin.html":            {Data: []byte("<!doctype html><title>admin</title>")},
 		"dist/assets/main-abc123.js": {Data: []byte("console.log(1)")},
 		"dist/favicon.svg":           {Data: []byte("<svg/>")},
 	}
@@ -88,6 +89,24 @@ func TestNotifyHandler(t *testing.T) {
 	}
 	if rec := get(t, h, "GET", "/assets/main-abc123.js"); rec.Code != 200 || rec.Body.String() != "console.log(1)" {
 		t.Fatalf("asset: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// Every server serves the admin page at /admin and /admin.html, beside
+// its own page.
+func TestAdminPage(t *testing.T) {
+	for _, page := range []string{"index.html", "tickets.html", "notify.html"} {
+		h := handler(testFS(), page)
+		for _, path := range []string{"/admin", "/admin.html", "/admin/"} {
+			rec := get(t, h, "GET", path)
+			if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<title>admin</title>") || rec.Header().Get("Cache-Control") != "no-cache" ||
+				!strings.Contains(rec.Header().Get("Content-Security-Policy"), "script-src 'self'") {
+				t.Fatalf("%s's GET %s: %d %q, want admin.html", page, path, rec.Code, rec.Body.String())
+			}
+		}
+		if rec := get(t, h, "GET", "/"); strings.Contains(rec.Body.String(), "admin") {
+			t.Fatalf("%s's / is the admin page", page)
+		}
 	}
 }
 

@@ -1,0 +1,184 @@
+// The admin page in a real browser: against the real `logbook flights
+// serve` of the other tests (its imported schedule's streams, its
+// validation view), and against the admin test server
+// (internal/webui/testdata/adminserver: a real embedded store, a real
+// view, and deletion and forgetting hooks that are real functions
+// recording each call — the store has no deletion of its own yet) for
+// the admin's buttons. scripts/test-ui.sh starts both.
+// @ts-check
+import { after, afterEach, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { ARTIFACTS, URL, VIEWER, eventually, launch, newPage } from "./lib.mjs";
+
+function need(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run the browser tests with scripts/test-ui.sh`);
+  return v;
+}
+const ADMIN = need("ADMIN_TOKEN");
+const TEST_SERVER = need("ADMIN_TEST_URL");
+
+let browser;
+before(async () => {
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+});
+
+let pages = [];
+async function open() {
+  const p = await newPage(browser.context);
+  pages.push(p);
+  return p;
+}
+afterEach(async () => {
+  for (const p of pages) {
+    await p.page.close();
+    assert.deepEqual(p.errors, [], "no errors on the page");
+  }
+  pages = [];
+});
+
+/** The admin API of server, called directly. */
+async function adminAPI(server, token, method, path, expectStatus = 200) {
+  const res = await fetch(server + path, { method, headers: { Authorization: `Bearer ${token}` } });
+  const text = await res.text();
+  assert.equal(res.status, expectStatus, `${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+async function signIn(page, server, token) {
+  await page.goto(server + "/admin");
+  await page.getByLabel("Bearer token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Streams" }).waitFor();
+}
+
+/** The ids the streams table shows. */
+async function shownStreams(page) {
+  return page.locator("table.streams tbody tr").evaluateAll((rows) => rows.map((r) => /** @type {HTMLElement} */ (r).dataset.stream));
+}
+
+test("a viewer finds streams by prefix, opens one and reads its events' payloads; sees the head and the view's position; no delete button", async () => {
+  const { page } = await open();
+  const first = (await adminAPI(URL, VIEWER, "GET", "/admin/api/streams?limit=1")).streams[0].id;
+  // The prefix: the first id up to its first character that is not a
+  // letter (a kind of stream), or its first three characters.
+  const cut = first.search(/[^A-Za-z]/);
+  const prefix = first.slice(0, cut > 0 ? cut + 1 : 3);
+  const all = (await adminAPI(URL, VIEWER, "GET", `/admin/api/streams?limit=500&prefix=${encodeURIComponent(prefix)}`)).streams.map((s) => s.id);
+  assert.ok(all.length > 0);
+  const head = (await adminAPI(URL, VIEWER, "GET", "/admin/api/head")).head;
+
+  await signIn(page, URL, VIEWER);
+  await page.getByText(`log head ${head}`).waitFor();
+  await page.getByLabel("Stream id prefix").fill(prefix);
+  await page.getByRole("button", { name: "Search" }).click();
+  await eventually(async () => (await shownStreams(page)).join() === all.slice(0, 50).join(), "the page lists the prefix's streams, in order");
+  assert.equal(await page.getByRole("button", { name: "More streams" }).isVisible(), all.length > 50);
+
+  // A prefix nothing has.
+  await page.getByLabel("Stream id prefix").fill("no-such-prefix-");
+  await page.getByRole("button", { name: "Search" }).click();
+  await page.getByText("No stream begins with “no-such-prefix-”.").waitFor();
+  assert.equal((await shownStreams(page)).length, 0);
+
+  // Open a stream: its events, their payloads as the API decodes them.
+  await page.getByLabel("Stream id prefix").fill(prefix);
+  await page.getByRole("button", { name: "Search" }).click();
+  const stream = all[0];
+  await page.locator(`tr[data-stream="${stream}"] button`).click();
+  await page.getByRole("heading", { name: stream }).waitFor();
+  const events = (await adminAPI(URL, VIEWER, "GET", `/admin/api/streams/${encodeURIComponent(stream)}`)).events;
+  const card = page.locator('article.event[data-seq="1"]');
+  await card.waitFor();
+  assert.equal(await card.locator(".type").textContent(), events[0].type);
+  const shown = await card.locator("pre.payload").textContent();
+  if (events[0].data !== undefined) assert.deepEqual(JSON.parse(shown ?? ""), events[0].data);
+  else assert.equal(shown, events[0].data_base64);
+  assert.equal(await page.locator("article.event").count(), events.length);
+
+  // The validation view has applied the whole (still) log.
+  await eventually(async () => (await page.locator('tr[data-view="validation"] td').nth(1).textContent()) === String(head), "the validation view at the head");
+  assert.equal(await page.getByRole("button", { name: /Delete stream/ }).count(), 0, "a viewer has no delete button");
+  assert.equal(await page.getByRole("heading", { name: "Forget a data subject" }).count(), 0);
+  await page.screenshot({ path: join(ARTIFACTS, "admin-viewer.png") });
+});
+
+test("an admin on a server whose store cannot delete is offered no delete button", async () => {
+  const { page } = await open();
+  const me = await adminAPI(URL, ADMIN, "GET", "/admin/api/me");
+  assert.equal(me.role, "admin");
+  const stream = (await adminAPI(URL, ADMIN, "GET", "/admin/api/streams?limit=1")).streams[0].id;
+  await signIn(page, URL, ADMIN);
+  await page.locator(`tr[data-stream="${stream}"] button`).click();
+  await page.getByRole("heading", { name: stream }).waitFor();
+  assert.equal(await page.getByRole("button", { name: /Delete stream/ }).count(), me.actions.delete ? 1 : 0);
+  if (!me.actions.delete) await adminAPI(URL, ADMIN, "DELETE", `/admin/api/streams/${encodeURIComponent(stream)}`, 501);
+});
+
+test("a viewer of the test server sees no delete or forget; an admin deletes a stream and forgets a subject, each after typing its name", async () => {
+  const calls = async () => adminAPI(TEST_SERVER, VIEWER, "GET", "/test/calls");
+  const before = await calls();
+  // A viewer: no buttons, and the API refuses.
+  const v = await open();
+  await signIn(v.page, TEST_SERVER, VIEWER);
+  await v.page.locator('tr[data-stream="customer-2"] button').click();
+  await v.page.getByRole("heading", { name: "customer-2" }).waitFor();
+  assert.equal(await v.page.getByRole("button", { name: /Delete stream/ }).count(), 0);
+  assert.equal(await v.page.getByRole("heading", { name: "Forget a data subject" }).count(), 0);
+  await adminAPI(TEST_SERVER, VIEWER, "DELETE", "/admin/api/streams/customer-2", 403);
+  assert.deepEqual(await calls(), before, "a viewer's delete reached the hook");
+
+  // A payload that is not JSON: base64, with its content type.
+  await v.page.locator('tr[data-stream="document-1"] button').click();
+  await v.page.getByRole("heading", { name: "document-1" }).waitFor();
+  const doc = v.page.locator('article.event[data-seq="1"]');
+  await doc.getByText("image/png · 8 bytes (base64)").waitFor();
+  assert.equal(await doc.locator("pre.payload").textContent(), Buffer.from("\x89PNG\r\n\x1a\n", "latin1").toString("base64"));
+  // The view of the test server.
+  await v.page.locator('tr[data-view="event-types"]').waitFor();
+
+  // An admin deletes customer-2: the dialog's button waits for the id.
+  const { page } = await open();
+  await signIn(page, TEST_SERVER, ADMIN);
+  await page.locator('tr[data-stream="customer-2"] button').click();
+  await page.getByRole("heading", { name: "customer-2" }).waitFor();
+  await page.getByRole("button", { name: "Delete stream…" }).click();
+  const dialog = page.locator("dialog.confirm");
+  const confirm = dialog.getByRole("button", { name: "Delete", exact: true });
+  assert.ok(await confirm.isDisabled(), "delete before the id is typed");
+  await dialog.getByLabel("Type “customer-2” to confirm").fill("customer-");
+  assert.ok(await confirm.isDisabled(), "delete with a part of the id typed");
+  await page.screenshot({ path: join(ARTIFACTS, "admin-confirm-delete.png") });
+  await dialog.getByLabel("Type “customer-2” to confirm").fill("customer-2");
+  await confirm.click();
+  await page.getByText("Deleted customer-2.").waitFor();
+  assert.deepEqual(await calls(), [...before, "delete customer-2 hard=false"]);
+
+  // A hard delete of customer-1.
+  await page.locator('tr[data-stream="customer-1"] button').click();
+  await page.getByRole("heading", { name: "customer-1" }).waitFor();
+  await page.getByRole("button", { name: "Delete stream…" }).click();
+  await dialog.getByLabel(/Hard delete/).check();
+  await dialog.getByLabel("Type “customer-1” to confirm").fill("customer-1");
+  await dialog.getByRole("button", { name: "Delete", exact: true }).click();
+  await page.getByText("Deleted customer-1 (hard).").waitFor();
+
+  // Cancelled: nothing happens.
+  await page.locator('tr[data-stream="customer-3"] button').click();
+  await page.getByRole("heading", { name: "customer-3" }).waitFor();
+  await page.getByRole("button", { name: "Delete stream…" }).click();
+  await dialog.getByRole("button", { name: "Cancel" }).click();
+
+  // Forget a subject.
+  await page.getByLabel("Subject id").fill("user-7");
+  await page.getByRole("button", { name: "Forget…" }).click();
+  await dialog.getByLabel("Type “user-7” to confirm").fill("user-7");
+  await dialog.getByRole("button", { name: "Forget", exact: true }).click();
+  await page.getByText("Forgot user-7.").waitFor();
+  assert.deepEqual(await calls(), [...before, "delete customer-2 hard=false", "delete customer-1 hard=true", "forget user-7"]);
+  await page.screenshot({ path: join(ARTIFACTS, "admin-admin.png") });
+});

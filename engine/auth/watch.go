@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,7 +57,7 @@ func (t *Tokens) Watch(ctx context.Context, file string, log *slog.Logger, o Wat
 	}
 	var events <-chan fsnotify.Event
 	var errs <-chan error
-	fw, err := fsnotify.NewWatcher()
+	fw, err := newFSWatcher()
 	if err == nil {
 		if err = fw.Add(filepath.Dir(file)); err != nil {
 			fw.Close()
@@ -106,6 +107,16 @@ func (t *Tokens) Watch(ctx context.Context, file string, log *slog.Logger, o Wat
 		}
 	}()
 	return nil
+}
+
+// systemWatch is false in tests that watch without the system's notices.
+var systemWatch = true
+
+func newFSWatcher() (*fsnotify.Watcher, error) {
+	if !systemWatch {
+		return nil, errors.New("file notices off")
+	}
+	return fsnotify.NewWatcher()
 }
 
 type watcher struct {

@@ -128,7 +128,8 @@ may hold in place of the token: the file then gives away no token.`,
 				return usagef("give the token on standard input: printf '%%s' \"$TOKEN\" | logbook token digest")
 			}
 			if err := auth.NewTokens(nil).Add(tok, auth.Viewer); err != nil {
-				return usagef("%s", strings.TrimPrefix(err.Error(), "auth: "))
+				// Add's error shows the token's first characters.
+				return usagef("not a token a server takes: a token has at least 8 characters and no blank or control character")
 			}
 			_, err = fmt.Fprintln(e.stdout, auth.Digest(tok))
 			return err

@@ -93,7 +93,8 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	v := &Verifier{cfg: cfg, log: cfg.Logger.With("jwks", cfg.URL)}
+	u, _ := url.Parse(cfg.URL)
+	v := &Verifier{cfg: cfg, log: cfg.Logger.With("jwks", redact(u))}
 	if err := v.fetch(ctx); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
@@ -102,15 +103,17 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 }
 
 func (c *Config) defaults() error {
+	// Errors and logs name the URL without its query, which may carry a
+	// secret.
 	u, err := url.Parse(c.URL)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("jwks: --jwks-url %q: want an https:// URL", c.URL)
+		return errors.New("jwks: --jwks-url: want an https:// URL")
 	}
 	switch {
 	case u.Scheme == "https":
 	case u.Scheme == "http" && isLoopback(u.Hostname()):
 	default:
-		return fmt.Errorf("jwks: --jwks-url %q: want an https:// URL (http only on a loopback address)", c.URL)
+		return fmt.Errorf("jwks: --jwks-url %s: want an https:// URL (http only on a loopback address)", redact(u))
 	}
 	if u.User != nil {
 		return errors.New("jwks: --jwks-url must not carry a user or password")
@@ -159,6 +162,13 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// redact returns u without its user information and query.
+func redact(u *url.URL) string {
+	r := *u
+	r.User, r.RawQuery, r.ForceQuery, r.Fragment = nil, "", false, ""
+	return r.String()
+}
+
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true
@@ -204,7 +214,12 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
 	resp, err := v.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch key set: %w", err)
+		// Not the *url.Error, whose message shows the whole URL.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("fetch key set from %s: %w", redact(req.URL), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -16,6 +16,11 @@
 // Config.MinRefresh, so that tokens naming made-up keys cannot make the
 // verifier hammer the provider. A failed fetch keeps the keys held.
 //
+// A token verified is remembered (by its digest, up to MaxCached of them)
+// until its exp, so that a client sending the same token on every request
+// pays for its signature once; the memory is emptied whenever the key set
+// is fetched, since a key may have been withdrawn.
+//
 // A refused token's reason (*auth.Refusal) names the check that failed —
 // malformed, algorithm not accepted, unknown key, bad signature, expired,
 // not yet valid, wrong issuer, wrong audience, no role — and never echoes
@@ -28,6 +33,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -84,7 +90,25 @@ type Verifier struct {
 	fetchMu   sync.Mutex // one fetch at a time
 	lastFetch time.Time  // when the last fetch began; under fetchMu
 	fetches   atomic.Int64
+
+	// verified remembers the tokens verified lately, by digest, so
+	// that a client sending the same token on every request pays the
+	// signature's cost once. Emptied when the key set changes, and
+	// when full (MaxCached).
+	mu       sync.Mutex
+	verified map[[32]byte]verdict
+	gen      uint64 // the key sets fetched; under mu
 }
+
+// verdict is a verified token's roles, good from its nbf (or iat) to its
+// exp.
+type verdict struct {
+	roles     []string
+	from, exp time.Time
+}
+
+// MaxCached bounds the tokens a Verifier remembers as verified.
+const MaxCached = 10_000
 
 // New checks cfg, fetches the key set once (failing if it cannot: a wrong
 // URL is found when the server starts), and refreshes it every
@@ -250,6 +274,10 @@ func (v *Verifier) fetchLocked(ctx context.Context) error {
 	}
 	set.Keys = keys
 	v.keys.Store(&set)
+	v.mu.Lock()
+	v.verified = nil // a key may have been withdrawn
+	v.gen++
+	v.mu.Unlock()
 	v.log.Debug("key set fetched", "keys", len(keys))
 	return nil
 }
@@ -296,6 +324,21 @@ var (
 func (v *Verifier) Verify(token string) ([]string, error) {
 	if len(token) > MaxTokenBytes {
 		return nil, ErrMalformed
+	}
+	digest := sha256.Sum256([]byte(token))
+	v.mu.Lock()
+	c, ok := v.verified[digest]
+	gen := v.gen
+	v.mu.Unlock()
+	if ok {
+		now := v.cfg.Now()
+		switch {
+		case now.After(c.exp.Add(v.cfg.Leeway)):
+			return nil, ErrExpired
+		case now.Before(c.from.Add(-v.cfg.Leeway)):
+			return nil, ErrNotYet
+		}
+		return c.roles, nil
 	}
 	// The algorithm the header names, checked before go-jose parses the
 	// token (which checks it too), to say which check failed.
@@ -352,7 +395,28 @@ func (v *Verifier) Verify(token string) ([]string, error) {
 	default:
 		return nil, ErrMalformed
 	}
-	return roles(rest, v.cfg.RolesClaim)
+	rs, err := roles(rest, v.cfg.RolesClaim)
+	if err != nil {
+		return nil, err
+	}
+	var from time.Time
+	if std.NotBefore != nil {
+		from = std.NotBefore.Time()
+	}
+	if std.IssuedAt != nil && std.IssuedAt.Time().After(from) {
+		from = std.IssuedAt.Time()
+	}
+	v.mu.Lock()
+	// Not if the key set changed while this token was verified: its key
+	// may be gone.
+	if gen == v.gen {
+		if len(v.verified) >= MaxCached || v.verified == nil {
+			v.verified = make(map[[32]byte]verdict)
+		}
+		v.verified[digest] = verdict{rs, from, std.Expiry.Time()}
+	}
+	v.mu.Unlock()
+	return rs, nil
 }
 
 // key returns the public key of id for alg: from the keys held, or, if

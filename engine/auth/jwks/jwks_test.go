@@ -47,7 +47,7 @@ var (
 )
 
 // rsaKey returns one of two RSA keys made once: making them is slow.
-func rsaKey(t *testing.T, i int) *rsa.PrivateKey {
+func rsaKey(t testing.TB, i int) *rsa.PrivateKey {
 	rsaOnce.Do(func() {
 		for j := range rsaKeys {
 			k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -60,7 +60,7 @@ func rsaKey(t *testing.T, i int) *rsa.PrivateKey {
 	return rsaKeys[i]
 }
 
-func newIDP(t *testing.T) *idp {
+func newIDP(t testing.TB) *idp {
 	p := &idp{keys: map[string]signingKey{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.hits.Add(1)
@@ -95,7 +95,7 @@ func (p *idp) remove(kid string) {
 }
 
 // sign makes a token of claims with the key kid.
-func sign(t *testing.T, alg jose.SignatureAlgorithm, priv any, kid string, claims map[string]any) string {
+func sign(t testing.TB, alg jose.SignatureAlgorithm, priv any, kid string, claims map[string]any) string {
 	t.Helper()
 	opts := (&jose.SignerOptions{}).WithType("JWT")
 	if kid != "" {
@@ -268,12 +268,17 @@ func TestAlgorithms(t *testing.T) {
 }
 
 // TestKeyRotation: a key the provider adds is found when a token names
-// it; one it drops stops working at the next scheduled refresh.
+// it; one it drops stops working at the next scheduled refresh, though a
+// token it signed was verified (and remembered) before.
 func TestKeyRotation(t *testing.T) {
 	p := newIDP(t)
 	clk := newClock(t0)
 	v := newVerifier(t, p, clk, func(c *Config) { c.Refresh = 50 * time.Millisecond })
 	old := p.signRSA(t, claims(nil))
+	// Verified, and so remembered, before its key is withdrawn.
+	if _, err := v.Verify(old); err != nil {
+		t.Fatal(err)
+	}
 	p.add("rsa-2", jose.RS256, rsaKey(t, 1))
 	p.remove("rsa-1")
 	rotated := sign(t, jose.RS256, rsaKey(t, 1), "rsa-2", claims(nil))
@@ -414,4 +419,54 @@ func TestWithTokens(t *testing.T) {
 	if roles, err := nested.Verify(tok); err != nil || len(roles) != 1 || roles[0] != "admin" {
 		t.Errorf("nested roles claim: %v %v", roles, err)
 	}
+}
+
+// BenchmarkVerify: what a JWT costs a request, per algorithm, the first
+// time and once remembered, beside a static token's lookup.
+func BenchmarkVerify(b *testing.B) {
+	t := b
+	p := newIDP(t)
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	_, ed, _ := ed25519.GenerateKey(rand.Reader)
+	p.add("ec-1", jose.ES256, ec)
+	p.add("ed-1", jose.EdDSA, ed)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	v, err := New(ctx, Config{URL: p.url(), Issuer: issuer, Audience: audience, Now: newClock(t0).now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		alg  jose.SignatureAlgorithm
+		key  any
+		kid  string
+	}{{"RS256", jose.RS256, rsaKey(t, 0), "rsa-1"}, {"ES256", jose.ES256, ec, "ec-1"}, {"EdDSA", jose.EdDSA, ed, "ed-1"}} {
+		tok := sign(t, c.alg, c.key, c.kid, claims(nil))
+		b.Run(c.name+"/first", func(b *testing.B) {
+			for b.Loop() {
+				v.mu.Lock()
+				v.verified = nil
+				v.mu.Unlock()
+				if _, err := v.Verify(tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/again", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Verify(tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	toks, _ := auth.ParseEnv("static-token-0123:viewer", nil)
+	b.Run("static", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := toks.Lookup("static-token-0123"); !ok {
+				b.Fatal("static token")
+			}
+		}
+	})
 }

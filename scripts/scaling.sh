@@ -29,10 +29,13 @@ mkdir -p "$work"
 pg=$(./scripts/postgres.sh start)
 schema="scaling_$(date +%s)"
 store="$pg&search_path=$schema"
-bus_args=()
+# Secrets (the store's URL may carry a password, the bus's too, and the
+# load tests' tokens) go in the environment: a command line is visible to
+# every user of the machine through ps.
+export LOGBOOK_STORE="$store"
 if [ "${BUS:-0}" = 1 ]; then
 	kafka=$(./scripts/kafka.sh start)
-	bus_args=(--bus "kafka://$kafka/$schema")
+	export LOGBOOK_BUS="kafka://$kafka/$schema"
 fi
 printf 'scaling-planner planner\nscaling-viewer viewer\n' >"$work/tokens"
 
@@ -40,7 +43,7 @@ if [ ! -s "$work/season/schedule.ssim" ]; then
 	./bin/logbook flights generate --out "$work/season" >&2
 fi
 log "importing the season into $schema"
-./bin/logbook flights import --store "$store" --ssim "$work/season/schedule.ssim" --rotations "$work/season/rotations.csv" >&2
+./bin/logbook flights import --ssim "$work/season/schedule.ssim" --rotations "$work/season/rotations.csv" >&2
 
 cluster=""
 stop_cluster() {
@@ -54,7 +57,7 @@ trap stop_cluster EXIT
 
 start_cluster() { # writers replicas
 	stop_cluster
-	./bin/logbook cluster --store "$store" "${bus_args[@]}" --writers "$1" --replicas "$2" \
+	./bin/logbook cluster --writers "$1" --replicas "$2" \
 		--addr 127.0.0.1:8090 --tokens "$work/tokens" --dir "$work/cluster" >"$work/cluster.out" 2>&1 &
 	cluster=$!
 	for _ in $(seq 1 600); do
@@ -76,14 +79,14 @@ results="$work/results.jsonl"
 for w in 1 2 3; do
 	start_cluster "$w" 1
 	log "write: $w write node(s)"
-	./bin/logbook loadtest write --url http://127.0.0.1:8090 --token scaling-planner \
+	LOGBOOK_TOKEN=scaling-planner ./bin/logbook loadtest write --url http://127.0.0.1:8090 \
 		--users "${WRITE_USERS:-100}" --legs "${WRITE_LEGS:-300}" -o json |
 		sed "s/^{/{\"kind\":\"write\",\"writers\":$w,\"replicas\":1,/" | tee -a "$results"
 done
 for r in 1 2 4; do
 	start_cluster 1 "$r"
 	log "read: $r replica(s)"
-	./bin/logbook loadtest read --url http://127.0.0.1:8090 --token scaling-viewer \
+	LOGBOOK_TOKEN=scaling-viewer ./bin/logbook loadtest read --url http://127.0.0.1:8090 \
 		--rate "${READ_RATE:-4000}" --ramp 5s --hold "${READ_HOLD:-20s}" -o json |
 		sed "s/^{/{\"kind\":\"read\",\"writers\":1,\"replicas\":$r,/" | tee -a "$results"
 done

@@ -118,7 +118,9 @@ if [ "$want_notify" = 1 ]; then
 	slot="ui_notify_$suffix"
 	"$psql" "$pg_admin" -qc "CREATE DATABASE $users_db_name" >/dev/null
 	users_db="postgres://logbook@127.0.0.1:${pg_port}/${users_db_name}?sslmode=disable"
-	"$work/logbook" notify users generate --users-db "$users_db" --users 600 --clubs 6 --seed 3 2>"$work/users.log"
+	# The users' database URL goes in the environment, not in ps.
+	export LOGBOOK_USERS_DB="$users_db"
+	"$work/logbook" notify users generate --users 600 --clubs 6 --seed 3 2>"$work/users.log"
 
 	"$work/logbook" notify sink --addr 127.0.0.1:0 2>"$work/sink.log" &
 	notify_sink=$!
@@ -127,7 +129,7 @@ if [ "$want_notify" = 1 ]; then
 	sender="sender-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	printf '%s sender\n%s viewer\n' "$sender" "$viewer" >"$work/notify-tokens"
 	"$work/logbook" notify serve --data "$work/notify-data" --state "$work/notify-state" --addr 127.0.0.1:0 --tokens "$work/notify-tokens" \
-		--users-db "$users_db" --slot "$slot" --push-url "$sink_url/deliver" --email-url "$sink_url/deliver" 2>"$work/notify.log" &
+		--slot "$slot" --push-url "$sink_url/deliver" --email-url "$sink_url/deliver" 2>"$work/notify.log" &
 	notify_server=$!
 	notify_url=$(server_url "$notify_server" "$work/notify.log" "logbook notify serving")
 	log "logbook notify serving at $notify_url (sink at $sink_url)"

@@ -39,18 +39,19 @@ Redis or etcd (--store).`,
 	fs := cmd.Flags()
 	data := fs.String("data", "./data-kv", "directory of the embedded key/value database")
 	store := fs.String("store", "", kvStoreHelp)
-	fromEnv(fs, "store")
+	secretFlag(fs, "store")
 	addr := fs.String("addr", "127.0.0.1:8083", "address to listen on")
 	fromEnv(fs, "addr")
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
-	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, writer writes (default: LOGBOOK_TOKENS, token:role,…)")
+	var tf tokenFlags
+	tf.register(fs, ": viewer reads, writer writes")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
 		}
-		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Writer)
+		tokens, err := tf.load(cmd.Context(), e.log, true, auth.Viewer, httpapi.Writer)
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,7 @@ import (
 // commands are testable.
 type env struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader // nil: os.Stdin
 	getenv         func(string) string
 	// log is the process's one logger, made from --log-format and
 	// --log-level before any command runs; every component gets it.
@@ -68,6 +69,9 @@ func run(ctx context.Context, e *env, args []string) int {
 	root.SetArgs(args)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
+	if e.stdin != nil {
+		root.SetIn(e.stdin)
+	}
 	cmd, err := root.ExecuteContextC(ctx)
 	for i := len(e.cleanup) - 1; i >= 0; i-- {
 		e.cleanup[i]()
@@ -127,6 +131,7 @@ over the default. Commands that print a result take -o table|json|csv (or
 		newKVCmd(e),
 		newNotifyCmd(e),
 		newVersionCmd(e),
+		newTokenCmd(e),
 	)
 	root.AddCommand(labcli.Commands(lab)...)
 	return root
@@ -148,9 +153,16 @@ func noArgs(cmd *cobra.Command, args []string) error { return cliutil.NoArgs(cmd
 // (cliutil.FromEnv).
 func fromEnv(fs *pflag.FlagSet, name string) { cliutil.FromEnv(fs, name) }
 
+// secretFlag lets the flag name of fs, which carries a secret, also be
+// set by LOGBOOK_NAME or read from --NAME-file (cliutil.SecretFlag).
+func secretFlag(fs *pflag.FlagSet, name string) { cliutil.SecretFlag(fs, name) }
+
 // prepare runs before every command: environment variables for the flags
 // not given, the logger, and a CPU profile where the command takes one.
 func (e *env) prepare(cmd *cobra.Command) error {
+	if err := cliutil.ApplyFileFlags(cmd.Flags()); err != nil {
+		return err
+	}
 	var envErr error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		names := f.Annotations[cliutil.EnvAnnotation]

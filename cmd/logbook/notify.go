@@ -55,7 +55,7 @@ type notifyServeFlags struct {
 	rate                 float64
 	attempts             int
 	addr, debugAddr      string
-	tokens               string
+	tokens               tokenFlags
 	metricsSink          string
 	metricsGrace         time.Duration
 	maxAge, maxSkew      time.Duration
@@ -84,9 +84,9 @@ aggregated into minute, hour and day windows.`,
 	f.store.register(fs, "./data-notify")
 	fs.StringVar(&f.state, "state", "./data-notify-state", "directory of the users view (CDC) and the metrics windows")
 	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic[?tls_ca=…&sasl=…]: publish the log to this topic and follow it from there (default: follow the store)")
-	fromEnv(fs, "bus")
+	secretFlag(fs, "bus")
 	fs.StringVar(&f.usersDB, "users-db", "", "postgres://… URL of the users' database, followed by logical replication (required; its role needs REPLICATION)")
-	fromEnv(fs, "users-db")
+	secretFlag(fs, "users-db")
 	fs.StringVar(&f.usersSchema, "users-schema", "public", "schema of the users' tables (users, user_settings, user_devices)")
 	fs.StringVar(&f.slot, "slot", "logbook_notify_users", "name of the replication slot and of the publication")
 	fs.StringVar(&f.pushURL, "push-url", "", "URL push batches are posted to (e.g. a logbook notify sink's http://127.0.0.1:8084/deliver)")
@@ -98,9 +98,9 @@ aggregated into minute, hour and day windows.`,
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
 	fs.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
-	fs.StringVar(&f.tokens, "tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and sender (default: LOGBOOK_TOKENS, token:role,…)")
+	f.tokens.register(fs, ", roles viewer and sender")
 	fs.StringVar(&f.metricsSink, "metrics-sink", "", "postgres://… URL: write closed metrics windows to tables notifications_minute, _hour and _day there")
-	fromEnv(fs, "metrics-sink")
+	secretFlag(fs, "metrics-sink")
 	fs.DurationVar(&f.metricsGrace, "metrics-grace", time.Hour, "how long after its end a metrics window still takes outcomes (later ones count as late)")
 	fs.DurationVar(&f.maxAge, "max-timestamp-age", 24*time.Hour, "how far behind the server's clock a send's timestamp may be (older: 400)")
 	fs.DurationVar(&f.maxSkew, "max-timestamp-skew", time.Minute, "how far ahead of the server's clock a send's timestamp may be (later: 400)")
@@ -132,7 +132,7 @@ aggregated into minute, hour and day windows.`,
 		if err != nil {
 			return usageError{Msg: "--bus " + err.Error()}
 		}
-		tokens, err := loadTokens(f.tokens, auth.Viewer, httpapi.Sender)
+		tokens, err := f.tokens.load(cmd.Context(), e.log, true, auth.Viewer, httpapi.Sender)
 		if err != nil {
 			return err
 		}
@@ -338,7 +338,8 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 	seed := fs.Uint64("seed", 1, "seed of the failure draws")
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
-	tokensFile := fs.String("tokens", "", "bearer tokens for /metrics, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…; none: /metrics answers 401)")
+	var tf tokenFlags
+	tf.register(fs, " for /metrics (none: /metrics answers 401)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
@@ -349,9 +350,9 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 		}
 		// The delivery endpoint takes no token (the notify service posts
 		// to it without one); only /metrics asks for one, if any is given.
-		tokens, err := auth.Load(*tokensFile, serviceRoles())
+		tokens, err := tf.load(cmd.Context(), e.log, false)
 		if err != nil {
-			return fmt.Errorf("tokens: %w", err)
+			return err
 		}
 		// A memory limit, as every server has; its live heap is small.
 		server.TuneGC(cmd.Context())

@@ -39,7 +39,7 @@ without an e-mail address or a device. The tables must be empty.`,
 		noEmail, noPush float64
 	)
 	fs.StringVar(&url, "users-db", "", "postgres://… URL of the users' database (required)")
-	fromEnv(fs, "users-db")
+	secretFlag(fs, "users-db")
 	_ = cmd.MarkFlagRequired("users-db")
 	fs.StringVar(&schema, "users-schema", "public", "schema of the users' tables")
 	fs.IntVar(&p.Users, "users", 1000, "users to generate")

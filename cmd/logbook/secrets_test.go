@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +104,75 @@ func TestServingCommandsRedactURLsInErrors(t *testing.T) {
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSecretFlagsFromFiles: a secret-bearing flag may be read from a file
+// (--NAME-file), which keeps it out of ps; a command that then fails says
+// so without the secret; giving both forms is bad usage. A JWKS URL's
+// query is not shown either.
+func TestSecretFlagsFromFiles(t *testing.T) {
+	const secret = "pw-from-a-file-5d2b"
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,sender-token:sender")
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pg := write("store", "postgres://u:"+secret+"@127.0.0.1:1/db?sslmode=disable&connect_timeout=2")
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"flights", "serve", "--store-file", pg}, 1, "open store postgres://u:***@127.0.0.1:1"},
+		{[]string{"tickets", "serve", "--store-file", pg}, 1, "postgres://u:***@"},
+		{[]string{"kv", "serve", "--store-file", pg}, 1, "postgres://u:***@"},
+		{[]string{"flights", "serve", "--store-file", pg, "--store", "postgres://h/db"}, 2, "not both"},
+		{[]string{"flights", "serve", "--store-file", filepath.Join(dir, "absent")}, 2, "--store-file"},
+		{[]string{"kv", "serve", "--data", t.TempDir(), "--jwks-url", "http://127.0.0.1:1/jwks?api_key=" + secret, "--issuer", "i", "--audience", "a"}, 1, "fetch key set from http://127.0.0.1:1/jwks:"},
+		{[]string{"kv", "serve", "--data", t.TempDir(), "--jwks-url", "http://idp.example/jwks?api_key=" + secret, "--issuer", "i", "--audience", "a"}, 1, "want an https:// URL"},
+	} {
+		var out, errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		code := run(ctx, &env{stdout: &out, stderr: &errb, getenv: os.Getenv}, append(c.args, "--addr", "127.0.0.1:0"))
+		cancel()
+		all := out.String() + errb.String()
+		if code != c.code || !strings.Contains(all, c.says) {
+			t.Errorf("%v: exit %d, want %d and %q:\n%s", c.args, code, c.code, c.says, all)
+		}
+		if strings.Contains(all, secret) {
+			t.Errorf("%v printed the secret:\n%s", c.args, all)
+		}
+	}
+}
+
+// TestScriptsKeepSecretsOutOfArgv: the project's scripts give no
+// secret-bearing flag a value on a command line, which every user of the
+// machine sees through ps: they use the flag's environment variable or
+// its --NAME-file.
+func TestScriptsKeepSecretsOutOfArgv(t *testing.T) {
+	scripts, err := filepath.Glob("../../scripts/*.sh")
+	if err != nil || len(scripts) == 0 {
+		t.Fatal(scripts, err)
+	}
+	flag := regexp.MustCompile(`--(store|bus|users-db|token|replica-token|metrics-sink|sasl-password)(=|\s)`)
+	for _, s := range scripts {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			if m := flag.FindString(line); m != "" {
+				t.Errorf("%s:%d passes %s on the command line: %s", s, i+1, strings.TrimSpace(m), strings.TrimSpace(line))
+			}
 		}
 	}
 }

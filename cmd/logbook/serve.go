@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,7 +30,7 @@ type serveFlags struct {
 	store        storeFlags
 	addr         string
 	maxConns     int
-	tokensFile   string
+	tokens       tokenFlags
 	debugAddr    string
 	replicaOf    string
 	replicaToken string
@@ -63,27 +62,27 @@ metrics and the web UI, as one of these kinds of node:
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fromEnv(fs, "addr")
 	fs.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
-	fs.StringVar(&f.tokensFile, "tokens", "", "bearer tokens, one \"token role\" per line (default: the tokens themselves in LOGBOOK_TOKENS, token:role,…)")
+	f.tokens.register(fs, ", roles viewer and planner")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
 	fs.StringVar(&f.replicaOf, "replica-of", "", "run as a read replica of the logbook server at this URL (its validation queries, fed over HTTP); no local store")
 	fromEnv(fs, "replica-of")
 	fs.StringVar(&f.replicaToken, "replica-token", "", "bearer token for the primary of --replica-of")
-	fromEnv(fs, "replica-token")
+	secretFlag(fs, "replica-token")
 	fs.BoolVar(&f.readOnly, "read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
 	fs.BoolVar(&f.commandsOnly, "commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
 	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic[?tls_ca=…&sasl=…]: write nodes publish the log to this topic, read replicas (--read-only) follow it")
-	fromEnv(fs, "bus")
+	secretFlag(fs, "bus")
 	fs.StringVar(&f.busFormat, "bus-format", "logbook", "format of the values on --bus: logbook (its own), or avro (the schema registry's wire format, schema registered under <topic>-value, for stock Confluent deserializers)")
 	fromEnv(fs, "bus-format")
 	_ = cmd.RegisterFlagCompletionFunc("bus-format", cobra.FixedCompletions([]string{"logbook", "avro"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.MarkFlagsMutuallyExclusive("read-only", "commands-only", "replica-of")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := f.parse()
+		ctx := cmd.Context()
+		cfg, err := f.parse(ctx, e.log)
 		if err != nil {
 			return err
 		}
-		ctx := cmd.Context()
 		n, err := openNode(ctx, e.log, cfg)
 		if err != nil {
 			return err
@@ -128,7 +127,7 @@ type nodeConfig struct {
 
 // parse checks the flags and decides the node's mode: every usage error
 // of serve is found here, before anything is opened.
-func (f *serveFlags) parse() (*nodeConfig, error) {
+func (f *serveFlags) parse(ctx context.Context, log *slog.Logger) (*nodeConfig, error) {
 	if f.maxConns <= 0 {
 		return nil, usageError{Msg: "--max-conns must be positive"}
 	}
@@ -166,7 +165,7 @@ func (f *serveFlags) parse() (*nodeConfig, error) {
 	default:
 		return nil, usageError{Msg: fmt.Sprintf("--bus-format %q: want logbook or avro", f.busFormat)}
 	}
-	tokens, err := loadTokens(f.tokensFile, httpapi.Planner, auth.Viewer)
+	tokens, err := f.tokens.load(ctx, log, true, httpapi.Planner, auth.Viewer)
 	if err != nil {
 		return nil, err
 	}
@@ -403,16 +402,6 @@ func (n *node) close() {
 		n.closers[i]()
 	}
 	n.closers = nil
-}
-
-// loadTokens loads a server's bearer tokens (server.LoadTokens); none at
-// all is bad usage.
-func loadTokens(file string, roles ...auth.Role) (*auth.Tokens, error) {
-	tokens, err := server.LoadTokens(file, serviceRoles(), roles...)
-	if errors.Is(err, server.ErrNoTokens) {
-		return nil, usageError{Msg: err.Error()}
-	}
-	return tokens, err
 }
 
 // serviceOptions are the flights service's options for a command that is

@@ -78,7 +78,8 @@ queuing per sport in front of queue-rep's nodes).`,
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
-	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and booker (default: LOGBOOK_TOKENS, token:role,…)")
+	var tf tokenFlags
+	tf.register(fs, ", roles viewer and booker")
 	rig := labcli.TicketsRigFlags(fs) // the lab's emulated store nodes, on --arch
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -94,7 +95,7 @@ queuing per sport in front of queue-rep's nodes).`,
 			return usageError{Msg: err.Error()}
 		}
 		defer gate.Close() // the service closes it too; closing twice is harmless
-		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Booker)
+		tokens, err := tf.load(cmd.Context(), e.log, true, auth.Viewer, httpapi.Booker)
 		if err != nil {
 			return err
 		}

@@ -166,3 +166,42 @@ func TestBasicAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestDigestEntries: a file or LOGBOOK_TOKENS may hold a token's digest
+// in place of the token; the token then authenticates, and the file holds
+// nothing that does.
+func TestDigestEntries(t *testing.T) {
+	d := Digest("editor-secret-token")
+	if !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 {
+		t.Fatalf("digest %q", d)
+	}
+	upper := DigestPrefix + strings.ToUpper(strings.TrimPrefix(Digest("upper-case-hex-token"), DigestPrefix))
+	toks, err := ParseFile(strings.NewReader(d+" editor\nplain-viewer-token viewer\n"+upper+" viewer\n"), "t", testRoles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := toks.Lookup("editor-secret-token"); !ok || r != editor {
+		t.Fatalf("the digest's token: %q %v", r, ok)
+	}
+	if _, ok := toks.Lookup(d); ok {
+		t.Fatal("the digest itself authenticates")
+	}
+	if _, ok := toks.Lookup("upper-case-hex-token"); !ok {
+		t.Fatal("a digest in upper-case hex")
+	}
+	if r, ok := toks.Lookup("plain-viewer-token"); !ok || r != Viewer {
+		t.Fatal("a plain token beside a digest")
+	}
+	env, err := ParseEnv(d+":editor,"+Digest("admin-secret-token")+":admin", testRoles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := env.Lookup("admin-secret-token"); !ok || r != admin {
+		t.Fatalf("a digest in LOGBOOK_TOKENS: %q %v", r, ok)
+	}
+	for _, bad := range []string{"sha256:abc editor", "sha256:" + strings.Repeat("g", 64) + " editor", d + " god"} {
+		if _, err := ParseFile(strings.NewReader(bad), "t", testRoles); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -24,6 +24,8 @@ func TestNamesNoServiceRole(t *testing.T) {
 			t.Fatal(err)
 		}
 		low := strings.ToLower(string(src))
+		// Words that contain a role's letters but name no service.
+		low = strings.NewReplacer("fsnotify", "", "inotify", "", "signal.notify", "").Replace(low)
 		for _, name := range []string{"planner", "booker", "sender", "schema-admin", "schemaadmin", "flight", "ticket", "notif"} {
 			if strings.Contains(low, name) {
 				t.Errorf("%s names %q: a service's role belongs to the service", f, name)

@@ -223,7 +223,7 @@ func LoadTokens(file string, known []auth.Role, need ...auth.Role) (*auth.Tokens
 			}
 			names += string(r)
 		}
-		return nil, fmt.Errorf("%w: give --tokens FILE or set LOGBOOK_TOKENS=token:role,… (roles: %s)", ErrNoTokens, names)
+		return nil, fmt.Errorf("%w: give --tokens FILE, set LOGBOOK_TOKENS=token:role,…, or give --jwks-url (roles: %s)", ErrNoTokens, names)
 	}
 	return t, nil
 }

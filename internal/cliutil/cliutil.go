@@ -120,6 +120,77 @@ func FromEnv(fs *pflag.FlagSet, name string) {
 	_ = fs.SetAnnotation(name, EnvAnnotation, []string{v})
 }
 
+// FileAnnotation marks a flag --NAME-file whose file holds the value of
+// the flag NAME (SecretFlag); the root command reads it before every
+// command runs (ApplyFileFlags).
+const FileAnnotation = "logbook_file"
+
+// MaxSecretFileBytes bounds a file a --NAME-file flag names.
+const MaxSecretFileBytes = 64 << 10
+
+// SecretFlag marks the flag name of fs as carrying a secret (a password
+// in a URL, a token): besides the command line, which every user of the
+// machine sees through ps, it may be set by LOGBOOK_NAME (FromEnv) or read
+// from a file, --NAME-file, which SecretFlag registers.
+func SecretFlag(fs *pflag.FlagSet, name string) {
+	FromEnv(fs, name)
+	fs.String(name+"-file", "", "read --"+name+" from this file (its contents, less a final newline), which keeps it out of ps")
+	_ = fs.SetAnnotation(name+"-file", FileAnnotation, []string{name})
+}
+
+// ApplyFileFlags sets each flag whose --NAME-file was given from that
+// file. A flag given both ways is bad usage. Call it before the
+// environment's values are applied: a file given beats the environment.
+func ApplyFileFlags(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		names := f.Annotations[FileAnnotation]
+		if err != nil || len(names) == 0 || !f.Changed {
+			return
+		}
+		target := fs.Lookup(names[0])
+		if target == nil {
+			return
+		}
+		if target.Changed {
+			err = Usagef("give --%s or --%s, not both", target.Name, f.Name)
+			return
+		}
+		v, rerr := readSecretFile(f.Value.String())
+		if rerr != nil {
+			err = Usagef("--%s: %v", f.Name, rerr)
+			return
+		}
+		if serr := target.Value.Set(v); serr != nil {
+			// The value is a secret: the error names the file, not it.
+			err = Usagef("--%s %s: not a valid value for --%s", f.Name, f.Value.String(), target.Name)
+			return
+		}
+		target.Changed = true
+	})
+	return err
+}
+
+func readSecretFile(name string) (string, error) {
+	fh, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, MaxSecretFileBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxSecretFileBytes {
+		return "", fmt.Errorf("%s is longer than %d bytes", name, MaxSecretFileBytes)
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", name)
+	}
+	return v, nil
+}
+
 // ProfileFlags registers --cpuprofile, --memprofile and --trace on a
 // group's commands; the root command starts and stops them.
 func ProfileFlags(g *cobra.Command) {

@@ -35,7 +35,7 @@ func (f *StoreFlags) Register(fs *pflag.FlagSet, defaultDir string) {
 func RegisterStoreFlags(fs *pflag.FlagSet, data, url *string, defaultDir string) {
 	fs.StringVar(data, "data", defaultDir, "directory of the embedded store")
 	fs.StringVar(url, "store", "", "postgres://user@host:port/db URL of a PostgreSQL store shared by several processes (default: the embedded store in --data)")
-	FromEnv(fs, "store")
+	SecretFlag(fs, "store")
 }
 
 // Describe names the store for logs, its password hidden.

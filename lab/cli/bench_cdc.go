@@ -20,7 +20,7 @@ other changes are written at --load per second.`,
 	fs := cmd.Flags()
 	var cfg bench.CDCConfig
 	fs.StringVar(&cfg.UsersDB, "users-db", "", "the users' database, postgres://… with wal_level=logical (scripts/postgres.sh start prints one)")
-	cliutil.FromEnv(fs, "users-db")
+	cliutil.SecretFlag(fs, "users-db")
 	fs.StringVar(&cfg.Schema, "schema", "logbook_cdc_bench", "schema made for the run's tables and dropped after it (with its publication and slot)")
 	fs.IntVar(&cfg.Users, "users", 100_000, "users generated before the snapshot")
 	fs.IntVar(&cfg.Changes, "changes", 1000, "settings changes timed, one transaction each")

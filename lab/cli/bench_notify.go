@@ -30,7 +30,7 @@ delivery arrived exactly once.`,
 	fs := cmd.Flags()
 	var cfg bench.NotifyConfig
 	fs.StringVar(&cfg.UsersDB, "users-db", "", "the users' database, postgres://… (scripts/postgres.sh start prints one; wal_level=logical for the pipeline's CDC)")
-	cliutil.FromEnv(fs, "users-db")
+	cliutil.SecretFlag(fs, "users-db")
 	fs.StringVar(&cfg.Schema, "schema", "logbook_notify_bench", "schema made for the users' tables (dropped first if it is there)")
 	fs.IntSliceVar(&cfg.Sizes, "sizes", []int{1, 100, 1000, 10_000, 100_000, 1_000_000}, "recipients per request; as many users are generated as the largest")
 	fs.IntVar(&cfg.Runs, "runs", 3, "requests per size")
@@ -44,8 +44,8 @@ delivery arrived exactly once.`,
 	fs.StringVar(&cfg.Bus, "bus", "", "pipeline: the service's Kafka bus, kafka://…")
 	exe := fs.String("exe", "", "pipeline: the logbook binary the service runs from (default: this one)")
 	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "pipeline: the service serves Go's pprof profiles here (keep it on loopback)")
-	cliutil.FromEnv(fs, "store")
-	cliutil.FromEnv(fs, "bus")
+	cliutil.SecretFlag(fs, "store")
+	cliutil.SecretFlag(fs, "bus")
 	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.MarkFlagsMutuallyExclusive("data", "store")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

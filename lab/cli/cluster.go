@@ -30,10 +30,10 @@ benchmark (scripts/scaling.sh).`,
 	}
 	fs := cmd.Flags()
 	store := fs.String("store", "", "postgres:// URL of the shared store (required)")
-	cliutil.FromEnv(fs, "store")
+	cliutil.SecretFlag(fs, "store")
 	_ = cmd.MarkFlagRequired("store")
 	bus := fs.String("bus", "", "kafka://host:port/topic: publish the log to Kafka, and feed the replicas from it")
-	cliutil.FromEnv(fs, "bus")
+	cliutil.SecretFlag(fs, "bus")
 	writers := fs.Int("writers", 3, "write nodes")
 	replicas := fs.Int("replicas", 2, "read replicas")
 	addr := fs.String("addr", "127.0.0.1:8090", "where nginx listens")

@@ -43,7 +43,7 @@ func (t *targetFlags) register(cmd *cobra.Command, conns int, role string) {
 	fs.StringVar(&t.url, "url", "", "server, e.g. http://127.0.0.1:8080 (required)")
 	cliutil.FromEnv(fs, "url")
 	fs.StringVar(&t.token, "token", "", "bearer token ("+role+") (required)")
-	cliutil.FromEnv(fs, "token")
+	cliutil.SecretFlag(fs, "token")
 	fs.IntVar(&t.conns, "conns", conns, "HTTP/1.1 connections to pipeline requests over")
 	fs.DurationVar(&t.batchDelay, "batch-delay", 200*time.Microsecond, "how long a request may wait to share a write with others (counted in its latency)")
 	fs.StringVar(&t.plotFile, "plot", "", "also draw the run second by second (throughput, latency percentiles) into this .svg or .png file")

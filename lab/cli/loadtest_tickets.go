@@ -30,7 +30,7 @@ per step; -o json is what logbook pepa predict reads.`,
 	u := fs.String("url", "", "tickets server, e.g. http://127.0.0.1:8081 (required)")
 	cliutil.FromEnv(fs, "url")
 	token := fs.String("token", "", "bearer token: a viewer's for search, a booker's for book and mixed (required)")
-	cliutil.FromEnv(fs, "token")
+	cliutil.SecretFlag(fs, "token")
 	var cfg loadtest.TicketsConfig
 	_ = cmd.MarkFlagRequired("url")
 	_ = cmd.MarkFlagRequired("token")

@@ -97,12 +97,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		// The store's URL, which may carry a password, goes in the
-		// environment: a command line is visible to every user in ps.
+		// The store's URL and the bus's, which may carry a password,
+		// go in the environment: a command line is visible to every
+		// user in ps.
 		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: append([]string{"LOGBOOK_STORE=" + cfg.Store}, cfg.Env...)}
 		n.args = []string{"flights", "serve", "--addr", n.Addr, "--tokens", tokens}
 		if cfg.Bus != "" {
-			n.args = append(n.args, "--bus", cfg.Bus)
+			n.env = append(n.env, "LOGBOOK_BUS="+cfg.Bus)
 		}
 		if i < cfg.Writers {
 			n.Name = fmt.Sprintf("writer-%d", i+1)

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/logbook/logbook/engine/auth"
+)
+
+// startServing runs a serving command in-process until the test ends and
+// returns its base URL, read from its JSON log's "… serving" line, and
+// its log.
+func startServing(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	var stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	args = append(args, "--addr", "127.0.0.1:0", "--log-format", "json")
+	go func() {
+		done <- run(ctx, &env{stdout: &syncBuffer{}, stderr: &stderr, getenv: os.Getenv}, args)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("%v exited %d: %s", args, code, stderr.String())
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var l struct{ Msg, URL string }
+			if json.Unmarshal([]byte(line), &l) == nil && strings.HasSuffix(l.Msg, " serving") && l.URL != "" {
+				return l.URL, &stderr
+			}
+		}
+		select {
+		case code := <-done:
+			done <- code
+			t.Fatalf("%v exited %d before serving: %s", args, code, stderr.String())
+		default:
+		}
+	}
+	t.Fatalf("no serving line:\n%s", stderr.String())
+	return "", nil
+}
+
+// TestServeJWTsAndRevocableTokens: a serving command takes JSON Web Tokens
+// of an identity provider beside the static tokens of its file (one of
+// them stored as a digest); a refused JWT is answered 401 saying why; a
+// token removed from the file stops working without a restart; the log
+// shows no token.
+func TestServeJWTsAndRevocableTokens(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "")
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
+	}))
+	defer idp.Close()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(aud string, exp time.Time, roles ...string) string {
+		tok, err := jwt.Signed(signer).Claims(map[string]any{
+			"iss": "https://idp.test", "aud": aud, "sub": "someone", "exp": exp.Unix(), "iat": time.Now().Unix(), "roles": roles,
+		}).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	const writerTok, viewerTok = "static-writer-token-1f3a", "static-viewer-token-9c2e"
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte(auth.Digest(writerTok)+" writer\n"+viewerTok+" viewer\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, logs := startServing(t, "kv", "serve", "--data", t.TempDir(), "--tokens", file,
+		"--jwks-url", idp.URL, "--issuer", "https://idp.test", "--audience", "logbook-kv")
+
+	n := 0
+	put := func(token string) (int, string) {
+		t.Helper()
+		n++
+		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/api/kv/k/%d", url, n), strings.NewReader("v"))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("If-None-Match", "*")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	hour := time.Now().Add(time.Hour)
+	jwtWriter := mint("logbook-kv", hour, "writer")
+	for _, c := range []struct {
+		name, token string
+		code        int
+		says        string
+	}{
+		{"static token stored as a digest", writerTok, 201, ""},
+		{"static viewer", viewerTok, 403, "needs a token of role writer"},
+		{"JWT of a writer", jwtWriter, 201, ""},
+		{"JWT of a viewer", mint("logbook-kv", hour, "viewer"), 403, "needs a token of role writer"},
+		{"JWT of an unknown role", mint("logbook-kv", hour, "superuser"), 403, "no role this service knows"},
+		{"expired JWT", mint("logbook-kv", time.Now().Add(-time.Hour), "writer"), 401, "token expired"},
+		{"JWT for another audience", mint("logbook-flights", hour, "writer"), 401, "another audience"},
+		{"the digest itself", auth.Digest(writerTok), 401, "unknown bearer token"},
+	} {
+		code, body := put(c.token)
+		if code != c.code || !strings.Contains(body, c.says) {
+			t.Errorf("%s: %d %s, want %d %q", c.name, code, body, c.code, c.says)
+		}
+	}
+
+	// Revoke the writer's static token by editing the file.
+	if err := os.WriteFile(file, []byte(viewerTok+" viewer\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := put(writerTok)
+		if code == 401 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the revoked token still answers %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _ := put(jwtWriter); code != 201 {
+		t.Errorf("a JWT after the file's reload: %d", code)
+	}
+	if !strings.Contains(logs.String(), "tokens reloaded") {
+		t.Errorf("the reload is not logged:\n%s", logs.String())
+	}
+	for _, secret := range []string{writerTok, viewerTok, jwtWriter} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the log shows a token:\n%s", logs.String())
+		}
+	}
+}
+
+// TestTokenDigestCommand: logbook token digest reads the token on stdin
+// and prints the digest a token file takes.
+func TestTokenDigestCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), &env{stdout: &out, stderr: &errb, stdin: strings.NewReader("my-secret-token\n")}, []string{"token", "digest"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if got := strings.TrimSpace(out.String()); got != auth.Digest("my-secret-token") {
+		t.Fatalf("digest %q", got)
+	}
+	toks, err := auth.ParseFile(strings.NewReader(out.String()[:len(out.String())-1]+" viewer\n"), "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := toks.Lookup("my-secret-token"); !ok {
+		t.Fatal("the printed digest does not authenticate its token")
+	}
+	for _, in := range []string{"", "tiny\n", "two-tokens-aaa\nanother-bbbb\n"} {
+		errb.Reset()
+		if code := run(context.Background(), &env{stdout: io.Discard, stderr: &errb, stdin: strings.NewReader(in)}, []string{"token", "digest"}); code != 2 {
+			t.Errorf("%q: exit %d, want 2", in, code)
+		}
+		if in != "" && strings.Contains(errb.String(), strings.TrimSpace(in)) {
+			t.Errorf("%q: the error shows the token: %s", in, errb.String())
+		}
+	}
+}
+
+// TestJWTFlagsUsage: the JWT flags are checked before anything is served.
+func TestJWTFlagsUsage(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token-0:viewer")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--issuer", "x"}, "give --jwks-url too"},
+		{[]string{"--jwks-url", "https://idp.test/jwks"}, "needs --issuer and --audience"},
+		{[]string{"--jwks-url", "https://idp.test/jwks", "--issuer", "i", "--audience", "a", "--jwt-leeway", "1h"}, "--jwt-leeway"},
+	} {
+		var errb bytes.Buffer
+		args := append([]string{"kv", "serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, c.args...)
+		if code := run(context.Background(), &env{stdout: io.Discard, stderr: &errb, getenv: os.Getenv}, args); code != 2 || !strings.Contains(errb.String(), c.says) {
+			t.Errorf("%v: exit %d %s, want 2 and %q", c.args, code, errb.String(), c.says)
+		}
+	}
+}

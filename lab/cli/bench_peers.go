@@ -13,7 +13,7 @@ import (
 func newBenchPeersCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "peers",
-		Short: "The same appends on logbook's PostgreSQL store and on other event stores, in one run",
+		Short: "The same appends on logbook's PostgreSQL store and on peer event stores",
 		Long: `Runs the same append workloads — batches of 100 from one writer, single
 events from 256 writers — on logbook's PostgreSQL store and, in the same
 database and the same run, on Message DB (the Eventide project's

@@ -13,7 +13,7 @@ import (
 func newBenchProduceCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "produce",
-		Short: "Send 100 Avro events to Kafka and to logbook's log, run after run: the time each takes",
+		Short: "Time sending 100 Avro events to Kafka and to logbook's log, run after run",
 		Long: `The mass-notification thesis's Figure 6.1 ("Average process time to send
 100 Kafka events"): the same 100 Avro-encoded notifications, their schema
 in logbook's registry and each value in the registry's wire format, sent

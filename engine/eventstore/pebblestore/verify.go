@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -56,10 +57,23 @@ func Verify(dir string, opts VerifyOptions) (*verify.Report, error) {
 		}
 		return nil, fmt.Errorf("pebblestore: verify %s: %w", dir, err)
 	}
+	r := verify.New()
+	// Pebble's default on a checksum failure is to log it as fatal and
+	// panic; here it is what the check is looking for.
+	var corruptMu sync.Mutex
+	corrupted := map[string]bool{}
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:       opts.FS,
 		ReadOnly: true,
 		Logger:   pebblekit.Logger(opts.Logger, "verify"),
+		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			corruptMu.Lock()
+			defer corruptMu.Unlock()
+			if !corrupted[info.Path] {
+				corrupted[info.Path] = true
+				r.Add(verify.Corrupt, 0, "", "%s: %v", info.Path, info.Details)
+			}
+		}},
 	})
 	if err != nil {
 		if errors.Is(err, pebble.ErrDBDoesNotExist) {
@@ -69,18 +83,21 @@ func Verify(dir string, opts VerifyOptions) (*verify.Report, error) {
 	}
 	defer db.Close()
 	got, closer, err := db.Get(formatKey)
-	if err != nil {
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil, fmt.Errorf("pebblestore: verify %s: %w (a Pebble database without the store's format marker)", dir, ErrNotStore)
-		}
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return nil, fmt.Errorf("pebblestore: verify %s: %w (a Pebble database without the store's format marker)", dir, ErrNotStore)
+	case pebble.IsCorruptionError(err):
+		// The marker's block is damaged: check the rest all the same.
+		r.Add(verify.Format, 0, "", "the format marker cannot be read: %v", err)
+	case err != nil:
 		return nil, fmt.Errorf("pebblestore: verify %s: %w", dir, err)
+	default:
+		format := string(got)
+		_ = closer.Close()
+		if format != formatVersion {
+			return nil, fmt.Errorf("pebblestore: verify %s: %w (format %q, this build reads %q)", dir, ErrNotStore, format, formatVersion)
+		}
 	}
-	format := string(got)
-	_ = closer.Close()
-	if format != formatVersion {
-		return nil, fmt.Errorf("pebblestore: verify %s: %w (format %q, this build reads %q)", dir, ErrNotStore, format, formatVersion)
-	}
-	r := verify.New()
 	for _, check := range verifyChecks {
 		if err := check(db, r); err != nil {
 			return r, fmt.Errorf("pebblestore: verify %s: %w", dir, err)
@@ -103,7 +120,7 @@ func corruption(r *verify.Report, pos uint64, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, pebble.ErrCorruption) {
+	if pebble.IsCorruptionError(err) {
 		r.Add(verify.Corrupt, pos, "", "%v", err)
 		return nil
 	}

@@ -127,6 +127,9 @@ over the default. Commands that print a result take -o table|json|csv (or
 		newKVCmd(e),
 		newNotifyCmd(e),
 		newVersionCmd(e),
+		newBackupCmd(e),
+		newRestoreCmd(e),
+		newVerifyCmd(e),
 	)
 	root.AddCommand(labcli.Commands(lab)...)
 	return root

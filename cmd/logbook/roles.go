@@ -16,5 +16,5 @@ import (
 // that one file serves every command, and any other role is refused when
 // the server starts.
 func serviceRoles() []auth.Role {
-	return slices.Concat(flightsapi.Roles(), ticketsapi.Roles(), notifyapi.Roles(), kvapi.Roles(), registry.Roles())
+	return slices.Concat(flightsapi.Roles(), ticketsapi.Roles(), notifyapi.Roles(), kvapi.Roles(), registry.Roles(), []auth.Role{auth.Admin})
 }

@@ -248,10 +248,17 @@ Exits 1 when there is a problem.`,
 	return cmd
 }
 
-// serveBackup mounts POST /admin/backup (role admin) on a node of the
-// embedded store: a backup into a new directory under --backup-dir, or,
-// without one, a 404 that says how to turn backups on.
+// serveBackup mounts POST /admin/backup on a flights node (serveBackupOn).
 func (n *node) serveBackup(s *openedStore) {
+	serveBackupOn(n.mux, n.cfg.tokens, s, n.cfg.backupDir, nil)
+}
+
+// serveBackupOn mounts POST /admin/backup (role admin) on a server of the
+// embedded store: a backup of the store and views into a new directory
+// under root, or, without a root, a 404 that says how to turn backups on.
+// A server of the PostgreSQL store gets nothing: PostgreSQL's tools back
+// it up.
+func serveBackupOn(mux *http.ServeMux, tokens *auth.Tokens, s *openedStore, root string, views map[string]backup.View) {
 	ps, ok := s.Store.(*pebblestore.Store)
 	if !ok {
 		return
@@ -259,8 +266,8 @@ func (n *node) serveBackup(s *openedStore) {
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		problem.Error(w, http.StatusNotFound, "this server takes no backups: start it with --backup-dir DIR")
 	})
-	if n.cfg.backupDir != "" {
-		h = &backup.Service{Store: ps, Root: n.cfg.backupDir}
+	if root != "" {
+		h = &backup.Service{Store: ps, Views: views, Root: root}
 	}
-	n.mux.Handle(backup.Path, n.cfg.tokens.RequireRole(auth.Admin, h))
+	mux.Handle(backup.Path, tokens.RequireRole(auth.Admin, h))
 }

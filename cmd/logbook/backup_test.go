@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -188,5 +189,46 @@ func TestBackupThroughServer(t *testing.T) {
 	url2 := startFlightsNode(t, ctx2, cancel2)
 	if code, _, stderr := runCLI(t, "backup", "--server", url2, "--token", "admin-token"); code != 1 || !strings.Contains(stderr, "--backup-dir") {
 		t.Errorf("backup from a server without --backup-dir: %d %s", code, stderr)
+	}
+}
+
+// TestTicketsServeBackup: tickets serve takes backups too.
+func TestTicketsServeBackup(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "admin-token:admin")
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &env{stdout: &syncBuffer{}, stderr: &stderr, getenv: os.Getenv}, []string{"tickets", "serve", "--data", t.TempDir(), "--tickets-per-sport", "5",
+			"--addr", "127.0.0.1:0", "--log-format", "json", "--backup-dir", root})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("tickets serve exited %d: %s", code, stderr.String())
+		}
+	}()
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var l struct{ Msg, URL string }
+			if json.Unmarshal([]byte(line), &l) == nil && strings.HasSuffix(l.Msg, "serving") && l.URL != "" {
+				url = l.URL
+			}
+		}
+	}
+	if url == "" {
+		t.Fatalf("tickets serve is not serving: %s", stderr.String())
+	}
+	code, out, errs := runCLI(t, "backup", "--server", url, "--token", "admin-token", "--json")
+	var b struct {
+		Dir string `json:"dir"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || filepath.Dir(b.Dir) != root {
+		t.Fatalf("backup: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, "verify", "--data", filepath.Join(b.Dir, "store")); code != 0 {
+		t.Fatalf("verify of the backup: %d %s %s", code, out, errs)
 	}
 }

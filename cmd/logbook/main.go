@@ -132,6 +132,9 @@ over the default. Commands that print a result take -o table|json|csv (or
 		newNotifyCmd(e),
 		newVersionCmd(e),
 		newTokenCmd(e),
+		newBackupCmd(e),
+		newRestoreCmd(e),
+		newVerifyCmd(e),
 	)
 	root.AddCommand(labcli.Commands(lab)...)
 	return root

@@ -14,6 +14,7 @@ import (
 
 	"github.com/logbook/logbook/engine/admin"
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/backup"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/metrics"
@@ -62,6 +63,7 @@ type notifyServeFlags struct {
 	parallel, senders    int
 	chunk, maxRecipients int
 	maxConns             int
+	backupDir            string
 }
 
 func newNotifyServeCmd(e *env) *cobra.Command {
@@ -108,6 +110,8 @@ aggregated into minute, hour and day windows.`,
 	fs.IntVar(&f.senders, "senders", 8, "delivery calls each chunk keeps in flight")
 	fs.IntVar(&f.chunk, "chunk", 10_000, "recipients per chunk event (and pipeline step)")
 	fs.IntVar(&f.maxRecipients, "max-recipients", 1_000_000, "most recipients of one request")
+	fs.StringVar(&f.backupDir, "backup-dir", "", "directory under which POST /admin/backup (a token of role admin) writes backups of the embedded store and the metrics windows, each in a new directory (off by default)")
+	fromEnv(fs, "backup-dir")
 	for _, name := range []string{"users-db", "push-url", "email-url"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -127,6 +131,8 @@ aggregated into minute, hour and day windows.`,
 			return usageError{Msg: "--rate must not be negative; --attempts, --parallel, --senders, --max-recipients, --metrics-grace, --max-timestamp-age, --max-timestamp-skew, --max-conns positive; --chunk 1-50000"}
 		case f.state == "":
 			return usageError{Msg: "--state must name a directory"}
+		case f.backupDir != "" && f.store.store != "":
+			return usageError{Msg: "--backup-dir backs up the embedded store (--data); back up a PostgreSQL store with pg_dump or pg_basebackup (docs/operations.md)"}
 		}
 		bus, err := server.ParseBus(f.bus)
 		if err != nil {
@@ -241,6 +247,9 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mountAdmin(mux, store, tokens, reg, admin.Options{}, publishers...)
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
+	// The metrics windows are a durable view: backed up with the store,
+	// restored into --state (logbook restore --views STATE).
+	serveBackupOn(mux, tokens, s, f.backupDir, map[string]backup.View{"windows": svc.Aggregation()})
 	err = server.Run(ctx, server.Config{
 		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
 		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},

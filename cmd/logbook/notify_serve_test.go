@@ -446,3 +446,69 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 		}
 	}
 }
+
+// TestNotifyServeBackup: notify serve's metrics windows are a durable
+// view, backed up with its store through POST /admin/backup; the
+// backup's windows checkpoint is at or below its log position, and
+// restore --views puts them where --state expects them.
+func TestNotifyServeBackup(t *testing.T) {
+	url, schema, slot, _ := usersDB(t, userscdc.Population{Users: 8, Clubs: 2, Seed: 1})
+	sk, err := sink.New(sink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := httptest.NewServer(sk)
+	defer ss.Close()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	t.Setenv("LOGBOOK_TOKENS", "sender-token:sender,viewer-token:viewer,admin-token:admin")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}, []string{"notify", "serve", "--data", filepath.Join(dir, "data"), "--state", filepath.Join(dir, "state"),
+			"--users-db", url, "--users-schema", schema, "--slot", slot, "--push-url", ss.URL + sink.Path, "--email-url", ss.URL + sink.Path,
+			"--addr", addr, "--backup-dir", filepath.Join(dir, "backups")})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("notify serve exited %d", code)
+		}
+	}()
+	c := notifyClient{t: t, base: "http://" + addr}
+	c.waitUp(nil)
+	body, _ := json.Marshal(map[string]any{"type": "like_update", "club_id": 1, "sender": "coach", "timestamp": time.Now().UTC().Add(-time.Minute), "to_club": true})
+	var acc pipeline.Accepted
+	if code := c.call("POST", "/api/notifications", "sender-token", "k0", body, &acc); code != 202 {
+		t.Fatalf("send: %d", code)
+	}
+	var st pipeline.Status
+	for start := time.Now(); st.State != "done"; time.Sleep(10 * time.Millisecond) {
+		if code := c.call("GET", fmt.Sprintf("/api/notifications/%s?min_position=%d", acc.ID, acc.Position), "viewer-token", "", nil, &st); code != 200 || time.Since(start) > 20*time.Second {
+			t.Fatalf("status %d %+v", code, st)
+		}
+	}
+	code, out, stderr := runCLI(t, "backup", "--server", c.base, "--token", "admin-token", "--json")
+	var b struct {
+		Dir      string `json:"dir"`
+		Position uint64 `json:"position"`
+		Views    []struct {
+			Name       string `json:"name"`
+			Checkpoint uint64 `json:"checkpoint"`
+		} `json:"views"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil {
+		t.Fatalf("backup: %d %s %s", code, out, stderr)
+	}
+	if b.Position < acc.Position || len(b.Views) != 1 || b.Views[0].Name != "windows" || b.Views[0].Checkpoint == 0 || b.Views[0].Checkpoint > b.Position {
+		t.Fatalf("backup %+v, the send at %d", b, acc.Position)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	if code, out, stderr := runCLI(t, "restore", "--from", b.Dir, "--data", filepath.Join(t.TempDir(), "data"), "--views", state); code != 0 {
+		t.Fatalf("restore: %d %s %s", code, out, stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(state, "windows", "MANIFEST-*")); len(files) == 0 {
+		entries, _ := os.ReadDir(filepath.Join(state, "windows"))
+		t.Fatalf("restored windows hold no Pebble manifest: %v", entries)
+	}
+}

@@ -38,6 +38,7 @@ type serveFlags struct {
 	commandsOnly bool
 	bus          string
 	busFormat    string
+	backupDir    string
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -76,6 +77,8 @@ metrics and the web UI, as one of these kinds of node:
 	fs.StringVar(&f.busFormat, "bus-format", "logbook", "format of the values on --bus: logbook (its own), or avro (the schema registry's wire format, schema registered under <topic>-value, for stock Confluent deserializers)")
 	fromEnv(fs, "bus-format")
 	_ = cmd.RegisterFlagCompletionFunc("bus-format", cobra.FixedCompletions([]string{"logbook", "avro"}, cobra.ShellCompDirectiveNoFileComp))
+	fs.StringVar(&f.backupDir, "backup-dir", "", "directory under which POST /admin/backup (a token of role admin) writes backups of the embedded store, each in a new directory (off by default)")
+	fromEnv(fs, "backup-dir")
 	cmd.MarkFlagsMutuallyExclusive("read-only", "commands-only", "replica-of")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -123,6 +126,8 @@ type nodeConfig struct {
 	debug  string
 	// replicaOf and replicaToken name the primary of modeReplicaOf.
 	replicaOf, replicaToken string
+	// backupDir is the root of the backups POST /admin/backup takes.
+	backupDir string
 }
 
 // parse checks the flags and decides the node's mode: every usage error
@@ -131,7 +136,10 @@ func (f *serveFlags) parse(ctx context.Context, log *slog.Logger) (*nodeConfig, 
 	if f.maxConns <= 0 {
 		return nil, usageError{Msg: "--max-conns must be positive"}
 	}
-	c := &nodeConfig{store: f.store, addr: f.addr, conns: f.maxConns, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken}
+	c := &nodeConfig{store: f.store, addr: f.addr, conns: f.maxConns, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken, backupDir: f.backupDir}
+	if f.backupDir != "" && (f.store.store != "" || f.replicaOf != "") {
+		return nil, usageError{Msg: "--backup-dir backs up the embedded store (--data); back up a PostgreSQL store with pg_dump or pg_basebackup (docs/operations.md)"}
+	}
 	switch {
 	case f.replicaOf != "":
 		c.mode = modeReplicaOf
@@ -240,6 +248,7 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 	if err != nil {
 		return err
 	}
+	n.serveBackup(s)
 	n.svc, err = flights.New(ctx, store, flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly})
 	if err != nil {
 		return err

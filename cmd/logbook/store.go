@@ -22,6 +22,9 @@ type storeFlags struct {
 	// becoming the PostgreSQL store's sequencer, which every append of
 	// the cluster would then wait on.
 	readOnly bool
+	// backupDir, for a serving command that takes --backup-dir, is the
+	// root of the backups POST /admin/backup takes.
+	backupDir string
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet, defaultDir string) {

@@ -80,11 +80,16 @@ queuing per sport in front of queue-rep's nodes).`,
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	var tf tokenFlags
 	tf.register(fs, ", roles viewer and booker")
+	fs.StringVar(&sf.backupDir, "backup-dir", "", "directory under which POST /admin/backup (a token of role admin) writes backups of the embedded store, each in a new directory (off by default)")
+	fromEnv(fs, "backup-dir")
 	rig := labcli.TicketsRigFlags(fs) // the lab's emulated store nodes, on --arch
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
+		}
+		if sf.backupDir != "" && sf.store != "" {
+			return usageError{Msg: "--backup-dir backs up the embedded store (--data); back up a PostgreSQL store with pg_dump or pg_basebackup (docs/operations.md)"}
 		}
 		cat, err := cf.catalogue()
 		if err != nil {
@@ -129,6 +134,7 @@ func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catal
 	mux.Handle("/api/tickets/", httpapi.New(ctx, svc, srv.Tokens))
 	mountAdmin(mux, store, srv.Tokens, reg, admin.Options{})
 	mux.Handle("/", webui.TicketsHandler()) // the tickets page: search, book, live throughput
+	serveBackupOn(mux, srv.Tokens, s, sf.backupDir, nil)
 	srv.Name, srv.Logger, srv.Metrics, srv.Check = "logbook tickets", e.log, reg, server.StoreCheck(store)
 	st := svc.Stats()
 	srv.LogAttrs = []any{"store", sf.describe(), "arch", st.Arch, "node_rate", st.NodeRate, "sports", len(cat.Sports)}

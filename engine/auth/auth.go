@@ -48,9 +48,10 @@ type Role string
 // Viewer is the least role: it reads, and every token has it.
 const Viewer Role = "viewer"
 
-// Admin is the operator's role: on top of reading, it deletes and
-// truncates streams and forgets data subjects, through the admin API
-// every service mounts. Every binary's token loader accepts it.
+// Admin is the operator's role: on top of reading, it runs or changes the
+// store itself — a backup, deleting and truncating streams, forgetting
+// data subjects — through the admin API every service mounts. Every
+// binary's token loader accepts it.
 const Admin Role = "admin"
 
 // Has reports whether a token of role r may use a route that needs role

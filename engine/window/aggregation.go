@@ -248,6 +248,11 @@ func (a *Aggregation) Checkpoint(ctx context.Context) (uint64, error) {
 	return a.view.Checkpoint(ctx)
 }
 
+// Backup writes a consistent copy of the aggregation's database into
+// dir, which must not exist, and returns the checkpoint it holds
+// (projection.PebbleView.Backup); it is a backup.View.
+func (a *Aggregation) Backup(dir string) (uint64, error) { return a.view.Backup(dir) }
+
 // Apply implements projection.View: the batch's window changes, the
 // stream time and the checkpoint commit in one Pebble batch.
 func (a *Aggregation) Apply(ctx context.Context, batch []eventstore.Event) error {

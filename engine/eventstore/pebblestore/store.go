@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,7 +127,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		opts:    opts,
 		limits:  backend.NewLimits(opts.Limits),
-		fs:      &countingFS{FS: opts.FS},
+		fs:      &countingFS{FS: opts.FS, dir: filepath.Clean(dir)},
 		reqs:    make(chan *appendReq, 1024),
 		groups:  make(chan *group, 2),
 		done:    make(chan struct{}),
@@ -286,6 +287,9 @@ type countingFS struct {
 	// walFailed, once set (after open), is told that a WAL file could
 	// not be created.
 	walFailed atomic.Pointer[func(error)]
+	// dir is the store's directory: a file created elsewhere (a
+	// checkpoint's copy of a WAL) is not the store's WAL.
+	dir string
 }
 
 // walCreate handles the outcome of creating (or recycling) a WAL file.
@@ -297,7 +301,7 @@ type countingFS struct {
 // to Pebble: the process keeps serving reads, refuses writes, and exits
 // when told (Close gives up waiting for the parked path).
 func (fs *countingFS) walCreate(name string, f vfs.File, err error) (vfs.File, error) {
-	if err != nil && strings.HasSuffix(name, ".log") {
+	if err != nil && strings.HasSuffix(name, ".log") && filepath.Clean(fs.FS.PathDir(name)) == fs.dir {
 		if failed := fs.walFailed.Load(); failed != nil {
 			(*failed)(fmt.Errorf("creating WAL file %s: %w", name, err))
 			select {}

@@ -9,6 +9,7 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/server"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/httpapi"
 )
@@ -46,9 +47,15 @@ Redis or etcd (--store).`,
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line: viewer reads, writer writes (default: LOGBOOK_TOKENS, token:role,…)")
+	var tf cliutil.TLSFlags
+	tf.Register(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
+		}
+		tlsCfg, err := tf.Config()
+		if err != nil {
+			return err
 		}
 		tokens, err := loadTokens(*tokensFile, auth.Viewer, httpapi.Writer)
 		if err != nil {
@@ -63,7 +70,7 @@ Redis or etcd (--store).`,
 		server.TuneGC(cmd.Context())
 		repo := kv.New(b, kv.Limits{})
 		defer repo.Close()
-		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, LogAttrs: []any{"repository", where}})
+		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, TLS: tlsCfg, LogAttrs: []any{"repository", where}})
 	}
 	return cmd
 }

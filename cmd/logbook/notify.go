@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/engine/window/pgsink"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
@@ -61,6 +63,11 @@ type notifyServeFlags struct {
 	parallel, senders    int
 	chunk, maxRecipients int
 	maxConns             int
+	tls                  cliutil.TLSFlags
+	deliverTLS           cliutil.ClientTLSFlags
+	// Checked from tls and deliverTLS.
+	tlsCfg        *server.TLSConfig
+	deliverTLSCfg *tls.Config
 }
 
 func newNotifyServeCmd(e *env) *cobra.Command {
@@ -107,6 +114,8 @@ aggregated into minute, hour and day windows.`,
 	fs.IntVar(&f.senders, "senders", 8, "delivery calls each chunk keeps in flight")
 	fs.IntVar(&f.chunk, "chunk", 10_000, "recipients per chunk event (and pipeline step)")
 	fs.IntVar(&f.maxRecipients, "max-recipients", 1_000_000, "most recipients of one request")
+	f.tls.Register(fs)
+	f.deliverTLS.Register(fs, "deliver", "the https:// --push-url and --email-url")
 	for _, name := range []string{"users-db", "push-url", "email-url"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -130,6 +139,12 @@ aggregated into minute, hour and day windows.`,
 		bus, err := server.ParseBus(f.bus)
 		if err != nil {
 			return usageError{Msg: "--bus " + err.Error()}
+		}
+		if f.tlsCfg, err = f.tls.Config(); err != nil {
+			return err
+		}
+		if f.deliverTLSCfg, err = f.deliverTLS.Config(); err != nil {
+			return err
 		}
 		tokens, err := loadTokens(f.tokens, auth.Viewer, httpapi.Sender)
 		if err != nil {
@@ -183,7 +198,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		// Calls to every endpoint share one transport: keep enough idle
 		// connections for every sender of every chunk. deliver.New makes
 		// the client follow no redirect.
-		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute}},
+		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute, TLSClientConfig: f.deliverTLSCfg}},
 	})
 	if err != nil {
 		return usageError{Msg: err.Error()}
@@ -237,7 +252,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	err = server.Run(ctx, server.Config{
-		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
+		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, TLS: f.tlsCfg, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
 		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},
 	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
@@ -334,9 +349,15 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	tokensFile := fs.String("tokens", "", "bearer tokens for /metrics, one \"token role\" per line (default: LOGBOOK_TOKENS, token:role,…; none: /metrics answers 401)")
+	var tf cliutil.TLSFlags
+	tf.Register(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
+		}
+		tlsCfg, err := tf.Config()
+		if err != nil {
+			return err
 		}
 		s, err := sink.New(sink.Options{Latency: *latency, ErrorRate: *errorRate, Seed: *seed})
 		if err != nil {
@@ -351,7 +372,7 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 		// A memory limit, as every server has; its live heap is small.
 		server.TuneGC(cmd.Context())
 		return server.Run(cmd.Context(), server.Config{
-			Name: "logbook notify sink", Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
+			Name: "logbook notify sink", Addr: *addr, MaxConns: *maxConns, TLS: tlsCfg, DebugAddr: *debugAddr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
 			LogAttrs: []any{"latency", *latency, "error_rate", *errorRate},
 		}, s)
 	}

@@ -78,6 +78,8 @@ queuing per sport in front of queue-rep's nodes).`,
 	fromEnv(fs, "debug-addr")
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	tokensFile := fs.String("tokens", "", "bearer tokens, one \"token role\" per line, roles viewer and booker (default: LOGBOOK_TOKENS, token:role,…)")
+	var tf cliutil.TLSFlags
+	tf.Register(fs)
 	rig := labcli.TicketsRigFlags(fs) // the lab's emulated store nodes, on --arch
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -85,6 +87,10 @@ queuing per sport in front of queue-rep's nodes).`,
 			return usageError{Msg: "--max-conns must be positive"}
 		}
 		cat, err := cf.catalogue()
+		if err != nil {
+			return err
+		}
+		tlsCfg, err := tf.Config()
 		if err != nil {
 			return err
 		}
@@ -97,7 +103,7 @@ queuing per sport in front of queue-rep's nodes).`,
 		if err != nil {
 			return err
 		}
-		return serveTickets(cmd.Context(), e, &sf, cat, gate, server.Config{Addr: *addr, MaxConns: *maxConns, Tokens: tokens, DebugAddr: *debugAddr})
+		return serveTickets(cmd.Context(), e, &sf, cat, gate, server.Config{Addr: *addr, MaxConns: *maxConns, Tokens: tokens, DebugAddr: *debugAddr, TLS: tlsCfg})
 	}
 	return cmd
 }

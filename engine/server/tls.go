@@ -89,6 +89,15 @@ func LoadTLS(ctx context.Context, cfg TLSConfig, log *slog.Logger) (*tls.Config,
 	return tc, nil
 }
 
+// Check loads cfg's files as LoadTLS does, without serving or watching
+// them: a command calls it to refuse bad files before it opens anything.
+func (cfg TLSConfig) Check() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no watcher
+	_, err := LoadTLS(ctx, cfg, slog.New(slog.DiscardHandler))
+	return err
+}
+
 // LoadCertPool reads a PEM bundle of CA certificates: a client's trust in
 // a server, or a server's in its clients.
 func LoadCertPool(file string) (*x509.CertPool, error) {

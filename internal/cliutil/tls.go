@@ -45,20 +45,24 @@ func (f *TLSFlags) Config() (*server.TLSConfig, error) {
 
 // ClientTLSFlags are a client's TLS flags toward a logbook server: the CA
 // that signs the server's certificate, and the client's own certificate
-// for a server that asks for one. prefix names them: "follow" gives
-// --follow-ca, --follow-cert and --follow-key.
+// for a server that asks for one. A prefix names them: "follow" gives
+// --follow-ca, --follow-cert and --follow-key; "" gives --ca, --cert and
+// --key.
 type ClientTLSFlags struct {
 	CA, Cert, Key string
-	prefix        string
+	names         string // "--ca/--cert/--key", for errors
 }
 
-// Register registers --PREFIX-ca, --PREFIX-cert and --PREFIX-key on fs;
-// what says whom the client speaks to, for their help.
+// Register registers the flags on fs under prefix; what says whom the
+// client speaks to, for their help.
 func (f *ClientTLSFlags) Register(fs *pflag.FlagSet, prefix, what string) {
-	f.prefix = prefix
-	fs.StringVar(&f.CA, prefix+"-ca", "", "verify the certificate of "+what+" against the CAs of this PEM file (default: the system's)")
-	fs.StringVar(&f.Cert, prefix+"-cert", "", "client certificate (PEM) to present to "+what+", for mutual TLS; needs --"+prefix+"-key")
-	fs.StringVar(&f.Key, prefix+"-key", "", "private key (PEM) of --"+prefix+"-cert")
+	if prefix != "" {
+		prefix += "-"
+	}
+	f.names = "--" + prefix + "ca/--" + prefix + "cert/--" + prefix + "key"
+	fs.StringVar(&f.CA, prefix+"ca", "", "verify the certificate of "+what+" against the CAs of this PEM file (default: the system's)")
+	fs.StringVar(&f.Cert, prefix+"cert", "", "client certificate (PEM) to present to "+what+", for mutual TLS; needs --"+prefix+"key")
+	fs.StringVar(&f.Key, prefix+"key", "", "private key (PEM) of --"+prefix+"cert")
 }
 
 // Set says whether any of the flags is given.
@@ -73,7 +77,7 @@ func (f *ClientTLSFlags) Config() (*tls.Config, error) {
 	}
 	tc, err := server.ClientTLS(f.CA, f.Cert, f.Key)
 	if err != nil {
-		return nil, Usagef("--%s-ca/--%s-cert/--%s-key: %v", f.prefix, f.prefix, f.prefix, err)
+		return nil, Usagef("%s: %v", f.names, err)
 	}
 	return tc, nil
 }

@@ -179,6 +179,16 @@ func (c *Cluster) Nodes() []*Node {
 
 // Stop ends every process.
 func (c *Cluster) Stop() {
+	c.stopNginx()
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes() {
+		wg.Go(func() { n.Stop() })
+	}
+	wg.Wait()
+}
+
+// stopNginx ends nginx, if it runs.
+func (c *Cluster) stopNginx() {
 	if c.nginx != nil && c.nginx.Process != nil {
 		_ = c.nginx.Process.Signal(syscall.SIGQUIT)
 		select {
@@ -188,11 +198,6 @@ func (c *Cluster) Stop() {
 			<-c.nginxEnd
 		}
 	}
-	var wg sync.WaitGroup
-	for _, n := range c.Nodes() {
-		wg.Go(func() { n.Stop() })
-	}
-	wg.Wait()
 }
 
 func (n *Node) start(binary string) error {
@@ -365,16 +370,16 @@ http {
 		{{with .TLS}}# TLS from the clients, ended here; TLS again to the nodes,
 		# whose certificates the CA must have signed for the name
 		# {{.NodeName}}, with a client certificate of nginx's own.
-		ssl_certificate {{.ProxyCert}};
-		ssl_certificate_key {{.ProxyKey}};
+		ssl_certificate {{.ServerCert}};
+		ssl_certificate_key {{.ServerKey}};
 		ssl_protocols TLSv1.2 TLSv1.3;
 		proxy_ssl_protocols TLSv1.2 TLSv1.3;
 		proxy_ssl_verify on;
 		proxy_ssl_verify_depth 2;
 		proxy_ssl_trusted_certificate {{.CA}};
 		proxy_ssl_name {{.NodeName}};
-		proxy_ssl_certificate {{.ProxyCert}};
-		proxy_ssl_certificate_key {{.ProxyKey}};
+		{{if .ClientCert}}proxy_ssl_certificate {{.ClientCert}};
+		proxy_ssl_certificate_key {{.ClientKey}};{{end}}
 		proxy_ssl_session_reuse on;
 		{{end}}
 		# Load generators pipeline many requests per connection; nginx's
@@ -460,7 +465,7 @@ func (c *Cluster) startNginx(ctx context.Context) error {
 	}{Dir: c.cfg.Dir, Listen: listen, Root: os.Geteuid() == 0, Affinity: aff, ReplicaRoutes: replicaRoutes, Scheme: "http"}
 	if c.certs != nil {
 		data.Scheme = "https"
-		data.TLS = &nginxTLS{CA: c.certs.ca, ProxyCert: c.certs.proxyCert, ProxyKey: c.certs.proxyKey, NodeName: nodeName}
+		data.TLS = c.certs.nginx
 	}
 	for _, n := range c.Writers {
 		data.Writers = append(data.Writers, n.Addr)

@@ -17,14 +17,26 @@ const nodeName = "node.logbook.internal"
 // serve (for nodeName and 127.0.0.1), and one nginx serves to clients and
 // presents to the nodes.
 type certs struct {
-	ca                  string
-	nodeCert, nodeKey   string
-	proxyCert, proxyKey string
-	clientTLS           *tls.Config
+	ca                string
+	nodeCert, nodeKey string
+	nginx             *nginxTLS
+	clientTLS         *tls.Config
+	authority         *devca.CA
 }
 
-// nginxTLS is what nginx's configuration names.
-type nginxTLS struct{ CA, ProxyCert, ProxyKey, NodeName string }
+// issue signs another certificate with the cluster's CA.
+func (c *certs) issue(l devca.Leaf) (devca.Pair, error) { return c.authority.Issue(l) }
+
+// nginxTLS is what nginx's configuration names: the CA it verifies the
+// nodes with, the certificate it serves to clients, the one it presents
+// to the nodes (none: ClientCert empty), the name it checks the nodes'
+// certificates for.
+type nginxTLS struct {
+	CA                    string
+	ServerCert, ServerKey string
+	ClientCert, ClientKey string
+	NodeName              string
+}
 
 // makeCerts makes a throwaway CA and the cluster's certificates in dir.
 func makeCerts(dir string) (*certs, error) {
@@ -35,7 +47,7 @@ func makeCerts(dir string) (*certs, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &certs{}
+	c := &certs{authority: ca}
 	if c.ca, err = ca.WriteCA(dir, "ca"); err != nil {
 		return nil, err
 	}
@@ -52,9 +64,11 @@ func makeCerts(dir string) (*certs, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.proxyCert, c.proxyKey, err = proxy.Write(dir, "nginx"); err != nil {
+	pc, pk, err := proxy.Write(dir, "nginx")
+	if err != nil {
 		return nil, err
 	}
+	c.nginx = &nginxTLS{CA: c.ca, ServerCert: pc, ServerKey: pk, ClientCert: pc, ClientKey: pk, NodeName: nodeName}
 	// The harness's own client certificate (WaitReady asks the nodes
 	// directly), without a role.
 	harness, err := ca.Issue(devca.Leaf{Name: "cluster harness"})

@@ -19,13 +19,12 @@ import (
 
 // tlsFiles is a CA and a server certificate for 127.0.0.1, on disk.
 type tlsFiles struct {
-	ca             *devca.CA
-	dir            string
-	caFile         string
-	cert, key      string
-	clientCAFile   string
-	clientCA       *devca.CA
-	serverNotAfter time.Time
+	ca           *devca.CA
+	dir          string
+	caFile       string
+	cert, key    string
+	clientCAFile string
+	clientCA     *devca.CA
 }
 
 func newTLSFiles(t *testing.T, serverLeaf devca.Leaf) *tlsFiles {

@@ -152,6 +152,8 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 		// records leave in one write, and under net/http, which then
 		// sees a *tls.Conn: it bounds the handshake by the head timeout
 		// and gives handlers the client's verified certificate.
+		// The connection cap is below TLS: a connection beyond it gets
+		// its plain 503 instead of a handshake, and is closed at once.
 		ln = tls.NewListener(ln, tc)
 		scheme = "https://"
 	}

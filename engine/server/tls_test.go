@@ -289,3 +289,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// With Coalesce the answers' TLS records leave through the coalescing
+// connection: requests on one kept connection are all answered, and the
+// handler still sees the TLS state.
+func TestTLSWithCoalesce(t *testing.T) {
+	f := newTLSFiles(t, devca.Leaf{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || !r.TLS.HandshakeComplete {
+			http.Error(w, "no TLS state", http.StatusInternalServerError)
+		}
+	})
+	url, _, _ := started(t, Config{Name: "coalesce", Addr: "127.0.0.1:0", Coalesce: true, TLS: &TLSConfig{CertFile: f.cert, KeyFile: f.key}}, h)
+	c := client(f.ca.Pool())
+	c.Transport.(*http.Transport).MaxConnsPerHost = 1
+	for i := range 20 {
+		if code, err := status(t, c, url+"/x", ""); err != nil || code != 200 {
+			t.Fatalf("request %d: %d %v", i, code, err)
+		}
+	}
+}

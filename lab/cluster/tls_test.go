@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +25,8 @@ import (
 // nginx is shown to refuse what it must: a client that does not trust the
 // cluster's CA, plaintext and an expired nginx certificate (client →
 // nginx); a node certificate of another CA and no client certificate
-// (nginx → node, answered 502).
+// (nginx → node, answered 502), and a node whose certificate has expired
+// or that speaks plain HTTP (502 too).
 func TestClusterTLS(t *testing.T) {
 	url, _ := testenv.SchemaURL(t)
 	nginx := testenv.Nginx(t)
@@ -119,6 +122,51 @@ func TestClusterTLS(t *testing.T) {
 	if code, err := get(trusting, variant(func(n *nginxTLS) { n.ClientCert, n.ClientKey = "", "" })); err != nil || code != http.StatusBadGateway {
 		t.Fatalf("nginx without a client certificate: %d %v, want 502", code, err)
 	}
+	// nginx → a node serving an expired certificate, and → a node
+	// speaking plain HTTP: both 502.
+	expiredNode, err := c.certs.issue(devca.Leaf{Name: nodeName, Hosts: []string{nodeName, "127.0.0.1"}, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, enk, err := expiredNode.Write(tmp, "expired-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, odd := range []struct {
+		name string
+		tls  []string
+	}{{"expired", []string{"--tls-cert", enc, "--tls-key", enk}}, {"plaintext", nil}} {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &Node{Name: odd.name + "-node", Addr: "127.0.0.1:" + strconv.Itoa(port), logPath: filepath.Join(tmp, odd.name+".log"),
+			args: append([]string{"flights", "serve", "--data", filepath.Join(tmp, odd.name), "--addr", "127.0.0.1:" + strconv.Itoa(port), "--tokens", filepath.Join(dir, "tokens")}, odd.tls...)}
+		if err := n.start(bin); err != nil {
+			t.Fatal(err)
+		}
+		defer n.Stop()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if conn, err := net.Dial("tcp", n.Addr); err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) || !n.Running() {
+				t.Fatalf("%s did not listen: %s", n.Name, n.Log())
+			}
+		}
+		v := &Cluster{cfg: c.cfg, Writers: []*Node{n}, certs: c.certs}
+		v.cfg.Dir, v.cfg.Addr = t.TempDir(), ""
+		if err := v.startNginx(ctx); err != nil {
+			t.Fatal(err)
+		}
+		code, err := get(trusting, v.URL)
+		v.stopNginx()
+		if err != nil || code != http.StatusBadGateway {
+			t.Fatalf("nginx to a node of the right CA but %s: %d %v, want 502", odd.name, code, err)
+		}
+	}
+
 	expired, err := c.certs.issue(devca.Leaf{Name: "nginx", Hosts: []string{"127.0.0.1"}, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/server"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/httpapi"
 )
@@ -47,9 +48,15 @@ Redis or etcd (--store).`,
 	fromEnv(fs, "debug-addr")
 	var tf tokenFlags
 	tf.register(fs, ": viewer reads, writer writes")
+	var tlsf cliutil.TLSFlags
+	tlsf.Register(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
+		}
+		tlsCfg, err := tlsf.Config()
+		if err != nil {
+			return err
 		}
 		tokens, err := tf.load(cmd.Context(), e.log, true, auth.Viewer, httpapi.Writer)
 		if err != nil {
@@ -64,7 +71,7 @@ Redis or etcd (--store).`,
 		server.TuneGC(cmd.Context())
 		repo := kv.New(b, kv.Limits{})
 		defer repo.Close()
-		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, LogAttrs: []any{"repository", where}})
+		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, TLS: tlsCfg, LogAttrs: []any{"repository", where}})
 	}
 	return cmd
 }

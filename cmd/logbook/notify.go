@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/engine/window/pgsink"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
@@ -64,6 +66,11 @@ type notifyServeFlags struct {
 	chunk, maxRecipients int
 	maxConns             int
 	backupDir            string
+	tls                  cliutil.TLSFlags
+	deliverTLS           cliutil.ClientTLSFlags
+	// Checked from tls and deliverTLS.
+	tlsCfg        *server.TLSConfig
+	deliverTLSCfg *tls.Config
 }
 
 func newNotifyServeCmd(e *env) *cobra.Command {
@@ -112,6 +119,8 @@ aggregated into minute, hour and day windows.`,
 	fs.IntVar(&f.maxRecipients, "max-recipients", 1_000_000, "most recipients of one request")
 	fs.StringVar(&f.backupDir, "backup-dir", "", "directory under which POST /admin/backup (a token of role admin) writes backups of the embedded store and the metrics windows, each in a new directory (off by default)")
 	fromEnv(fs, "backup-dir")
+	f.tls.Register(fs)
+	f.deliverTLS.Register(fs, "deliver", "the https:// --push-url and --email-url")
 	for _, name := range []string{"users-db", "push-url", "email-url"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -137,6 +146,12 @@ aggregated into minute, hour and day windows.`,
 		bus, err := server.ParseBus(f.bus)
 		if err != nil {
 			return usageError{Msg: "--bus " + err.Error()}
+		}
+		if f.tlsCfg, err = f.tls.Config(); err != nil {
+			return err
+		}
+		if f.deliverTLSCfg, err = f.deliverTLS.Config(); err != nil {
+			return err
 		}
 		tokens, err := f.tokens.load(cmd.Context(), e.log, true, auth.Viewer, httpapi.Sender)
 		if err != nil {
@@ -190,7 +205,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		// Calls to every endpoint share one transport: keep enough idle
 		// connections for every sender of every chunk. deliver.New makes
 		// the client follow no redirect.
-		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute}},
+		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.parallel * f.senders, IdleConnTimeout: time.Minute, TLSClientConfig: f.deliverTLSCfg}},
 	})
 	if err != nil {
 		return usageError{Msg: err.Error()}
@@ -251,7 +266,7 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	// restored into --state (logbook restore --views STATE).
 	serveBackupOn(mux, tokens, s, f.backupDir, map[string]backup.View{"windows": svc.Aggregation()})
 	err = server.Run(ctx, server.Config{
-		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
+		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, TLS: f.tlsCfg, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
 		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},
 	}, mux)
 	if ferr := follower.Err(); ferr != nil && err == nil {
@@ -349,9 +364,15 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	var tf tokenFlags
 	tf.register(fs, " for /metrics (none: /metrics answers 401)")
+	var tlsf cliutil.TLSFlags
+	tlsf.Register(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
+		}
+		tlsCfg, err := tlsf.Config()
+		if err != nil {
+			return err
 		}
 		s, err := sink.New(sink.Options{Latency: *latency, ErrorRate: *errorRate, Seed: *seed})
 		if err != nil {
@@ -366,7 +387,7 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 		// A memory limit, as every server has; its live heap is small.
 		server.TuneGC(cmd.Context())
 		return server.Run(cmd.Context(), server.Config{
-			Name: "logbook notify sink", Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
+			Name: "logbook notify sink", Addr: *addr, MaxConns: *maxConns, TLS: tlsCfg, DebugAddr: *debugAddr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
 			LogAttrs: []any{"latency", *latency, "error_rate", *errorRate},
 		}, s)
 	}

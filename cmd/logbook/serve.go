@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/logbook/logbook/engine/query"
 	"github.com/logbook/logbook/engine/registry"
 	"github.com/logbook/logbook/engine/server"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/webui"
 	"github.com/logbook/logbook/services/flights"
 	"github.com/logbook/logbook/services/flights/httpapi"
@@ -39,6 +41,8 @@ type serveFlags struct {
 	bus          string
 	busFormat    string
 	backupDir    string
+	tls          cliutil.TLSFlags
+	follow       cliutil.ClientTLSFlags
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -79,6 +83,8 @@ metrics and the web UI, as one of these kinds of node:
 	_ = cmd.RegisterFlagCompletionFunc("bus-format", cobra.FixedCompletions([]string{"logbook", "avro"}, cobra.ShellCompDirectiveNoFileComp))
 	fs.StringVar(&f.backupDir, "backup-dir", "", "directory under which POST /admin/backup (a token of role admin) writes backups of the embedded store, each in a new directory (off by default)")
 	fromEnv(fs, "backup-dir")
+	f.tls.Register(fs)
+	f.follow.Register(fs, "follow", "the primary of --replica-of")
 	cmd.MarkFlagsMutuallyExclusive("read-only", "commands-only", "replica-of")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -124,10 +130,14 @@ type nodeConfig struct {
 	addr   string
 	conns  int // the connection cap
 	debug  string
-	// replicaOf and replicaToken name the primary of modeReplicaOf.
+	// replicaOf and replicaToken name the primary of modeReplicaOf;
+	// followTLS is how the replica verifies it (nil: Go's defaults).
 	replicaOf, replicaToken string
 	// backupDir is the root of the backups POST /admin/backup takes.
 	backupDir string
+	followTLS *tls.Config
+	// tls makes the node serve HTTPS (nil: plain HTTP).
+	tls *server.TLSConfig
 }
 
 // parse checks the flags and decides the node's mode: every usage error
@@ -172,6 +182,15 @@ func (f *serveFlags) parse(ctx context.Context, log *slog.Logger) (*nodeConfig, 
 		c.bus.Avro = true
 	default:
 		return nil, usageError{Msg: fmt.Sprintf("--bus-format %q: want logbook or avro", f.busFormat)}
+	}
+	if c.tls, err = f.tls.Config(); err != nil {
+		return nil, err
+	}
+	if f.follow.Set() && c.mode != modeReplicaOf {
+		return nil, usageError{Msg: "--follow-ca, --follow-cert and --follow-key are for a replica of an HTTPS primary (--replica-of https://…)"}
+	}
+	if c.followTLS, err = f.follow.Config(); err != nil {
+		return nil, err
 	}
 	tokens, err := f.tokens.load(ctx, log, true, httpapi.Planner, auth.Viewer)
 	if err != nil {
@@ -298,7 +317,7 @@ func (n *node) openReadOnly(ctx context.Context) error {
 // openReplicaOf is a read replica of one server: the view in this
 // process, fed by the primary's live query stream.
 func (n *node) openReplicaOf(ctx context.Context) error {
-	rs := httpreplica.New(n.cfg.replicaOf, n.cfg.replicaToken)
+	rs := httpreplica.NewWithOptions(n.cfg.replicaOf, n.cfg.replicaToken, httpreplica.Options{TLS: n.cfg.followTLS})
 	n.closers = append(n.closers, func() { rs.Close() })
 	n.health = rs
 	n.describe = "(replica of " + n.cfg.replicaOf + ")"
@@ -385,7 +404,7 @@ func (n *node) run(ctx context.Context) error {
 	}
 	go n.logCaughtUp(ctx)
 	return server.Run(ctx, server.Config{
-		Name: "logbook", Addr: n.cfg.addr, MaxConns: n.cfg.conns,
+		Name: "logbook", Addr: n.cfg.addr, MaxConns: n.cfg.conns, TLS: n.cfg.tls,
 		Tokens: n.cfg.tokens, Metrics: n.reg, Check: server.StoreCheck(n.health), DebugAddr: n.cfg.debug,
 		Logger: n.log, LogAttrs: []any{"store", n.describe}, OnShutdown: n.onShutdown,
 	}, n.mux)

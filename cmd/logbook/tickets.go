@@ -82,6 +82,8 @@ queuing per sport in front of queue-rep's nodes).`,
 	tf.register(fs, ", roles viewer and booker")
 	fs.StringVar(&sf.backupDir, "backup-dir", "", "directory under which POST /admin/backup (a token of role admin) writes backups of the embedded store, each in a new directory (off by default)")
 	fromEnv(fs, "backup-dir")
+	var tlsf cliutil.TLSFlags
+	tlsf.Register(fs)
 	rig := labcli.TicketsRigFlags(fs) // the lab's emulated store nodes, on --arch
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions([]string{"micro", "queue", "queue-rep", "fair"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -95,6 +97,10 @@ queuing per sport in front of queue-rep's nodes).`,
 		if err != nil {
 			return err
 		}
+		tlsCfg, err := tlsf.Config()
+		if err != nil {
+			return err
+		}
 		gate, err := rig.Gate(cat.Sports)
 		if err != nil {
 			return usageError{Msg: err.Error()}
@@ -104,7 +110,7 @@ queuing per sport in front of queue-rep's nodes).`,
 		if err != nil {
 			return err
 		}
-		return serveTickets(cmd.Context(), e, &sf, cat, gate, server.Config{Addr: *addr, MaxConns: *maxConns, Tokens: tokens, DebugAddr: *debugAddr})
+		return serveTickets(cmd.Context(), e, &sf, cat, gate, server.Config{Addr: *addr, MaxConns: *maxConns, Tokens: tokens, DebugAddr: *debugAddr, TLS: tlsCfg})
 	}
 	return cmd
 }

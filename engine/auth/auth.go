@@ -393,10 +393,15 @@ func roleNames(roles []Role) string {
 }
 
 // authenticate finds the roles of the request's token, or answers 401
-// (403 for a valid token with no role the service knows) saying why.
+// (403 for a valid token with no role the service knows) saying why. A
+// request without a token may instead carry its role in a verified
+// client certificate (CertRole), if the role is one these tokens know.
 func (t *Tokens) authenticate(w http.ResponseWriter, r *http.Request) ([]Role, bool) {
 	tok, ok := FromRequest(r)
 	if !ok {
+		if role, ok := CertRole(r); ok && (role == Viewer || slices.Contains(t.roles, role)) {
+			return []Role{role}, true
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
 		problem.Error(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)")
 		return nil, false
@@ -428,3 +433,30 @@ func bearer(authz string) (string, bool) {
 
 // BearerToken returns the request's bearer token, if it has one.
 func BearerToken(r *http.Request) (string, bool) { return bearer(r.Header.Get("Authorization")) }
+
+// CertRolePrefix begins the URI subject alternative name by which a
+// client certificate carries a role: "logbook-role:ROLE".
+const CertRolePrefix = "logbook-role:"
+
+// CertRole returns the role carried by the request's client certificate,
+// if the server verified that certificate against its client CA (mutual
+// TLS; the certificate chains to the CA, so whoever holds the CA's key
+// hands out roles, as etcd's client-certificate authentication does). The
+// role is the first URI subject alternative name "logbook-role:ROLE" of
+// the client's own certificate. A certificate that was not verified —
+// plain HTTP, TLS without client certificates — carries no role.
+func CertRole(r *http.Request) (Role, bool) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
+		return "", false
+	}
+	for _, u := range r.TLS.PeerCertificates[0].URIs {
+		if u.Scheme+":" == CertRolePrefix && u.Opaque != "" {
+			role := Role(u.Opaque)
+			if role.check() != nil {
+				return "", false
+			}
+			return role, true
+		}
+	}
+	return "", false
+}

@@ -1,8 +1,11 @@
 package auth
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -202,6 +205,33 @@ func TestDigestEntries(t *testing.T) {
 	for _, bad := range []string{"sha256:abc editor", "sha256:" + strings.Repeat("g", 64) + " editor", d + " god"} {
 		if _, err := ParseFile(strings.NewReader(bad), "t", testRoles); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// A client certificate's role counts only if the server verified the
+// certificate: the same certificate unverified (TLS that asks for no
+// client certificate, or does not check it) carries no role.
+func TestCertRoleNeedsAVerifiedCertificate(t *testing.T) {
+	u, _ := url.Parse(CertRolePrefix + "editor")
+	cert := &x509.Certificate{URIs: []*url.URL{u}}
+	tokens := NewTokens([]Role{editor})
+	h := tokens.RequireRole(editor, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, c := range []struct {
+		name  string
+		state *tls.ConnectionState
+		want  int
+	}{
+		{"plaintext", nil, http.StatusUnauthorized},
+		{"unverified", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, http.StatusUnauthorized},
+		{"verified", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}, VerifiedChains: [][]*x509.Certificate{{cert}}}, http.StatusOK},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.TLS = c.state
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, w.Code, c.want)
 		}
 	}
 }

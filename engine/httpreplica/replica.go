@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,7 +68,27 @@ var _ eventstore.Store = (*Store)(nil)
 
 // New returns a Store following base.
 func New(base, token string) *Store {
-	return &Store{base: strings.TrimRight(base, "/"), token: token, client: &http.Client{}}
+	return NewWithOptions(base, token, Options{})
+}
+
+// Options are a Store's settings.
+type Options struct {
+	// TLS is the client side of an https:// primary: the CAs that sign
+	// its certificate (RootCAs; nil: the system's) and the replica's own
+	// certificate, if the primary asks for one (mutual TLS). Nil: Go's
+	// defaults.
+	TLS *tls.Config
+}
+
+// NewWithOptions returns a Store following base with o's settings.
+func NewWithOptions(base, token string, o Options) *Store {
+	client := &http.Client{}
+	if o.TLS != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = o.TLS
+		client.Transport = t
+	}
+	return &Store{base: strings.TrimRight(base, "/"), token: token, client: client}
 }
 
 func (s *Store) get(ctx context.Context, path string) (*http.Response, error) {

@@ -16,6 +16,9 @@
 //   - a cap on the connections held at once (a connection beyond it is
 //     answered 503 and closed at once), and timeouts on reading requests
 //     and on idle connections;
+//   - optionally, HTTPS (Config.TLS): TLS 1.2 or later, the certificate
+//     reloaded on SIGHUP or when its files change, and mutual TLS whose
+//     client certificates may carry a role;
 //   - optionally, answers to pipelined requests sent in one write
 //     (Config.Coalesce), and Go's pprof profiles on a second address,
 //     behind a token (Config.DebugAddr).
@@ -42,6 +45,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +77,10 @@ type Config struct {
 	// Timeouts bound reading requests, idle connections and the
 	// shutdown; zero fields take DefaultTimeouts'.
 	Timeouts Timeouts
+	// TLS, if set, makes the server speak HTTPS, optionally asking its
+	// clients for certificates (mutual TLS); see TLSConfig. /healthz
+	// is then served over TLS too.
+	TLS *TLSConfig
 	// Coalesce sends the answers to pipelined requests in one write
 	// instead of one each. An answer may then wait up to a millisecond:
 	// not for a handler whose streams must leave at once.
@@ -121,6 +129,12 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 	if err != nil {
 		return err
 	}
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		if tc, err = LoadTLS(ctx, *cfg.TLS, log); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+	}
 	conns := cfg.MaxConns
 	if conns <= 0 {
 		conns = DefaultMaxConns
@@ -129,8 +143,19 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	scheme := "http://"
 	if cfg.Coalesce {
 		ln = coalescingListener{ln}
+	}
+	if tc != nil {
+		// Over the coalescing connection, so that the answers' TLS
+		// records leave in one write, and under net/http, which then
+		// sees a *tls.Conn: it bounds the handshake by the head timeout
+		// and gives handlers the client's verified certificate.
+		// The connection cap is below TLS: a connection beyond it gets
+		// its plain 503 instead of a handshake, and is closed at once.
+		ln = tls.NewListener(ln, tc)
+		scheme = "https://"
 	}
 	srv := newHTTPServer(handler, log, cfg.Timeouts)
 	// http.Server runs its shutdown functions in goroutines of their own;
@@ -148,7 +173,7 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 		}
 		defer stopDebug()
 	}
-	log.Info(cfg.Name+" serving", append([]any{"url", listenAddr(ln)}, cfg.LogAttrs...)...)
+	log.Info(cfg.Name+" serving", append([]any{"url", scheme + ln.Addr().String()}, cfg.LogAttrs...)...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

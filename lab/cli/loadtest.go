@@ -34,6 +34,7 @@ type targetFlags struct {
 	url, token string
 	conns      int
 	batchDelay time.Duration
+	tls        cliutil.ClientTLSFlags
 	plotFile   string
 	out        *cliutil.Output
 }
@@ -46,6 +47,7 @@ func (t *targetFlags) register(cmd *cobra.Command, conns int, role string) {
 	cliutil.SecretFlag(fs, "token")
 	fs.IntVar(&t.conns, "conns", conns, "HTTP/1.1 connections to pipeline requests over")
 	fs.DurationVar(&t.batchDelay, "batch-delay", 200*time.Microsecond, "how long a request may wait to share a write with others (counted in its latency)")
+	t.tls.Register(fs, "", "an https --url")
 	fs.StringVar(&t.plotFile, "plot", "", "also draw the run second by second (throughput, latency percentiles) into this .svg or .png file")
 	t.out = cliutil.OutputFlag(cmd)
 	_ = cmd.MarkFlagRequired("url")
@@ -71,10 +73,18 @@ func (t *targetFlags) client() (*loadtest.Client, error) {
 		// the measured latency shows.
 		debug.SetGCPercent(800)
 	}
-	if err := loadtest.Reachable(context.Background(), t.url); err != nil {
+	tc, err := t.tls.Config()
+	if err != nil {
 		return nil, err
 	}
-	return loadtest.NewClient(t.url, t.token, t.conns, t.batchDelay), nil
+	if tc != nil && u.Scheme != "https" {
+		return nil, cliutil.Usage("--ca, --cert and --key are for an https:// --url")
+	}
+	c := loadtest.NewClient(t.url, t.token, t.conns, t.batchDelay).WithTLS(tc)
+	if err := c.Reachable(context.Background()); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // finish draws the figure if asked, then reports the result.

@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -46,18 +47,27 @@ type Config struct {
 	// default, with replicas to answer the queries, write nodes run
 	// commands only.
 	WriterViews bool
+	// TLS puts TLS on every HTTP hop, with certificates of a throwaway
+	// CA made in Dir/tls: clients speak HTTPS to nginx, nginx speaks
+	// HTTPS to the nodes, verifying them with the CA and presenting a
+	// client certificate of its own, which the nodes ask for (mutual
+	// TLS). Cluster.CAFile is the CA clients trust.
+	TLS bool
 }
 
 // Node is one logbook process.
 type Node struct {
-	Name     string
-	Addr     string
+	Name string
+	Addr string
+	// URL is the node's base URL, https:// with Config.TLS.
+	URL      string
 	ReadOnly bool
 	// CommandsOnly: a write node without a validation view.
 	CommandsOnly bool
 	args         []string
 	env          []string
 	logPath      string
+	client       *http.Client // for WaitReady
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -72,6 +82,14 @@ type Cluster struct {
 	Replicas []*Node
 	nginx    *exec.Cmd
 	nginxEnd chan struct{}
+	// CAFile is the CA that signs every certificate of a TLS cluster:
+	// what its clients trust (empty without Config.TLS).
+	CAFile string
+	// ClientTLS is what a client of the cluster's nodes, nginx included,
+	// needs: the CA, and a client certificate the nodes take (it
+	// carries no role: requests still need a token). Nil without TLS.
+	ClientTLS *tls.Config
+	certs     *certs
 }
 
 // Start starts the nodes and nginx and waits until they answer. Replicas
@@ -92,6 +110,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg}
+	client := &http.Client{Timeout: 5 * time.Second}
+	scheme := "http://"
+	if cfg.TLS {
+		var err error
+		if c.certs, err = makeCerts(filepath.Join(cfg.Dir, "tls")); err != nil {
+			return nil, err
+		}
+		c.CAFile, c.ClientTLS = c.certs.ca, c.certs.clientTLS
+		client.Transport = &http.Transport{TLSClientConfig: c.ClientTLS}
+		scheme = "https://"
+	}
 	for i := range cfg.Writers + cfg.Replicas {
 		port, err := freePort()
 		if err != nil {
@@ -101,7 +130,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// go in the environment: a command line is visible to every
 		// user in ps.
 		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: append([]string{"LOGBOOK_STORE=" + cfg.Store}, cfg.Env...)}
+		n.URL, n.client = scheme+n.Addr, client
 		n.args = []string{"flights", "serve", "--addr", n.Addr, "--tokens", tokens}
+		if cfg.TLS {
+			n.args = append(n.args, "--tls-cert", c.certs.nodeCert, "--tls-key", c.certs.nodeKey, "--tls-client-ca", c.certs.ca)
+		}
 		if cfg.Bus != "" {
 			n.env = append(n.env, "LOGBOOK_BUS="+cfg.Bus)
 		}
@@ -147,6 +180,16 @@ func (c *Cluster) Nodes() []*Node {
 
 // Stop ends every process.
 func (c *Cluster) Stop() {
+	c.stopNginx()
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes() {
+		wg.Go(func() { n.Stop() })
+	}
+	wg.Wait()
+}
+
+// stopNginx ends nginx, if it runs.
+func (c *Cluster) stopNginx() {
 	if c.nginx != nil && c.nginx.Process != nil {
 		_ = c.nginx.Process.Signal(syscall.SIGQUIT)
 		select {
@@ -156,11 +199,6 @@ func (c *Cluster) Stop() {
 			<-c.nginxEnd
 		}
 	}
-	var wg sync.WaitGroup
-	for _, n := range c.Nodes() {
-		wg.Go(func() { n.Stop() })
-	}
-	wg.Wait()
 }
 
 func (n *Node) start(binary string) error {
@@ -245,8 +283,8 @@ func (n *Node) WaitReady(ctx context.Context, limit time.Duration) error {
 		if !n.Running() {
 			return fmt.Errorf("cluster: %s exited; its log:\n%s", n.Name, tail(n.Log(), 2000))
 		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.Addr+"/healthz", nil)
-		if res, err := http.DefaultClient.Do(req); err == nil {
+		req, _ := http.NewRequestWithContext(ctx, "GET", n.URL+"/healthz", nil)
+		if res, err := n.client.Do(req); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				return nil
@@ -329,7 +367,22 @@ http {
 		keepalive_requests 1000000;
 	}{{end}}
 	server {
-		listen {{.Listen}} backlog=4096;
+		listen {{.Listen}} backlog=4096{{if .TLS}} ssl{{end}};
+		{{with .TLS}}# TLS from the clients, ended here; TLS again to the nodes,
+		# whose certificates the CA must have signed for the name
+		# {{.NodeName}}, with a client certificate of nginx's own.
+		ssl_certificate {{.ServerCert}};
+		ssl_certificate_key {{.ServerKey}};
+		ssl_protocols TLSv1.2 TLSv1.3;
+		proxy_ssl_protocols TLSv1.2 TLSv1.3;
+		proxy_ssl_verify on;
+		proxy_ssl_verify_depth 2;
+		proxy_ssl_trusted_certificate {{.CA}};
+		proxy_ssl_name {{.NodeName}};
+		{{if .ClientCert}}proxy_ssl_certificate {{.ClientCert}};
+		proxy_ssl_certificate_key {{.ClientKey}};{{end}}
+		proxy_ssl_session_reuse on;
+		{{end}}
 		# Load generators pipeline many requests per connection; nginx's
 		# default of closing one after 1000 requests fails those in flight.
 		keepalive_requests 1000000;
@@ -347,11 +400,11 @@ http {
 		location / {
 			error_page 418 = @keyed;
 			if ($keyed) { return 418; }
-			proxy_pass http://$pool;
+			proxy_pass {{.Scheme}}://$pool;
 			proxy_next_upstream error timeout http_502 http_503;
 		}
 		location @keyed {
-			proxy_pass http://$pool;
+			proxy_pass {{.Scheme}}://$pool;
 			proxy_next_upstream error timeout http_502 http_503 non_idempotent;
 		}
 	}
@@ -408,7 +461,13 @@ func (c *Cluster) startNginx(ctx context.Context) error {
 		Writers, Replicas []string
 		Affinity          []affinity
 		ReplicaRoutes     []string
-	}{Dir: c.cfg.Dir, Listen: listen, Root: os.Geteuid() == 0, Affinity: aff, ReplicaRoutes: replicaRoutes}
+		Scheme            string
+		TLS               *nginxTLS
+	}{Dir: c.cfg.Dir, Listen: listen, Root: os.Geteuid() == 0, Affinity: aff, ReplicaRoutes: replicaRoutes, Scheme: "http"}
+	if c.certs != nil {
+		data.Scheme = "https"
+		data.TLS = c.certs.nginx
+	}
 	for _, n := range c.Writers {
 		data.Writers = append(data.Writers, n.Addr)
 	}
@@ -435,7 +494,7 @@ func (c *Cluster) startNginx(ctx context.Context) error {
 	}
 	c.nginx, c.nginxEnd = cmd, make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(c.nginxEnd) }()
-	c.URL = "http://" + listen
+	c.URL = data.Scheme + "://" + listen
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if conn, err := net.DialTimeout("tcp", listen, time.Second); err == nil {

@@ -3,7 +3,7 @@ package loadtest
 import (
 	"bufio"
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -23,20 +23,50 @@ import (
 // generator's CPU. Not safe for concurrent use.
 type Conn struct {
 	addr, host, auth string
+	tls              *tls.Config // nil: plain http
 	c                net.Conn
 	br               *bufio.Reader
 	wbuf             []byte
 	res              fasthttp.Response
 }
 
-// NewConn returns a connection to c's server with c's token; it dials on
-// its first request. It supports plain http only: for https it returns
-// an error, and the caller keeps to c.
+// NewConn returns a connection to c's server with c's token and TLS
+// configuration; it dials on its first request.
 func (c *Client) NewConn() (*Conn, error) {
-	if c.pc.IsTLS {
-		return nil, errors.New("loadtest: a direct connection speaks plain http only")
+	var cfg *tls.Config
+	if c.tls != nil {
+		cfg = c.tls.Clone()
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(c.pc.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("loadtest: %w", err)
+			}
+			cfg.ServerName = host
+		}
 	}
-	return &Conn{addr: c.pc.Addr, host: c.pc.Addr, auth: c.auth}, nil
+	return &Conn{addr: c.pc.Addr, host: c.pc.Addr, auth: c.auth, tls: cfg}, nil
+}
+
+// dial connects, with a TLS handshake over https.
+func (k *Conn) dial(ctx context.Context) error {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", k.addr)
+	if err != nil {
+		return err
+	}
+	if k.tls != nil {
+		tc := tls.Client(c, k.tls)
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			c.Close()
+			return err
+		}
+		c = tc
+	}
+	k.c, k.br = c, bufio.NewReaderSize(c, 16<<10)
+	return nil
 }
 
 // Do sends one request and reads the whole answer, as Client.Do does. A
@@ -58,12 +88,9 @@ func (k *Conn) Do(ctx context.Context, method, path, body string) (int, []byte, 
 
 func (k *Conn) do(ctx context.Context, method, path, body string) (int, []byte, error) {
 	if k.c == nil {
-		d := net.Dialer{Timeout: 5 * time.Second}
-		c, err := d.DialContext(ctx, "tcp", k.addr)
-		if err != nil {
+		if err := k.dial(ctx); err != nil {
 			return 0, nil, err
 		}
-		k.c, k.br = c, bufio.NewReaderSize(c, 16<<10)
 	}
 	if err := k.c.SetDeadline(time.Now().Add(requestTimeout)); err != nil {
 		return 0, nil, err

@@ -12,6 +12,7 @@ package loadtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -35,6 +36,7 @@ import (
 type Client struct {
 	pc   *fasthttp.PipelineClient
 	auth string
+	tls  *tls.Config // of an https server; nil for http
 }
 
 // NewClient returns a client for base (http://host:port) with a bearer
@@ -61,7 +63,23 @@ func NewClient(base, token string, conns int, batchDelay time.Duration) *Client 
 			WriteTimeout:        requestTimeout,
 		},
 		auth: "Bearer " + token,
+		tls:  map[bool]*tls.Config{true: {}}[https],
 	}
+}
+
+// WithTLS makes c verify an https server with cfg (its RootCAs the CA
+// that signs the server's certificate; Certificates a client certificate
+// for mutual TLS) and returns c. Without it an https server is verified
+// against the system's CAs.
+func (c *Client) WithTLS(cfg *tls.Config) *Client {
+	c.pc.TLSConfig = cfg
+	if c.pc.IsTLS {
+		c.tls = cfg
+		if c.tls == nil {
+			c.tls = &tls.Config{}
+		}
+	}
+	return c
 }
 
 // Reachable fails, within a few seconds, if nothing listens at base
@@ -84,6 +102,26 @@ func Reachable(ctx context.Context, base string) error {
 		return fmt.Errorf("cannot reach %s: %w", base, err)
 	}
 	return conn.Close()
+}
+
+// Reachable fails, within a few seconds, if nothing listens at c's
+// server or, over https, if the TLS handshake fails (the server's
+// certificate is not one c trusts; it asks for a client certificate c
+// does not have): the pipelining client would retry such a connection
+// without end.
+func (c *Client) Reachable(ctx context.Context) error {
+	if c.tls == nil {
+		return Reachable(ctx, "http://"+c.pc.Addr)
+	}
+	k, err := c.NewConn()
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.dial(ctx); err != nil {
+		return fmt.Errorf("cannot reach https://%s: %w", c.pc.Addr, err)
+	}
+	return nil
 }
 
 // requestTimeout bounds one request.

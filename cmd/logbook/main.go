@@ -126,6 +126,7 @@ over the default. Commands that print a result take -o table|json|csv (or
 		newTicketsCmd(e),
 		newKVCmd(e),
 		newNotifyCmd(e),
+		newStreamsCmd(e),
 		newVersionCmd(e),
 	)
 	root.AddCommand(labcli.Commands(lab)...)

@@ -102,8 +102,16 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 			return evs, err
 		}
 		// Nothing: the end of the log, or a page of appends whose events
-		// were all removed (delete.go); then read on after it.
-		next, err := s.pastPage(ctx, `SELECT max(position + count) FROM (SELECT position, count FROM appends
+		// were all removed (delete.go); then read on from the first
+		// append with an event to show, or past the page if none has one.
+		// An append committed since the read above has events to show,
+		// so it is never jumped over.
+		next, err := s.pastPage(ctx, `SELECT coalesce(
+			min(a.position + greatest($1 - a.position, 0)) FILTER (WHERE EXISTS (SELECT 1 FROM events e
+				WHERE e.stream = a.stream AND e.seq >= a.first_seq AND e.seq < a.first_seq + a.count
+				AND e.seq >= a.first_seq + ($1 - a.position) AND e.seq >= `+hiddenBefore("a.stream")+`)),
+			max(a.position + a.count))
+			FROM (SELECT * FROM appends
 			WHERE position >= coalesce((SELECT max(position) FROM appends WHERE position <= $1), $1)
 			ORDER BY position LIMIT $2) a`, from, max)
 		if err != nil || next <= from {
@@ -185,7 +193,15 @@ func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) (
 		if err != nil || len(evs) > 0 {
 			return evs, err
 		}
-		next, err := s.pastPage(ctx, `SELECT max(position) + 1 FROM (SELECT position FROM event_tags
+		// As in ReadAll: on to the first tagged event to show, or past
+		// the page if none is.
+		next, err := s.pastPage(ctx, `SELECT coalesce(
+			min(t.position) FILTER (WHERE EXISTS (SELECT 1 FROM appends a
+				JOIN events e ON e.stream = a.stream AND e.seq = a.first_seq + (t.position - a.position)
+				WHERE a.position = (SELECT max(position) FROM appends x WHERE x.position <= t.position)
+				AND e.seq >= `+hiddenBefore("e.stream")+`)),
+			max(t.position) + 1)
+			FROM (SELECT position FROM event_tags
 			WHERE tag = $2 AND position >= $1 ORDER BY position LIMIT $3) t`, from, tag, max)
 		if err != nil || next <= from {
 			return nil, err

@@ -237,6 +237,10 @@ func (p *Publisher) session(ctx context.Context) error {
 	}
 }
 
+// tailWait bounds the wait for events the head says are there: a removed
+// tail of the log never comes.
+const tailWait = 100 * time.Millisecond
+
 // transaction publishes evs, and whatever more the log already holds, up
 // to MaxTxnEvents, in one Kafka transaction. It returns the events it read
 // but left for the next one. Values are in Avro under schemaID, or in
@@ -307,7 +311,15 @@ func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventst
 		if head < next {
 			break // nothing more without waiting: commit what we have
 		}
-		more, err := sub.Next(ctx)
+		// The head is at or past next, so more is there — unless the
+		// events up to the head were removed (eventstore.Deleter): then
+		// the wait is cut short and what we have is committed.
+		nctx, cancel := context.WithTimeout(ctx, tailWait)
+		more, err := sub.Next(nctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("kafkabus: reading the log after %d: %w", next-1, err)
 		}

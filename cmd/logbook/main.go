@@ -130,6 +130,7 @@ over the default. Commands that print a result take -o table|json|csv (or
 		newTicketsCmd(e),
 		newKVCmd(e),
 		newNotifyCmd(e),
+		newStreamsCmd(e),
 		newVersionCmd(e),
 		newTokenCmd(e),
 		newBackupCmd(e),

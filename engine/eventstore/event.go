@@ -11,6 +11,14 @@
 // engine/eventstore/backend, apart from this package as
 // database/sql/driver is apart from database/sql; engine/eventstore/storetest
 // holds the conformance suite every backend must pass.
+//
+// Events can be removed: a store that implements the optional Deleter
+// deletes streams (softly or for good), truncates them and expires their
+// events by retention rules. Positions are handed out gap-free and never
+// reused, so after a removal the log has holes: ReadAll, ReadTag and
+// subscriptions skip them, positions still only grow, and no reader
+// stalls on one. Deleter's documentation says exactly what each removal
+// means for readers.
 package eventstore
 
 import (

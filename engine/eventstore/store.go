@@ -23,6 +23,8 @@ type Store interface {
 	// first; from == 0 starts at the end.
 	ReadStreamBackward(ctx context.Context, stream string, from uint64, max int) ([]Event, error)
 	// ReadAll returns events with Position >= from in global order.
+	// Removed events (Deleter) are skipped, so positions may jump; it
+	// returns an empty page only when nothing is left up to the head.
 	ReadAll(ctx context.Context, from uint64, max int) ([]Event, error)
 	// ReadTag returns events carrying tag with Position >= from, in global
 	// order, through an index.

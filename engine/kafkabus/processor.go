@@ -362,12 +362,21 @@ func (p *Processor) readStream(ctx context.Context, stream string, from, to uint
 	var out []eventstore.Event
 	for from <= to {
 		evs, err := p.store.ReadStream(ctx, stream, from, int(min(to-from+1, 1000)))
+		if errors.Is(err, eventstore.ErrStreamDeleted) || errors.Is(err, eventstore.ErrStreamTombstoned) {
+			return out, nil // removed from the store (eventstore.Deleter)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s seq %d-%d from the store: %w", stream, from, to, err)
 		}
-		if len(evs) == 0 || evs[0].Seq != from {
+		if len(evs) == 0 {
+			// Seqs from..to were truncated away, or the store is behind.
+			if v, err := p.store.StreamVersion(ctx, stream); err == nil && v >= to {
+				return out, nil
+			}
 			return nil, fmt.Errorf("the store lacks %s seq %d", stream, from)
 		}
+		// evs[0].Seq > from: the seqs before it were removed from the
+		// store (truncated), not lost.
 		for _, ev := range evs {
 			if ev.Seq > to {
 				break
@@ -389,11 +398,14 @@ func (p *Processor) readPartition(ctx context.Context, tp kgo.TopicPartitioner, 
 			return nil, fmt.Errorf("reading positions %d-%d from the store: %w", from, to, err)
 		}
 		if len(evs) == 0 {
+			if h, err := p.store.Head(ctx); err == nil && h >= to {
+				return out, nil // from..to were all removed (eventstore.Deleter)
+			}
 			return nil, fmt.Errorf("the store lacks position %d", from)
 		}
 		for _, ev := range evs {
 			if ev.Position > to {
-				break
+				return out, nil
 			}
 			if partitionOf(tp, ev.Stream, partitions) == part {
 				out = append(out, ev)

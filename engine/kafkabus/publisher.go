@@ -255,6 +255,10 @@ func (p *Publisher) session(ctx context.Context) error {
 	}
 }
 
+// tailWait bounds the wait for events the head says are there: a removed
+// tail of the log never comes.
+const tailWait = 100 * time.Millisecond
+
 // transaction publishes evs, and whatever more the log already holds, up
 // to MaxTxnEvents, in one Kafka transaction. It returns the events it read
 // but left for the next one. Values are in Avro under schemaID, or in
@@ -277,7 +281,8 @@ func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventst
 	}()
 
 	first := p.last.Load() + 1
-	next := first
+	next := first // the lowest position the next event may have
+	produced := 0 // events produced in this transaction
 	var (
 		mu      sync.Mutex
 		failure error
@@ -295,25 +300,28 @@ func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventst
 	// rest.
 	produce := func(evs []eventstore.Event) ([]eventstore.Event, error) {
 		for i, ev := range evs {
-			if int(next-first) >= p.cfg.MaxTxnEvents {
+			if produced >= p.cfg.MaxTxnEvents {
 				return evs[i:], nil
 			}
-			if ev.Position != next {
-				return nil, fmt.Errorf("kafkabus: the log gave position %d where %d was next", ev.Position, next)
+			// Positions only grow; a hole is an event removed from the
+			// store (eventstore.Deleter), which Kafka never gets.
+			if ev.Position < next {
+				return nil, fmt.Errorf("kafkabus: the log gave position %d where %d or later was next", ev.Position, next)
 			}
 			rec, err := encodeRecord(p.cfg.Topic, ev, schemaID)
 			if err != nil {
 				return nil, err
 			}
 			cl.Produce(ctx, rec, promise)
-			next++
+			next = ev.Position + 1
+			produced++
 		}
 		return nil, nil
 	}
 	if rest, err = produce(evs); err != nil {
 		return nil, err
 	}
-	for len(rest) == 0 && int(next-first) < p.cfg.MaxTxnEvents {
+	for len(rest) == 0 && produced < p.cfg.MaxTxnEvents {
 		head, err := p.store.Head(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("kafkabus: head: %w", err)
@@ -321,7 +329,15 @@ func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventst
 		if head < next {
 			break // nothing more without waiting: commit what we have
 		}
-		more, err := sub.Next(ctx)
+		// The head is at or past next, so more is there — unless the
+		// events up to the head were removed (eventstore.Deleter): then
+		// the wait is cut short and what we have is committed.
+		nctx, cancel := context.WithTimeout(ctx, tailWait)
+		more, err := sub.Next(nctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("kafkabus: reading the log after %d: %w", next-1, err)
 		}
@@ -352,7 +368,7 @@ func (p *Publisher) transaction(ctx context.Context, cl *kgo.Client, sub eventst
 		return nil, fenced(fmt.Errorf("kafkabus: commit positions %d-%d: %w", first, next-1, err))
 	}
 	p.last.Store(next - 1)
-	p.published.Add(next - first)
+	p.published.Add(uint64(produced))
 	p.saveProgress(ctx, next-1)
 	return rest, nil
 }

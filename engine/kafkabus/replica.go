@@ -203,7 +203,9 @@ func (s *replicaSub) send(ev eventstore.Event) error {
 }
 
 // fill delivers positions next..upTo (inclusive) from the fallback and
-// returns the position after the last it delivered.
+// returns the position after upTo. Positions the fallback skips are
+// events removed from the store (eventstore.Deleter): Kafka may lack them
+// because they were removed before they were published.
 func (s *replicaSub) fill(next, upTo uint64) (uint64, error) {
 	for next <= upTo {
 		evs, err := s.store.fallback.ReadAll(s.ctx, next, int(min(upTo-next+1, uint64(s.store.opts.batch))))
@@ -211,16 +213,26 @@ func (s *replicaSub) fill(next, upTo uint64) (uint64, error) {
 			return next, fmt.Errorf("kafkabus: reading positions %d-%d from the fallback: %w", next, upTo, err)
 		}
 		if len(evs) == 0 {
-			return next, fmt.Errorf("kafkabus: the fallback store lacks position %d, which Kafka has events after", next)
+			head, err := s.store.fallback.Head(s.ctx)
+			if err != nil {
+				return next, fmt.Errorf("kafkabus: fallback head: %w", err)
+			}
+			if head < upTo {
+				return next, fmt.Errorf("kafkabus: the fallback store lacks position %d, which Kafka has events after", next)
+			}
+			return upTo + 1, nil // next..upTo were all removed
 		}
 		for _, ev := range evs {
-			if ev.Position != next {
-				return next, fmt.Errorf("kafkabus: the fallback gave position %d where %d was next", ev.Position, next)
+			if ev.Position > upTo {
+				return upTo + 1, nil
+			}
+			if ev.Position < next {
+				return next, fmt.Errorf("kafkabus: the fallback gave position %d where %d or later was next", ev.Position, next)
 			}
 			if err := s.send(ev); err != nil {
 				return next, err
 			}
-			next++
+			next = ev.Position + 1
 		}
 	}
 	return next, nil
@@ -248,13 +260,14 @@ func (s *replicaSub) run(next uint64) error {
 			break // a head ahead of what reads show: let Kafka bring the rest
 		}
 		for _, ev := range evs {
-			if ev.Position != next {
-				return fmt.Errorf("kafkabus: the fallback gave position %d where %d was next", ev.Position, next)
+			// A hole is an event removed from the store.
+			if ev.Position < next {
+				return fmt.Errorf("kafkabus: the fallback gave position %d where %d or later was next", ev.Position, next)
 			}
 			if err := s.send(ev); err != nil {
 				return err
 			}
-			next++
+			next = ev.Position + 1
 			lastTime = ev.Time
 		}
 	}

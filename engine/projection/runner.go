@@ -226,8 +226,8 @@ func (r *Runner) follow(ctx context.Context) (applied bool, err error) {
 
 // next waits for events, then gathers what is already readable up to
 // MaxBatch, into buf (a slice of an applied batch, or nil). Only
-// FilterAll knows without a read that more is there: its positions have
-// no holes, so an end below the head means more to come.
+// FilterAll knows without a read that more is there: an end below the
+// head means more to come, unless the events in between were removed.
 func (r *Runner) next(ctx context.Context, sub eventstore.Subscription, buf []eventstore.Event) ([]eventstore.Event, error) {
 	page, err := sub.Next(ctx)
 	if err != nil || r.opts.Filter.Kind != eventstore.FilterAll {
@@ -246,7 +246,14 @@ func (r *Runner) next(ctx context.Context, sub eventstore.Subscription, buf []ev
 		if batch[len(batch)-1].Position >= head {
 			break
 		}
-		more, err := sub.Next(ctx)
+		// The head says more is there — unless the events up to it were
+		// removed (eventstore.Deleter): the wait is cut short then.
+		nctx, cancel := context.WithTimeout(ctx, holeCheck)
+		more, err := sub.Next(nctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -363,14 +370,53 @@ func (r *Runner) wait(ctx context.Context, pos uint64, abort <-chan struct{}) er
 			}
 			return fmt.Errorf("%w: %s at %d, waiting for %d", ErrStopped, r.opts.Name, r.applied.Load(), pos)
 		}
+		// A waiter on the whole log also looks, now and then, whether the
+		// events it waits for were removed (eventstore.Deleter): nothing
+		// would then be applied to wake it.
+		hole := time.NewTimer(holeCheck)
 		select {
 		case <-wake:
 		case <-abort:
+			hole.Stop()
 			return errAborted
 		case <-ctx.Done():
+			hole.Stop()
 			return ctx.Err()
+		case <-hole.C:
+			if r.opts.Filter.Kind == eventstore.FilterAll && r.loaded.Load() {
+				ok, err := r.removedUpTo(ctx, pos)
+				if err != nil {
+					return fmt.Errorf("projection %s: %w", r.opts.Name, err)
+				}
+				if ok {
+					return nil
+				}
+			}
 		}
+		hole.Stop()
 	}
+}
+
+// holeCheck is how long a waiter waits before it looks for a hole.
+const holeCheck = 100 * time.Millisecond
+
+// removedUpTo reports whether the log has reached pos and holds no event
+// between what the view applied and pos: they were removed, and the view
+// reflects the log up to pos.
+func (r *Runner) removedUpTo(ctx context.Context, pos uint64) (bool, error) {
+	applied := r.applied.Load()
+	if applied >= pos {
+		return true, nil
+	}
+	head, err := r.store.Head(ctx)
+	if err != nil || head < pos {
+		return false, err
+	}
+	next, err := r.store.ReadAll(ctx, applied+1, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(next) == 0 || next[0].Position > pos, nil
 }
 
 // reached reports whether the view reflects the log up to pos. Beyond

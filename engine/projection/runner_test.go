@@ -437,3 +437,30 @@ func TestRunnerStopsOnApplyPanic(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+// Events removed from the log (a deleted stream at its end) leave a hole
+// the runner never applies: waiting for the head still returns, and the
+// view holds the effect of the events still in the log.
+func TestWaitForPastRemovedEvents(t *testing.T) {
+	st := openStore(t)
+	ctx := ctxTimeout(t)
+	fill(t, st, 5, 200, nil)
+	appendValues(t, st, "gone", nil, 1, 2, 3)
+	if err := st.DeleteStream(ctx, "gone", eventstore.DeleteSoft); err != nil {
+		t.Fatal(err)
+	}
+	view := newTallyView()
+	r := projection.NewRunner(st, view, projection.Options{Name: "tally"})
+	running(t, r)
+	start := time.Now()
+	if err := r.WaitCaughtUp(ctx); err != nil {
+		t.Fatalf("catch up to a head whose events were removed: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("catching up took %v", d)
+	}
+	got, _ := snapshotOf(view)
+	if _, ok := got["gone"]; ok || !maps.Equal(got, expected(t, st, all, "")) {
+		t.Fatalf("view %v, want %v (without the removed stream)", got, expected(t, st, all, ""))
+	}
+}

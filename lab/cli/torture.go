@@ -22,7 +22,11 @@ disk (Pebble's crash-consistent in-memory file system), cuts the power at
 random moments, and after each cut checks that every acknowledged append is
 there, whole, where it was acknowledged; that nothing unacknowledged is half
 there; that positions have no gap and stream versions agree; and that the
-head readers were shown survived. --store-kind projection also runs a
+head readers were shown survived. With --removals (the default for the
+store alone) a remover deletes, truncates, sets a retention rule and sweeps
+meanwhile: an acknowledged append may be gone only if a removal attempted
+before the cut covers it, and what an acknowledged removal covers must stay
+gone. --store-kind projection also runs a
 checkpointed view through the cuts and checks that it holds exactly the
 log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
 		Example: `  logbook torture --crash-points 2000 --seed 7
@@ -35,6 +39,7 @@ log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed (the same seed makes the same workload, though not the same interleaving)")
 	fs.StringVar(&cfg.Kind, "store-kind", "events", "events (the store) or projection (the store and a checkpointed view)")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "acknowledge appends before their fsync, to see the checks catch the lost writes")
+	fs.BoolVar(&cfg.Removals, "removals", true, "delete, truncate, expire and sweep during the workload (store kind events only)")
 	_ = cmd.RegisterFlagCompletionFunc("store-kind", cobra.FixedCompletions([]string{"events", "projection"}, cobra.ShellCompDirectiveNoFileComp))
 	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -43,6 +48,12 @@ log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
 		}
 		if cfg.Kind != "events" && cfg.Kind != "projection" {
 			return cliutil.Usage(fmt.Sprintf("--store-kind %q: want events or projection", cfg.Kind))
+		}
+		if cfg.Kind != "events" {
+			if cmd.Flags().Changed("removals") && cfg.Removals {
+				return cliutil.Usage("--removals needs --store-kind events")
+			}
+			cfg.Removals = false
 		}
 		res, err := torture.Run(cmd.Context(), cfg)
 		if err != nil {
@@ -54,6 +65,8 @@ log's effect up to its checkpoint. It exits 1 if anything was lost or broken.`,
 			{"crash points", fmt.Sprint(res.CrashPoints)},
 			{"acknowledged appends checked", fmt.Sprint(res.Acknowledged)},
 			{"lost acknowledged appends", fmt.Sprint(res.LostAcknowledged)},
+			{"removals acknowledged", fmt.Sprint(res.Removals)},
+			{"acknowledged events legitimately removed", fmt.Sprint(res.RemovedEvents)},
 			{"other violations", fmt.Sprint(res.Violations)},
 			{"seconds", fmt.Sprintf("%.1f", res.Seconds)},
 		}

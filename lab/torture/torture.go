@@ -13,6 +13,13 @@
 // was synced, and of the rest a random share of the 4 KiB blocks, which is
 // what a disk may hold after power fails. A store that acknowledged an
 // append before syncing it fails these checks (Config.NoSync shows it).
+//
+// With Removals, a remover deletes (softly and for good), truncates and
+// sets a retention rule on the streams and sweeps, while the writers
+// append and the power is cut: an acknowledged append may then be gone
+// only if a removal attempted before the cut covers it, and what an
+// acknowledged removal covers must stay gone; positions only grow (a
+// removed event leaves a hole), and never go back below the head shown.
 // `logbook torture` runs it.
 package torture
 
@@ -47,6 +54,10 @@ type Config struct {
 	// NoSync option): the checks must then find lost appends. It exists to
 	// show that they would.
 	NoSync bool
+	// Removals adds deletions, truncations, a retention rule and sweeps
+	// to the workload (Kind "events" only: the view's check assumes the
+	// log only grows).
+	Removals bool
 	// PointsPerStore is how many cuts one store lives through before the
 	// run starts a fresh one (default 25): each check reads the whole
 	// store, so this bounds its cost.
@@ -66,6 +77,8 @@ type Result struct {
 	// append, a gap, a wrong stream version, a head below the one shown,
 	// a view that does not match the log.
 	Violations     int      `json:"violations"`
+	Removals       int      `json:"removals,omitempty"` // removals acknowledged before a cut
+	RemovedEvents  int      `json:"removed_events,omitempty"`
 	FirstProblems  []string `json:"first_problems,omitempty"`
 	EventsAtCuts   int      `json:"events_at_cuts"` // the stores' sizes summed over the cuts
 	ViewCheckpoint int      `json:"view_checkpoints_checked,omitempty"`
@@ -90,6 +103,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Kind != "events" && cfg.Kind != "projection" {
 		return Result{}, fmt.Errorf("torture: kind %q: want events or projection", cfg.Kind)
 	}
+	if cfg.Removals && cfg.Kind != "events" {
+		return Result{}, errors.New("torture: removals only with kind events")
+	}
 	if cfg.PointsPerStore <= 0 {
 		cfg.PointsPerStore = 25
 	}
@@ -99,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var nextAppend uint64
 	for res.CrashPoints < cfg.CrashPoints {
 		n := min(cfg.PointsPerStore, cfg.CrashPoints-res.CrashPoints)
-		t := &trial{cfg: cfg, res: &res, rng: rng, acked: map[uint64]ack{}, nextAppend: &nextAppend}
+		t := &trial{cfg: cfg, res: &res, rng: rng, acked: map[uint64]ack{}, nextAppend: &nextAppend, removed: map[string]*removal{}}
 		if err := t.run(ctx, n); err != nil {
 			return res, err
 		}
@@ -125,7 +141,22 @@ type trial struct {
 	rng        *rand.Rand
 	acked      map[uint64]ack // every append acknowledged before a cut
 	nextAppend *uint64
+
+	// What the remover did to each stream, and the retention rule's
+	// count (0: none attempted); guarded by the workload's mutex.
+	removed   map[string]*removal
+	retention uint64
 }
+
+// removal is what was removed from one stream: maybe is the highest
+// truncation point attempted (events below it may be gone), must the
+// highest acknowledged before a cut (events below it must be gone).
+// A hard delete is a truncation point of "everything".
+type removal struct {
+	maybe, must uint64
+}
+
+const everything = ^uint64(0)
 
 func (t *trial) problem(format string, args ...any) {
 	t.res.Violations++
@@ -151,7 +182,7 @@ type node struct {
 }
 
 func (t *trial) open(fs *crashtest.FS) (*node, error) {
-	st, err := pebblestore.Open(storeDir, pebblestore.Options{FS: fs, NoSync: t.cfg.NoSync, MemTableBytes: 1 << 20})
+	st, err := pebblestore.Open(storeDir, pebblestore.Options{FS: fs, NoSync: t.cfg.NoSync, MemTableBytes: 1 << 20, SweepInterval: -1, SweepBatch: 16})
 	if err != nil {
 		return nil, fmt.Errorf("open the store after a cut: %w", err)
 	}
@@ -221,6 +252,8 @@ func (t *trial) workload(n *node, fs *crashtest.FS) (*crashtest.FS, uint64, map[
 	acked := map[uint64]ack{}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	var excl sync.RWMutex // the remover reads a version and removes with no append in between
+	mustNow := map[string]uint64{}
 	enough := make(chan struct{})
 	var once sync.Once
 	for w := range writers {
@@ -243,7 +276,9 @@ func (t *trial) workload(n *node, fs *crashtest.FS) (*crashtest.FS, uint64, map[
 						expect = eventstore.Exactly(v)
 					}
 				}
+				excl.RLock()
 				r, err := n.store.Append(context.Background(), stream, expect, evs)
+				excl.RUnlock()
 				if err != nil {
 					continue // a conflict, or the store closing under the cut
 				}
@@ -255,6 +290,10 @@ func (t *trial) workload(n *node, fs *crashtest.FS) (*crashtest.FS, uint64, map[
 				mu.Unlock()
 			}
 		})
+	}
+	if t.cfg.Removals {
+		rrng := rand.New(rand.NewPCG(t.rng.Uint64(), 99))
+		wg.Go(func() { t.remove(n, rrng, &stop, &excl, &mu, mustNow) })
 	}
 	select {
 	case <-enough:
@@ -269,10 +308,77 @@ func (t *trial) workload(n *node, fs *crashtest.FS) (*crashtest.FS, uint64, map[
 	for id, a := range acked {
 		before[id] = a
 	}
+	for st, b := range mustNow {
+		r := t.removed[st]
+		r.must = max(r.must, b)
+		t.res.Removals++
+	}
 	mu.Unlock()
 	stop.Store(true)
 	wg.Wait()
 	return crashed, shown, before
+}
+
+// remove deletes, truncates and expires while the writers append, until
+// stop: each removal is recorded as attempted before it is made, and as
+// acknowledged (in must) once it returns.
+func (t *trial) remove(n *node, rng *rand.Rand, stop *atomic.Bool, excl *sync.RWMutex, mu *sync.Mutex, must map[string]uint64) {
+	ctx := context.Background()
+	for !stop.Load() {
+		if rng.IntN(4) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		stream := fmt.Sprintf("s-%02d", rng.IntN(streams))
+		op := rng.IntN(20)
+		if op == 19 {
+			// Sweep: reclaim what was removed, and apply the retention.
+			if _, err := n.store.Sweep(ctx); err == nil {
+				continue
+			}
+			continue
+		}
+		if op == 18 {
+			mu.Lock()
+			if t.retention == 0 {
+				t.retention = 40
+			}
+			mu.Unlock()
+			_ = n.store.SetRetention(ctx, eventstore.Retention{Prefix: "s-", MaxCount: 40})
+			continue
+		}
+		excl.Lock()
+		v, err := n.store.StreamVersion(ctx, stream)
+		if err != nil || v < 2 {
+			excl.Unlock()
+			continue
+		}
+		var before uint64
+		var do func() error
+		switch {
+		case op == 17 && rng.IntN(4) == 0 && stream >= "s-10":
+			before, do = everything, func() error { return n.store.DeleteStream(ctx, stream, eventstore.DeleteHard) }
+		case op < 4:
+			before, do = v+1, func() error { return n.store.DeleteStream(ctx, stream, eventstore.DeleteSoft) }
+		default:
+			before = v/2 + 1
+			do = func() error { return n.store.TruncateStream(ctx, stream, before) }
+		}
+		mu.Lock()
+		r := t.removed[stream]
+		if r == nil {
+			r = &removal{}
+			t.removed[stream] = r
+		}
+		r.maybe = max(r.maybe, before)
+		mu.Unlock()
+		err = do()
+		if err == nil {
+			mu.Lock()
+			must[stream] = max(must[stream], before)
+			mu.Unlock()
+		}
+		excl.Unlock()
+	}
 }
 
 // check reads the whole recovered store (and view) and counts what breaks
@@ -298,25 +404,43 @@ func (t *trial) check(ctx context.Context, n *node, shown uint64) error {
 		from = evs[len(evs)-1].Position + 1
 	}
 	t.res.EventsAtCuts += len(all)
-	if uint64(len(all)) != head {
+	if !t.cfg.Removals && uint64(len(all)) != head {
 		t.problem("%d events readable, head %d", len(all), head)
+	}
+	if len(all) > 0 && all[len(all)-1].Position > head {
+		t.problem("position %d readable, past the head %d", all[len(all)-1].Position, head)
 	}
 	type stored struct {
 		stream             string
 		firstPos, firstSeq uint64
+		firstIdx           int
 		n, k               int
 	}
 	appends := map[uint64]*stored{}
-	perStream := map[string]uint64{}
+	perStream := map[string]uint64{} // the last seq seen of each stream
+	firstSeq := map[string]uint64{}
 	for i, ev := range all {
-		if ev.Position != uint64(i+1) {
+		if !t.cfg.Removals && ev.Position != uint64(i+1) {
 			t.problem("position %d at index %d: a gap", ev.Position, i)
 			break
 		}
-		perStream[ev.Stream]++
-		if ev.Seq != perStream[ev.Stream] {
-			t.problem("stream %s: event %d has sequence number %d", ev.Stream, perStream[ev.Stream], ev.Seq)
+		if i > 0 && ev.Position <= all[i-1].Position {
+			t.problem("position %d after %d: out of order", ev.Position, all[i-1].Position)
+			break
 		}
+		if r := t.removed[ev.Stream]; r != nil && ev.Seq < r.must {
+			t.problem("stream %s: event %d is readable after an acknowledged removal of the events before %d", ev.Stream, ev.Seq, r.must)
+		}
+		if last, ok := perStream[ev.Stream]; ok && ev.Seq != last+1 {
+			t.problem("stream %s: event %d follows %d", ev.Stream, ev.Seq, last)
+		}
+		if _, ok := firstSeq[ev.Stream]; !ok {
+			firstSeq[ev.Stream] = ev.Seq
+			if !t.cfg.Removals && ev.Seq != 1 {
+				t.problem("stream %s starts at %d", ev.Stream, ev.Seq)
+			}
+		}
+		perStream[ev.Stream] = ev.Seq
 		id, idx, k, ok := parsePayload(ev.Data)
 		if !ok || ev.ID != eventID(id, idx) {
 			t.problem("position %d: payload or id damaged", ev.Position)
@@ -324,17 +448,20 @@ func (t *trial) check(ctx context.Context, n *node, shown uint64) error {
 		}
 		a := appends[id]
 		if a == nil {
-			a = &stored{stream: ev.Stream, firstPos: ev.Position, firstSeq: ev.Seq, k: k}
+			a = &stored{stream: ev.Stream, firstPos: ev.Position, firstSeq: ev.Seq, firstIdx: idx, k: k}
 			appends[id] = a
 		}
-		if idx != a.n || ev.Stream != a.stream || ev.Position != a.firstPos+uint64(idx) || ev.Seq != a.firstSeq+uint64(idx) {
+		if idx != a.firstIdx+a.n || ev.Stream != a.stream || ev.Position != a.firstPos+uint64(idx-a.firstIdx) || ev.Seq != a.firstSeq+uint64(idx-a.firstIdx) {
 			t.problem("append %d: event %d out of place (position %d)", id, idx, ev.Position)
 		}
 		a.n++
 	}
 	for id, a := range appends {
-		if a.n != a.k {
-			t.problem("append %d is half there: %d of its %d events", id, a.n, a.k)
+		// A truncation may cut an append: what is left is its end, from
+		// the stream's first event on.
+		cut := a.firstIdx > 0 && a.firstSeq == firstSeq[a.stream] && t.mayBeGone(a.stream, a.firstSeq-1, perStream[a.stream])
+		if a.firstIdx+a.n != a.k || (a.firstIdx > 0 && !cut) {
+			t.problem("append %d is half there: events %d-%d of its %d", id, a.firstIdx, a.firstIdx+a.n-1, a.k)
 		}
 	}
 	for s, v := range perStream {
@@ -343,7 +470,7 @@ func (t *trial) check(ctx context.Context, n *node, shown uint64) error {
 			return err
 		}
 		if got != v {
-			t.problem("stream %s: version %d, %d events", s, got, v)
+			t.problem("stream %s: version %d, last event %d", s, got, v)
 		}
 	}
 	ids := make([]uint64, 0, len(t.acked))
@@ -355,9 +482,11 @@ func (t *trial) check(ctx context.Context, n *node, shown uint64) error {
 		a := t.acked[id]
 		s := appends[id]
 		switch {
+		case s == nil && t.cfg.Removals && t.mayBeGone(a.stream, a.res.LastSeq, t.version(ctx, n, a.stream)):
+			t.res.RemovedEvents += a.n
 		case s == nil:
 			t.lost("append %d (%s, positions %d-%d) was acknowledged and is gone", id, a.stream, a.res.FirstPosition, a.res.LastPosition)
-		case s.stream != a.stream || s.firstPos != a.res.FirstPosition || s.firstSeq != a.res.FirstSeq:
+		case s.stream != a.stream || s.firstPos != a.res.FirstPosition+uint64(s.firstIdx) || s.firstSeq != a.res.FirstSeq+uint64(s.firstIdx):
 			t.problem("append %d: acknowledged at %s/%d position %d, found at %s/%d position %d", id, a.stream, a.res.FirstSeq, a.res.FirstPosition, s.stream, s.firstSeq, s.firstPos)
 		}
 	}
@@ -366,6 +495,20 @@ func (t *trial) check(ctx context.Context, n *node, shown uint64) error {
 		return t.checkView(ctx, n, all)
 	}
 	return nil
+}
+
+// mayBeGone reports whether a removal attempted before the cut may have
+// removed event seq of stream, whose version is now version.
+func (t *trial) mayBeGone(stream string, seq, version uint64) bool {
+	if r := t.removed[stream]; r != nil && seq < r.maybe {
+		return true
+	}
+	return t.retention > 0 && version >= t.retention && seq <= version-t.retention
+}
+
+func (t *trial) version(ctx context.Context, n *node, stream string) uint64 {
+	v, _ := n.store.StreamVersion(ctx, stream)
+	return v
 }
 
 // checkView: the recovered view holds exactly the effect of the log up to

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -73,6 +74,11 @@ func (s *tailSub) Next(ctx context.Context) ([]eventstore.Event, error) {
 		}
 		changed := s.tail.Changed(s.filter)
 		evs, err := s.tail.ReadFiltered(ctx, s.filter, s.cursor.Load(), s.batch)
+		if errors.Is(err, eventstore.ErrStreamDeleted) {
+			// A soft-deleted stream: nothing to deliver until an append
+			// recreates it.
+			evs, err = nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -45,9 +45,10 @@ type appendReq struct {
 	stream    string
 	expect    eventstore.ExpectedVersion
 	events    []eventstore.NewEvent
-	clientIDs bool   // some event ids came from the caller and must be checked
-	recs      []byte // encoded records, back to back
-	ends      []int  // recs[ends[i-1]:ends[i]] is event i
+	clientIDs bool     // some event ids came from the caller and must be checked
+	recs      []byte   // encoded records, back to back
+	ends      []int    // recs[ends[i-1]:ends[i]] is event i
+	op        *stateOp // a removal instead of an append (delete.go)
 
 	result eventstore.AppendResult
 	err    error
@@ -72,6 +73,12 @@ type group struct {
 	err      error // the whole group failed
 	index    []indexEntry
 	arena    []byte // backing store of index keys
+	// A removal ends its group (delete.go): the sequencer then holds
+	// stateMu (locked), applies the batch with a synchronous commit
+	// (synced) and publishes the stream's new truncation point.
+	locked  bool
+	synced  bool
+	publish *pendingChange
 }
 
 // indexEntry is a stream or tag index key waiting to be added to the
@@ -163,6 +170,17 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		req.ends[i] = len(req.recs)
 	}
 
+	return s.enqueue(ctx, req)
+}
+
+// enqueue hands req to the sequencer and waits for its outcome.
+func (s *Store) enqueue(ctx context.Context, req *appendReq) (eventstore.AppendResult, error) {
+	if err := checkCtx(ctx); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if err := s.failure(); err != nil {
+		return eventstore.AppendResult{}, err
+	}
 	var done <-chan struct{}
 	if ctx != nil {
 		done = ctx.Done()
@@ -205,13 +223,16 @@ func (s *Store) sequence() {
 		s.seq.arena, s.seq.index = nil, nil
 		s.admit(g, req)
 	drain:
-		for len(g.reqs) < maxGroupReqs && (g.batch == nil || g.batch.Len() < maxGroupBytes) {
+		for req.op == nil && len(g.reqs) < maxGroupReqs && (g.batch == nil || g.batch.Len() < maxGroupBytes) {
 			select {
 			case r, ok := <-s.reqs:
 				if !ok {
 					break drain
 				}
 				s.admit(g, r)
+				if r.op != nil {
+					break drain
+				}
 			default:
 				break drain
 			}
@@ -229,6 +250,10 @@ func (s *Store) sequence() {
 			var err error
 			if s.opts.NoSync {
 				err = s.db.Apply(g.batch, pebble.NoSync)
+			} else if g.locked {
+				// A removal is durable before a reader can see it.
+				err = s.db.Apply(g.batch, pebble.Sync)
+				g.synced = true
 			} else {
 				err = s.db.ApplyNoSyncWait(g.batch, pebble.Sync)
 			}
@@ -238,7 +263,12 @@ func (s *Store) sequence() {
 				// Positions handed out to this group are lost with it;
 				// the store refuses writes from now on, so no gap can
 				// become visible.
+			} else if g.publish != nil {
+				s.setPending(g.publish.stream, g.publish.before)
 			}
+		}
+		if g.locked {
+			s.stateMu.Unlock()
 		}
 		s.trimVersions()
 		s.groups <- g
@@ -247,6 +277,10 @@ func (s *Store) sequence() {
 
 // admit decides one append and adds its writes to the group's batch.
 func (s *Store) admit(g *group, req *appendReq) {
+	if req.op != nil {
+		s.admitOp(g, req)
+		return
+	}
 	g.reqs = append(g.reqs, req)
 	if err := s.failure(); err != nil {
 		req.err = err
@@ -255,6 +289,10 @@ func (s *Store) admit(g *group, req *appendReq) {
 	cur, err := s.version(req.stream)
 	if err != nil {
 		req.err = fmt.Errorf("append to %q: reading stream version: %w", req.stream, err)
+		return
+	}
+	if cur&tombBit != 0 {
+		req.err = fmt.Errorf("append to %q: %w", req.stream, eventstore.ErrStreamTombstoned)
 		return
 	}
 	if req.clientIDs {
@@ -275,7 +313,7 @@ func (s *Store) admit(g *group, req *appendReq) {
 	if g.batch == nil {
 		g.batch = s.db.NewBatchWithSize(len(req.recs) + len(req.events)*(48+2*len(req.stream)))
 	}
-	now := time.Now().UnixNano()
+	now := s.now().UnixNano()
 	st := &s.seq
 	firstPos := st.nextPos
 	for i := range req.events {
@@ -333,6 +371,9 @@ func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.Appen
 			continue
 		}
 		loc, err := s.locate(g, pos)
+		if errors.Is(err, pebble.ErrNotFound) && s.floor.Load() > 0 {
+			continue // removed since (delete.go): no longer a retry to recognize
+		}
 		if err != nil {
 			return eventstore.AppendResult{}, false, err
 		}
@@ -450,6 +491,15 @@ func (s *Store) version(stream string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A stream whose events were removed keeps its version in its state.
+	st, err := s.loadState(stream)
+	if err != nil {
+		return 0, err
+	}
+	v = max(v, st.version)
+	if st.mode == eventstore.DeleteHard {
+		v = st.version | tombBit
+	}
 	s.setVersion(stream, v)
 	return v, nil
 }
@@ -484,7 +534,7 @@ func (s *Store) syncLoop() {
 	defer close(s.done)
 	for g := range s.groups {
 		if g.batch != nil {
-			if g.err == nil && !s.opts.NoSync {
+			if g.err == nil && !s.opts.NoSync && !g.synced {
 				if err := g.batch.SyncWait(); err != nil {
 					s.fail(err)
 					g.err = s.failure()

@@ -2,6 +2,7 @@ package pebblestore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
@@ -41,4 +42,21 @@ func TestConformanceSync(t *testing.T) {
 func TestConformanceSmallCaches(t *testing.T) {
 	storetest.RunOnly(t, opener(pebblestore.Options{NoSync: true, MaxReadBatch: 5, VersionCacheSize: 2}),
 		"Read", "Subscribe", "Concurrent", "Idempotency")
+}
+
+// TestConformanceDeletion runs the deletion tests, the background sweep
+// off (the tests sweep themselves), with small sweep batches so that a
+// stream's reclaim takes several.
+func TestConformanceDeletion(t *testing.T) {
+	storetest.RunDeletion(t, func(t *testing.T, clock *storetest.Clock) eventstore.Store {
+		return opener(pebblestore.Options{NoSync: true, Clock: clock.Now, SweepInterval: -1, SweepBatch: 7})(t)
+	})
+}
+
+// TestConformanceDeletionSync runs them at the production settings, the
+// background sweep on as well.
+func TestConformanceDeletionSync(t *testing.T) {
+	storetest.RunDeletion(t, func(t *testing.T, clock *storetest.Clock) eventstore.Store {
+		return opener(pebblestore.Options{Clock: clock.Now, SweepInterval: 5 * time.Millisecond})(t)
+	})
 }

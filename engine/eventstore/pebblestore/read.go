@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -47,6 +48,10 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 	if n := head - from + 1; n < uint64(max) {
 		max = int(n)
 	}
+	// The removed streams' truncation points, taken before the iterator:
+	// an event the sweep has not reclaimed yet is skipped by it, and one
+	// it has is gone from the iterator's view (delete.go).
+	hide := s.pendingMap()
 	iter, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: eventKey(nil, from),
 		UpperBound: eventKey(nil, head+1),
@@ -68,6 +73,9 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 			_ = iter.Close()
 			return nil, err
 		}
+		if hidden(hide, &ev) {
+			continue
+		}
 		out = append(out, ev)
 	}
 	if err := iter.Close(); err != nil {
@@ -88,8 +96,12 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	if from == 0 {
-		from = 1
+	st, err := s.readState(stream)
+	if err != nil {
+		return nil, err
+	}
+	if b := st.visibleFrom(); from < b {
+		from = b
 	}
 	head := s.durable.Load()
 	max = s.clampMax(max)
@@ -112,6 +124,9 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if err := iter.Close(); err != nil {
 		return nil, fmt.Errorf("read stream %q: %w", stream, err)
 	}
+	if len(positions) == 0 {
+		return nil, s.deletedErr(stream, st, head)
+	}
 	return s.loadEvents(stream, positions)
 }
 
@@ -127,6 +142,10 @@ func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
+	st, err := s.readState(stream)
+	if err != nil {
+		return nil, err
+	}
 	head := s.durable.Load()
 	max = s.clampMax(max)
 	prefix := streamPrefix(nil, stream)
@@ -134,7 +153,11 @@ func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint
 	if from > 0 && from < ^uint64(0) {
 		upper = streamKey(nil, stream, from+1)
 	}
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	lower := prefix
+	if b := st.visibleFrom(); b > 1 {
+		lower = streamKey(nil, stream, b)
+	}
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("read stream %q backward: %w", stream, err)
 	}
@@ -148,6 +171,9 @@ func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint
 	}
 	if err := iter.Close(); err != nil {
 		return nil, fmt.Errorf("read stream %q backward: %w", stream, err)
+	}
+	if len(positions) == 0 {
+		return nil, s.deletedErr(stream, st, head)
 	}
 	// loadEvents wants ascending positions.
 	for i, j := 0, len(positions)-1; i < j; i, j = i+1, j-1 {
@@ -181,6 +207,7 @@ func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) (
 		return nil, nil
 	}
 	max = s.clampMax(max)
+	hide := s.pendingMap()
 	iter, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: tagKey(nil, tag, from),
 		UpperBound: tagKey(nil, tag, head+1),
@@ -196,7 +223,11 @@ func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) (
 	if err := iter.Close(); err != nil {
 		return nil, fmt.Errorf("read tag %q: %w", tag, err)
 	}
-	return s.loadEvents("", positions)
+	evs, err := s.loadEvents("", positions)
+	if err != nil || len(hide) == 0 {
+		return evs, err
+	}
+	return slices.DeleteFunc(evs, func(ev eventstore.Event) bool { return hidden(hide, &ev) }), nil
 }
 
 // loadEvents reads the events at ascending positions with one iterator:
@@ -219,6 +250,11 @@ func (s *Store) loadEvents(stream string, positions []uint64) ([]eventstore.Even
 	for _, pos := range positions {
 		key = eventKey(key[:0], pos)
 		if !iter.SeekGE(key) || be64(iter.Key()[1:]) != pos {
+			if s.floor.Load() > 0 {
+				// The sweep removed it after the index was read: the
+				// index entry went in the same batch (delete.go).
+				continue
+			}
 			_ = iter.Close()
 			return nil, fmt.Errorf("%w: index names position %d, which holds no event", errCorrupt, pos)
 		}
@@ -249,6 +285,7 @@ func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]strin
 	}
 	head := s.durable.Load()
 	max = s.clampMax(max)
+	hide := s.pendingMap()
 	iter, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: []byte{prefixStream},
 		UpperBound: []byte{prefixStream + 1},
@@ -267,7 +304,9 @@ func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]strin
 		// The first key of a stream is its first event; a stream whose
 		// first event is not yet durable does not exist for readers.
 		if be64(iter.Value()) <= head {
-			out = append(out, string(name))
+			if b, removed := hide[string(name)]; !removed || s.hasFrom(string(name), b, head) {
+				out = append(out, string(name))
+			}
 		}
 		ok = iter.SeekGE(prefixEnd(k[:len(k)-8]))
 	}
@@ -286,7 +325,51 @@ func (s *Store) StreamVersion(ctx context.Context, stream string) (uint64, error
 	if err := checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	return s.lastSeq(stream, s.durable.Load())
+	v, err := s.lastSeq(stream, s.durable.Load())
+	if err != nil {
+		return 0, err
+	}
+	st, err := s.loadState(stream)
+	if err != nil {
+		return 0, err
+	}
+	return max(v, st.version), nil
+}
+
+// readState is loadState for a read: it fails a read of a hard-deleted
+// stream.
+func (s *Store) readState(stream string) (streamState, error) {
+	st, err := s.loadState(stream)
+	if err != nil {
+		return st, fmt.Errorf("read stream %q: %w", stream, err)
+	}
+	if st.mode == eventstore.DeleteHard {
+		return st, fmt.Errorf("read stream %q: %w", stream, eventstore.ErrStreamTombstoned)
+	}
+	return st, nil
+}
+
+// deletedErr is what a read that found nothing in a stream returns:
+// ErrStreamDeleted if it is soft-deleted and not recreated since.
+func (s *Store) deletedErr(stream string, st streamState, head uint64) error {
+	if st.mode != eventstore.DeleteSoft || s.hasFrom(stream, st.before, head) {
+		return nil
+	}
+	return fmt.Errorf("read stream %q: %w", stream, eventstore.ErrStreamDeleted)
+}
+
+// hasFrom reports whether stream has a durable event with seq >= from.
+func (s *Store) hasFrom(stream string, from, head uint64) bool {
+	if from == ^uint64(0) {
+		return false
+	}
+	prefix := streamPrefix(nil, stream)
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: streamKey(nil, stream, from), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return false
+	}
+	defer iter.Close()
+	return iter.First() && be64(iter.Value()) <= head
 }
 
 // lastSeq returns the highest seq of stream whose position is <= maxPos.

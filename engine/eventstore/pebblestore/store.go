@@ -56,6 +56,20 @@ type Options struct {
 	// the power-loss tests (logbook torture) give it one that simulates a
 	// power cut, the I/O fault tests one that fails chosen operations.
 	FS vfs.FS
+	// Clock is the store's time: events' commit times and the age of
+	// retention rules (default time.Now). Tests of expiry give it one
+	// they move.
+	Clock func() time.Time
+	// SweepInterval is how often the background pass runs that applies
+	// retention rules and reclaims the space of removed events (default 1
+	// minute; negative: never, only when Sweep is called).
+	SweepInterval time.Duration
+	// SweepBatch is how many events the pass removes in one batch
+	// (default 1,000); SweepRate, how many a second at most (default
+	// 20,000): the bound on the I/O it takes from appends and reads.
+	SweepBatch int
+	SweepRate  int
+
 	// closeWait is how long Close waits for appends in flight before it
 	// gives up on a stalled disk (default 5 s).
 	closeWait time.Duration
@@ -94,11 +108,23 @@ type Store struct {
 	// Close takes the write lock for good before closing the database.
 	dbMu sync.RWMutex
 
+	// Removal (delete.go): the truncation points of streams whose
+	// removed events are not reclaimed yet, the highest position
+	// reclaimed, and the locks of the state writers and of the sweep.
+	pending   atomic.Pointer[map[string]uint64]
+	floor     atomic.Uint64
+	stateMu   sync.Mutex
+	sweepMu   sync.Mutex
+	sweepDone chan struct{}
+
 	seq    sequencerState // owned by the sequencer goroutine
 	recent *recentIDs     // owned by the sequencer goroutine
 }
 
-var _ eventstore.Store = (*Store)(nil)
+var (
+	_ eventstore.Store   = (*Store)(nil)
+	_ eventstore.Deleter = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the store in dir. Only one process may
 // have a directory open at a time.
@@ -124,14 +150,27 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = time.Minute
+	}
+	if opts.SweepBatch <= 0 {
+		opts.SweepBatch = 1000
+	}
+	if opts.SweepRate <= 0 {
+		opts.SweepRate = 20_000
+	}
 	s := &Store{
-		opts:    opts,
-		limits:  backend.NewLimits(opts.Limits),
-		fs:      &countingFS{FS: opts.FS, dir: filepath.Clean(dir)},
-		reqs:    make(chan *appendReq, 1024),
-		groups:  make(chan *group, 2),
-		done:    make(chan struct{}),
-		closing: make(chan struct{}),
+		opts:      opts,
+		limits:    backend.NewLimits(opts.Limits),
+		fs:        &countingFS{FS: opts.FS, dir: filepath.Clean(dir)},
+		reqs:      make(chan *appendReq, 1024),
+		groups:    make(chan *group, 2),
+		done:      make(chan struct{}),
+		closing:   make(chan struct{}),
+		sweepDone: make(chan struct{}),
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
@@ -161,6 +200,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	go s.sequence()
 	go s.syncLoop()
+	if opts.SweepInterval > 0 {
+		go s.sweeper()
+	} else {
+		close(s.sweepDone)
+	}
 	return s, nil
 }
 
@@ -180,6 +224,13 @@ func (s *Store) recover() error {
 	if err := iter.Close(); err != nil {
 		return err
 	}
+	// Removed events leave no key: the floor remembers the highest
+	// position the sweep removed, so none is handed out again.
+	floor, err := s.loadPending()
+	if err != nil {
+		return err
+	}
+	last = max(last, floor)
 	s.durable.Store(last)
 	s.seq = sequencerState{nextPos: last + 1, versions: make(map[string]uint64)}
 	s.recent = newRecentIDs(s.opts.RecentIDs)
@@ -230,6 +281,7 @@ func (s *Store) Close() error {
 	case <-time.After(wait):
 		return fmt.Errorf("pebblestore: close: appends still wait for the disk after %v (a stalled or failed disk?); the database is left open", wait)
 	}
+	<-s.sweepDone // the sweep stops at closing
 	s.closeDB.Do(func() {
 		s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
 		s.notify.Close()
@@ -345,6 +397,8 @@ func (f *countingFile) SyncTo(length int64) (bool, error) {
 	}
 	return full, err
 }
+
+func (s *Store) now() time.Time { return s.opts.Clock() }
 
 func checkCtx(ctx context.Context) error {
 	if ctx == nil {

@@ -21,6 +21,7 @@ const (
 	statusDuplicate
 	statusIDTaken
 	statusConflict
+	statusTombstoned
 )
 
 // appendReq is one Append on its way to an appender.
@@ -109,6 +110,8 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		return eventstore.AppendResult{}, fmt.Errorf("append to %q: %w", stream, eventstore.ErrDuplicateEventID)
 	case statusConflict:
 		return eventstore.AppendResult{}, &eventstore.ConflictError{Stream: stream, Expected: expect, Actual: req.first}
+	case statusTombstoned:
+		return eventstore.AppendResult{}, fmt.Errorf("append to %q: %w", stream, eventstore.ErrStreamTombstoned)
 	default:
 		return eventstore.AppendResult{}, fmt.Errorf("pgstore: append to %q: unknown status %d", stream, req.status)
 	}
@@ -458,10 +461,18 @@ func (s *Store) queueRecord(b *pgx.Batch, r *rows, versions map[string]uint64, h
 	b.Queue(`UPDATE streams SET version = ($2::bigint[])[array_position($1::text[], stream)] WHERE stream = ANY($1)`, r.touched, moved)
 	// From here to the commit the log is locked.
 	b.Queue(`UPDATE head SET position = position + $1 RETURNING position`, int64(r.total)).QueryRow(func(row pgx.Row) error { return row.Scan(head) })
-	b.Queue(`INSERT INTO appends (position, stream, first_seq, count, tags, time)
-		SELECT h.position - $6 + u.off + 1, u.stream, u.first, u.n, string_to_array(u.tags, E'\x1f'), clock_timestamp()
+	if s.opts.Clock != nil {
+		// A test's clock: commit times come from it.
+		b.Queue(`INSERT INTO appends (position, stream, first_seq, count, tags, time)
+		SELECT h.position - $6 + u.off + 1, u.stream, u.first, u.n, string_to_array(u.tags, E'\x1f'), $7::timestamptz
 		FROM head h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::integer[], $5::text[]) AS u(off, stream, first, n, tags)`,
-		r.offsets, r.appStreams, r.firsts, r.counts, r.appTags, int64(r.total))
+			r.offsets, r.appStreams, r.firsts, r.counts, r.appTags, int64(r.total), s.opts.Clock())
+	} else {
+		b.Queue(`INSERT INTO appends (position, stream, first_seq, count, tags, time)
+			SELECT h.position - $6 + u.off + 1, u.stream, u.first, u.n, string_to_array(u.tags, E'\x1f'), clock_timestamp()
+			FROM head h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::integer[], $5::text[]) AS u(off, stream, first, n, tags)`,
+			r.offsets, r.appStreams, r.firsts, r.counts, r.appTags, int64(r.total))
+	}
 	if len(r.tagNames) > 0 {
 		b.Queue(`INSERT INTO event_tags (tag, position) SELECT u.tag, h.position - $3 + u.off + 1
 			FROM head h, unnest($1::text[], $2::bigint[]) AS u(tag, off)`, r.tagNames, r.tagOffs, int64(r.total))
@@ -698,6 +709,10 @@ func decide(req *appendReq, found map[[16]byte]stored, versions map[string]uint6
 		}
 	}
 	v := versions[req.stream]
+	if v&tombBit != 0 {
+		req.status = statusTombstoned
+		return false
+	}
 	ok := true
 	switch req.expect {
 	case eventstore.Any:

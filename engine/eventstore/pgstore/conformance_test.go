@@ -36,3 +36,12 @@ func TestConformance(t *testing.T) {
 func TestConformanceSmallReads(t *testing.T) {
 	storetest.RunOnly(t, opener(Options{MaxConns: 16, MaxReadBatch: 5}), "Read", "Subscribe")
 }
+
+// TestConformanceDeletion runs the deletion tests, the background sweep
+// off (the tests sweep themselves), with small sweep batches so that a
+// stream's reclaim takes several.
+func TestConformanceDeletion(t *testing.T) {
+	storetest.RunDeletion(t, func(t *testing.T, clock *storetest.Clock) eventstore.Store {
+		return opener(Options{MaxConns: 16, Clock: clock.Now, SweepInterval: -1, SweepBatch: 7})(t)
+	})
+}

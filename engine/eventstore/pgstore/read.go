@@ -88,14 +88,54 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 	if from == 0 {
 		from = 1
 	}
-	return s.query(ctx, fmt.Sprintf("read all from %d", from),
-		`SELECT `+eventColumns+`
-		FROM (SELECT * FROM appends WHERE position >= coalesce((SELECT max(position) FROM appends WHERE position <= $1), $1)
-			ORDER BY position LIMIT $2) a
-		CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.stream = a.stream AND e.seq >= a.first_seq AND e.seq < a.first_seq + a.count
-			AND e.seq >= a.first_seq + ($1 - a.position) ORDER BY e.seq) e
-		ORDER BY a.position, e.seq LIMIT $2`,
-		int64(min(from, 1<<62)), s.clampMax(max))
+	max = s.clampMax(max)
+	for {
+		evs, err := s.query(ctx, fmt.Sprintf("read all from %d", from),
+			`SELECT `+eventColumns+`
+			FROM (SELECT * FROM appends WHERE position >= coalesce((SELECT max(position) FROM appends WHERE position <= $1), $1)
+				ORDER BY position LIMIT $2) a
+			CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.stream = a.stream AND e.seq >= a.first_seq AND e.seq < a.first_seq + a.count
+				AND e.seq >= a.first_seq + ($1 - a.position) AND e.seq >= `+hiddenBefore("a.stream")+` ORDER BY e.seq) e
+			ORDER BY a.position, e.seq LIMIT $2`,
+			int64(min(from, 1<<62)), max)
+		if err != nil || len(evs) > 0 {
+			return evs, err
+		}
+		// Nothing: the end of the log, or a page of appends whose events
+		// were all removed (delete.go); then read on from the first
+		// append with an event to show, or past the page if none has one.
+		// An append committed since the read above has events to show,
+		// so it is never jumped over.
+		next, err := s.pastPage(ctx, `SELECT coalesce(
+			min(a.position + greatest($1 - a.position, 0)) FILTER (WHERE EXISTS (SELECT 1 FROM events e
+				WHERE e.stream = a.stream AND e.seq >= a.first_seq AND e.seq < a.first_seq + a.count
+				AND e.seq >= a.first_seq + ($1 - a.position) AND e.seq >= `+hiddenBefore("a.stream")+`)),
+			max(a.position + a.count))
+			FROM (SELECT * FROM appends
+			WHERE position >= coalesce((SELECT max(position) FROM appends WHERE position <= $1), $1)
+			ORDER BY position LIMIT $2) a`, from, max)
+		if err != nil || next <= from {
+			return nil, err
+		}
+		from = next
+	}
+}
+
+// pastPage runs sql, which returns the position after the page a read
+// from from scanned (NULL if it scanned none).
+func (s *Store) pastPage(ctx context.Context, sql string, from uint64, args ...any) (uint64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	var next *int64
+	if err := s.pool.QueryRow(ctx, sql, append([]any{int64(min(from, 1<<62))}, args...)...).Scan(&next); err != nil {
+		return 0, s.fail("read past removed events", err)
+	}
+	if next == nil {
+		return 0, nil
+	}
+	return uint64(*next), nil
 }
 
 // ReadStream implements eventstore.Store.
@@ -106,9 +146,13 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if from == 0 {
 		from = 1
 	}
-	return s.query(ctx, fmt.Sprintf("read stream %q", stream),
-		`SELECT `+eventColumns+` FROM (SELECT * FROM events WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT $3) e `+ofAppend+` ORDER BY e.seq`,
+	evs, err := s.query(ctx, fmt.Sprintf("read stream %q", stream),
+		`SELECT `+eventColumns+` FROM (SELECT * FROM events WHERE stream = $1 AND seq >= $2 AND seq >= `+hiddenBefore("$1")+` ORDER BY seq LIMIT $3) e `+ofAppend+` ORDER BY e.seq`,
 		stream, int64(min(from, 1<<62)), s.clampMax(max))
+	if err == nil && len(evs) == 0 {
+		err = s.readRemoved(ctx, stream)
+	}
+	return evs, err
 }
 
 // ReadStreamBackward implements eventstore.Store.
@@ -119,9 +163,13 @@ func (s *Store) ReadStreamBackward(ctx context.Context, stream string, from uint
 	if from == 0 || from > 1<<62 {
 		from = 1 << 62
 	}
-	return s.query(ctx, fmt.Sprintf("read stream %q backward", stream),
-		`SELECT `+eventColumns+` FROM (SELECT * FROM events WHERE stream = $1 AND seq <= $2 ORDER BY seq DESC LIMIT $3) e `+ofAppend+` ORDER BY e.seq DESC`,
+	evs, err := s.query(ctx, fmt.Sprintf("read stream %q backward", stream),
+		`SELECT `+eventColumns+` FROM (SELECT * FROM events WHERE stream = $1 AND seq <= $2 AND seq >= `+hiddenBefore("$1")+` ORDER BY seq DESC LIMIT $3) e `+ofAppend+` ORDER BY e.seq DESC`,
 		stream, int64(from), s.clampMax(max))
+	if err == nil && len(evs) == 0 {
+		err = s.readRemoved(ctx, stream)
+	}
+	return evs, err
 }
 
 // ReadTag implements eventstore.Store.
@@ -132,13 +180,34 @@ func (s *Store) ReadTag(ctx context.Context, tag string, from uint64, max int) (
 	if from == 0 {
 		from = 1
 	}
-	return s.query(ctx, fmt.Sprintf("read tag %q", tag),
-		`SELECT e.stream, e.seq, t.position, e.id, e.type, e.version, e.tags, e.meta, e.data, a.time
-		FROM (SELECT position FROM event_tags WHERE tag = $1 AND position >= $2 ORDER BY position LIMIT $3) t
-		CROSS JOIN LATERAL (SELECT * FROM appends a WHERE a.position <= t.position ORDER BY a.position DESC LIMIT 1) a
-		JOIN events e ON e.stream = a.stream AND e.seq = a.first_seq + (t.position - a.position)
-		ORDER BY t.position`,
-		tag, int64(min(from, 1<<62)), s.clampMax(max))
+	max = s.clampMax(max)
+	for {
+		evs, err := s.query(ctx, fmt.Sprintf("read tag %q", tag),
+			`SELECT e.stream, e.seq, t.position, e.id, e.type, e.version, e.tags, e.meta, e.data, a.time
+			FROM (SELECT position FROM event_tags WHERE tag = $1 AND position >= $2 ORDER BY position LIMIT $3) t
+			CROSS JOIN LATERAL (SELECT * FROM appends a WHERE a.position <= t.position ORDER BY a.position DESC LIMIT 1) a
+			JOIN events e ON e.stream = a.stream AND e.seq = a.first_seq + (t.position - a.position)
+			WHERE e.seq >= `+hiddenBefore("e.stream")+`
+			ORDER BY t.position`,
+			tag, int64(min(from, 1<<62)), max)
+		if err != nil || len(evs) > 0 {
+			return evs, err
+		}
+		// As in ReadAll: on to the first tagged event to show, or past
+		// the page if none is.
+		next, err := s.pastPage(ctx, `SELECT coalesce(
+			min(t.position) FILTER (WHERE EXISTS (SELECT 1 FROM appends a
+				JOIN events e ON e.stream = a.stream AND e.seq = a.first_seq + (t.position - a.position)
+				WHERE a.position = (SELECT max(position) FROM appends x WHERE x.position <= t.position)
+				AND e.seq >= `+hiddenBefore("e.stream")+`)),
+			max(t.position) + 1)
+			FROM (SELECT position FROM event_tags
+			WHERE tag = $2 AND position >= $1 ORDER BY position LIMIT $3) t`, from, tag, max)
+		if err != nil || next <= from {
+			return nil, err
+		}
+		from = next
+	}
 }
 
 // ListStreams implements eventstore.Store. A stream's row is made, at
@@ -149,7 +218,10 @@ func (s *Store) ListStreams(ctx context.Context, after string, max int) ([]strin
 		return nil, err
 	}
 	defer s.leave()
-	rows, err := s.pool.Query(ctx, `SELECT stream FROM streams WHERE stream > $1 AND version > 0 ORDER BY stream LIMIT $2`, after, s.clampMax(max))
+	// A deleted stream, or one truncated past its end, is not listed.
+	rows, err := s.pool.Query(ctx, `SELECT s.stream FROM streams s WHERE s.stream > $1 AND s.version > 0
+		AND NOT EXISTS (SELECT 1 FROM stream_removals r WHERE r.stream = s.stream AND r.before > (s.version & 4611686018427387903))
+		ORDER BY s.stream LIMIT $2`, after, s.clampMax(max))
 	if err != nil {
 		return nil, s.fail("list streams", err)
 	}
@@ -174,7 +246,16 @@ func (s *Store) StreamVersion(ctx context.Context, stream string) (uint64, error
 	if err != nil {
 		return 0, s.fail(fmt.Sprintf("version of %q", stream), err)
 	}
-	return uint64(v), nil
+	return uint64(v) &^ tombBit, nil
+}
+
+// readRemoved is removedErr for a read (with the store entered).
+func (s *Store) readRemoved(ctx context.Context, stream string) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.removedErr(ctx, stream)
 }
 
 // ReadFiltered implements backend.Tail.

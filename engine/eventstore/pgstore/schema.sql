@@ -76,6 +76,30 @@ CREATE TABLE IF NOT EXISTS progress (
 	position bigint NOT NULL
 );
 
+-- Removed events (eventstore.Deleter, delete.go). A stream's row here
+-- holds the first seq readers see (before; every seq of a hard-deleted
+-- one), how it was removed (mode: 0 truncated, 1 soft-deleted, 2
+-- hard-deleted), and whether events below before are still stored
+-- (pending): the sweep deletes them. A hard-deleted stream's version in
+-- streams also carries bit 62, so that an append to it, decided against
+-- that version, is refused.
+CREATE TABLE IF NOT EXISTS stream_removals (
+	stream  text COLLATE "C" PRIMARY KEY,
+	before  bigint   NOT NULL,
+	mode    smallint NOT NULL,
+	pending boolean  NOT NULL
+);
+CREATE INDEX IF NOT EXISTS stream_removals_pending ON stream_removals (stream) WHERE pending;
+
+-- Retention rules: kind 's' names a stream, 'p' a prefix of stream ids.
+CREATE TABLE IF NOT EXISTS retention (
+	kind      "char" NOT NULL,
+	name      text COLLATE "C" NOT NULL,
+	max_age   bigint NOT NULL, -- nanoseconds, 0: none
+	max_count bigint NOT NULL, -- 0: none
+	PRIMARY KEY (kind, name)
+);
+
 -- Stores made by logbook before this layout (testdata/schema_v1.sql)
 -- inserted events without a position and had a sequencer give them one
 -- later, in the order of append_no; positions were a column of events.

@@ -48,6 +48,18 @@ type Options struct {
 	// Poll is the safety net under LISTEN/NOTIFY: how often the head is
 	// read when no notification came; default 200ms.
 	Poll time.Duration
+	// Clock, if set, gives events their commit times and retention
+	// rules their "now", instead of the database's clock: for tests of
+	// expiry.
+	Clock func() time.Time
+	// SweepInterval is how often the background pass runs that applies
+	// retention rules and deletes removed events (default 1 minute;
+	// negative: only when Sweep is called). SweepBatch is how many events
+	// one DELETE removes (default 1,000), SweepRate how many a second at
+	// most (default 20,000).
+	SweepInterval time.Duration
+	SweepBatch    int
+	SweepRate     int
 	// beforeCommit, for tests, runs inside an append's transaction just
 	// before it commits.
 	beforeCommit func(ctx context.Context, stream string) error
@@ -88,9 +100,11 @@ type Store struct {
 	closing <-chan struct{} // closed by Close
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
+	sweepMu sync.Mutex // one sweep at a time
 }
 
 var _ eventstore.Store = (*Store)(nil)
+var _ eventstore.Deleter = (*Store)(nil)
 var _ backend.Tail = (*Store)(nil)
 
 // Open connects to the database at url, creates the schema if needed, and
@@ -117,6 +131,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 200 * time.Millisecond
+	}
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = time.Minute
+	}
+	if opts.SweepBatch <= 0 {
+		opts.SweepBatch = 1000
+	}
+	if opts.SweepRate <= 0 {
+		opts.SweepRate = 20_000
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
@@ -159,6 +182,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	for range appenders {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.appender(bg) }()
+	}
+	if opts.SweepInterval > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.sweeper(bg) }()
 	}
 	return s, nil
 }

@@ -33,6 +33,10 @@ type Role string
 // Viewer is the least role: it reads, and every token has it.
 const Viewer Role = "viewer"
 
+// Admin is the operator's role: it deletes and forgets what the
+// services keep (it does not include the services' own roles).
+const Admin Role = "admin"
+
 // Has reports whether a token of role r may use a route that needs role
 // need: Viewer (or no role) every token may; any other role only its
 // holders.

@@ -19,7 +19,7 @@ export interface Counts {
   failed: number;
   /** recipients refused at a send (messages at a replay), by reason in refused_by */
   refused: number;
-  /** unknown_user, opt_out, settings, no_address, duplicate */
+  /** unknown_user, opt_out, settings, no_address, duplicate, forgotten */
   refused_by?: Record<string, number>;
   /** recipients (listed twice included, counted as refused duplicates) */
   requested: number;

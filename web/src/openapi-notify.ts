@@ -44,6 +44,17 @@ export interface DeadLetter {
   user_ids: number[];
 }
 
+export interface Forgotten {
+  at: string;
+  by: string;
+  /** the version of the key destroyed; 0: the user had none */
+  key_version: number;
+  /** the audit event's log position */
+  position?: number;
+  /** the user's keyed hash (HMAC-SHA-256 under a key derived from the master key), in hex */
+  subject_hash: string;
+}
+
 export interface Problem {
   detail?: string;
   status: number;

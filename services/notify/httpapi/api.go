@@ -9,8 +9,8 @@ package httpapi
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"

@@ -91,12 +91,12 @@ type Config struct {
 
 // Errors of the service, wrapped with details.
 var (
-	ErrInvalid      = errors.New("notify: invalid request")               // 400
-	ErrUnacceptable = errors.New("notify: request cannot be sent")        // 422: unknown type, too many recipients, empty club
-	ErrKeyReused    = errors.New("notify: idempotency key reused")        // 422: same key, another request
-	ErrNotFound     = errors.New("notify: not found")                     // 404
-	ErrClosed       = errors.New("notify: service closed")                // 503
-	ErrTooLarge     = errors.New("notify: replay names too many letters") // 413
+	ErrInvalid      = errors.New("notify: invalid request")                                                                                // 400
+	ErrUnacceptable = errors.New("notify: request cannot be sent")                                                                         // 422: unknown type, too many recipients, empty club
+	ErrKeyReused    = errors.New("notify: idempotency key reused")                                                                         // 422: same key, another request
+	ErrNotFound     = errors.New("notify: not found")                                                                                      // 404
+	ErrClosed       = errors.New("notify: service closed")                                                                                 // 503
+	ErrTooLarge     = errors.New("notify: replay names too many letters")                                                                  // 413
 	ErrNoKeyring    = errors.New("notify: users' data is kept without a keyring (no master key was given), so a user cannot be forgotten") // 501
 )
 

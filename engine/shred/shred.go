@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -195,7 +196,8 @@ type Keyring struct {
 	hashKey []byte
 	opts    Options
 
-	wmu sync.Mutex // one creation or forgetting at a time in this process
+	wmu    sync.Mutex // one creation or forgetting at a time in this process
+	closed atomic.Bool
 
 	mu    sync.Mutex
 	cache map[hash]cached
@@ -267,8 +269,13 @@ func (k *Keyring) hash(subject string) hash {
 	return h
 }
 
-// Close closes the key store.
-func (k *Keyring) Close() error { return k.b.close() }
+// Close closes the key store; closing again does nothing.
+func (k *Keyring) Close() error {
+	if k.closed.Swap(true) {
+		return nil
+	}
+	return k.b.close()
+}
 
 // lookup returns the subjects' keys from the cache or the store; absent
 // from the answer: no record.

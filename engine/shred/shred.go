@@ -42,6 +42,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	gohash "hash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,6 +197,7 @@ type Keyring struct {
 	hashKey []byte
 	opts    Options
 
+	macs   sync.Pool  // of HMACs under hashKey: making one is most of a hash's cost
 	wmu    sync.Mutex // one creation or forgetting at a time in this process
 	closed atomic.Bool
 
@@ -262,10 +264,15 @@ func (k *Keyring) SubjectHash(subject string) string {
 }
 
 func (k *Keyring) hash(subject string) hash {
-	mac := hmac.New(sha256.New, k.hashKey)
+	mac, _ := k.macs.Get().(gohash.Hash)
+	if mac == nil {
+		mac = hmac.New(sha256.New, k.hashKey)
+	}
+	mac.Reset()
 	mac.Write([]byte(subject))
 	var h hash
-	copy(h[:], mac.Sum(nil))
+	mac.Sum(h[:0])
+	k.macs.Put(mac)
 	return h
 }
 

@@ -411,3 +411,38 @@ func TestMasterKey(t *testing.T) {
 		t.Fatal("a short key was taken")
 	}
 }
+
+// BenchmarkSealOpen seals and opens a 32-byte field of one of 10,000
+// subjects whose keys are in memory, and of subjects whose keys are
+// read from the directory (a cache of 100 keys).
+func BenchmarkSealOpen(b *testing.B) {
+	for _, cacheKeys := range []int{100_000, 100} {
+		b.Run(fmt.Sprintf("cache=%d", cacheKeys), func(b *testing.B) {
+			ctx := context.Background()
+			k, err := OpenDir(ctx, b.TempDir(), testMaster, DirOptions{Options: Options{CacheKeys: cacheKeys}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer k.Close()
+			subjects := make([]string, 10_000)
+			for i := range subjects {
+				subjects[i] = fmt.Sprintf("user/%d", i)
+			}
+			if err := k.Prepare(ctx, subjects); err != nil {
+				b.Fatal(err)
+			}
+			pt := []byte("someone@example.org, 1 Main St.")
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				s := subjects[i%len(subjects)]
+				env, err := k.Seal(ctx, s, "email", pt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := k.Open(ctx, s, "email", env); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

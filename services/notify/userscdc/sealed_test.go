@@ -122,9 +122,32 @@ func TestSealedViewForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropSlot(t, e)
-	v, _ = openSealedView(t, dir)
-	e.start(t, v)
+	v, keys = openSealedView(t, dir)
+	f = e.start(t, v)
 	check("a new snapshot")
+
+	// And while a new snapshot is copied, the answers come from the
+	// users' database, which still holds the user: redacted.
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = keys.Close()
+	if err := os.RemoveAll(filepath.Join(dir, "view")); err != nil {
+		t.Fatal(err)
+	}
+	dropSlot(t, e)
+	_, release := holdCopy(t)
+	v, _ = openSealedView(t, dir)
+	e.cfg.ServeDuringCopy = true
+	e.start(t, v)
+	if from, err := v.Ready(); from != "snapshot" || err != nil {
+		t.Fatalf("Ready = %q, %v, want the snapshot served", from, err)
+	}
+	check("served from the users' database's snapshot")
+	release()
 }
 
 func grepDir(t *testing.T, dir, s string) string {

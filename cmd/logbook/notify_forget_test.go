@@ -184,12 +184,39 @@ func testNotifyForget(t *testing.T, sealed bool) {
 	if code := c.call("POST", "/api/users/x/forget", "admin-token", "", nil, nil); code != http.StatusBadRequest {
 		t.Fatalf("forget user x: %d, want 400", code)
 	}
-	code := c.call("POST", path, "admin-token", "", nil, &f)
+	// The command: bad usage exits 2; with the admin token it forgets.
+	forgetCmd := func(token string, args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		getenv := func(k string) string {
+			if k == "LOGBOOK_TOKEN" {
+				return token
+			}
+			return ""
+		}
+		code := run(ctx, &env{stdout: &out, stderr: &errOut, getenv: getenv}, append([]string{"notify", "users", "forget"}, args...))
+		return code, out.String() + errOut.String()
+	}
+	if code, out := forgetCmd("admin-token", "x", "--server", c.base); code != 2 {
+		t.Fatalf("forget x: exit %d: %s", code, out)
+	}
+	if code, out := forgetCmd("", fmt.Sprint(id), "--server", c.base); code != 2 || !strings.Contains(out, "LOGBOOK_TOKEN") {
+		t.Fatalf("forget without a token: exit %d: %s", code, out)
+	}
+	code, out := forgetCmd("admin-token", fmt.Sprint(id), "--server", c.base, "-o", "json")
 	switch {
-	case sealed && (code != 200 || f.KeyVersion != 1 || f.Position == 0 || !strings.HasPrefix(f.By, "admin token sha256:")):
-		t.Fatalf("forget: %d %+v", code, f)
-	case !sealed && code != http.StatusNotImplemented:
-		t.Fatalf("forget without a keyring: %d, want 501", code)
+	case sealed && code != 0:
+		t.Fatalf("logbook notify users forget: exit %d: %s", code, out)
+	case sealed:
+		if err := json.Unmarshal([]byte(out), &f); err != nil || f.KeyVersion != 1 || f.Position == 0 || !strings.HasPrefix(f.By, "admin token sha256:") {
+			t.Fatalf("forget: %v %s", err, out)
+		}
+		// Again, through the API: the same answer.
+		var again shred.Forgotten
+		if code := c.call("POST", path, "admin-token", "", nil, &again); code != 200 || again.SubjectHash != f.SubjectHash || again.KeyVersion != 1 || again.Position != f.Position {
+			t.Fatalf("forget again: %d %+v, first %+v", code, again, f)
+		}
+	case code != 1 || !strings.Contains(out, "501"):
+		t.Fatalf("forget without a keyring: exit %d: %s, want 501", code, out)
 	}
 	leaks := apiLeaks()
 	if sealed {

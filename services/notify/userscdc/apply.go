@@ -189,7 +189,7 @@ func (b *batch) upsertUser(old, nw row) error {
 		if !ok {
 			return nil, fmt.Errorf("%w (users %d)", errToast, prevID)
 		}
-		r, err := b.v.openUser(context.Background(), prevID, raw)
+		r, _, err := b.v.openUser(context.Background(), prevID, raw)
 		if err != nil {
 			return nil, err
 		}
@@ -357,7 +357,7 @@ func (b *batch) upsertDevice(old, nw row) error {
 		if !ok {
 			return fmt.Errorf("%w (user_devices %d)", errToast, prevID)
 		}
-		if token, err = b.v.openToken(context.Background(), prevUser, raw); err != nil {
+		if token, err = b.v.openToken(context.Background(), prevUser, nil, raw); err != nil {
 			return err
 		}
 	}

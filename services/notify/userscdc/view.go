@@ -180,31 +180,34 @@ func (v *View) sealUser(ctx context.Context, id int64, u userRow) ([]byte, error
 }
 
 // openUser decodes a users record and opens its sealed fields: a user
-// whose key was destroyed comes back Forgotten, without them.
-func (v *View) openUser(ctx context.Context, id int64, raw []byte) (userRow, error) {
+// whose key was destroyed comes back Forgotten, without them. The
+// user's key, when there is one, is returned for their device tokens.
+func (v *View) openUser(ctx context.Context, id int64, raw []byte) (userRow, *shred.SubjectKey, error) {
 	u, err := decodeUser(raw)
 	if err != nil || v.keys == nil || u.Forgotten {
-		return u, err
+		return u, nil, err
 	}
-	name, err := v.keys.Open(ctx, Subject(id), fieldName, []byte(u.Name))
+	forgotten := userRow{Language: u.Language, OptOut: u.OptOut, Forgotten: true}
+	sk, err := v.keys.Subject(ctx, Subject(id))
 	if errors.Is(err, shred.ErrForgotten) {
-		return userRow{Language: u.Language, OptOut: u.OptOut, Forgotten: true}, nil
+		return forgotten, nil, nil
 	}
 	if err != nil {
-		return u, fmt.Errorf("userscdc: user %d's name: %w", id, err)
+		return u, nil, fmt.Errorf("userscdc: user %d's key: %w", id, err)
+	}
+	name, err := sk.Open(fieldName, []byte(u.Name))
+	if err != nil {
+		return u, nil, fmt.Errorf("userscdc: user %d's name: %w", id, err)
 	}
 	u.Name = string(name)
 	if u.Email != "" {
-		email, err := v.keys.Open(ctx, Subject(id), fieldEmail, []byte(u.Email))
-		if errors.Is(err, shred.ErrForgotten) {
-			return userRow{Language: u.Language, OptOut: u.OptOut, Forgotten: true}, nil
-		}
+		email, err := sk.Open(fieldEmail, []byte(u.Email))
 		if err != nil {
-			return u, fmt.Errorf("userscdc: user %d's e-mail: %w", id, err)
+			return u, nil, fmt.Errorf("userscdc: user %d's e-mail: %w", id, err)
 		}
 		u.Email = string(email)
 	}
-	return u, nil
+	return u, sk, nil
 }
 
 // sealToken seals a device token under its user's key; nil: the user is
@@ -221,17 +224,25 @@ func (v *View) sealToken(ctx context.Context, userID int64, token string) ([]byt
 }
 
 // openToken opens a stored device token; "" when its user is forgotten.
-func (v *View) openToken(ctx context.Context, userID int64, raw []byte) (string, error) {
+// sk, if not nil, is the user's key.
+func (v *View) openToken(ctx context.Context, userID int64, sk *shred.SubjectKey, raw []byte) (string, error) {
 	if v.keys == nil {
 		return string(raw), nil
 	}
 	if len(raw) == 0 {
 		return "", nil
 	}
-	b, err := v.keys.Open(ctx, Subject(userID), fieldDevice, raw)
-	if errors.Is(err, shred.ErrForgotten) {
-		return "", nil
+	if sk == nil {
+		var err error
+		sk, err = v.keys.Subject(ctx, Subject(userID))
+		if errors.Is(err, shred.ErrForgotten) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("userscdc: user %d's key: %w", userID, err)
+		}
 	}
+	b, err := sk.Open(fieldDevice, raw)
 	if err != nil {
 		return "", fmt.Errorf("userscdc: user %d's device token: %w", userID, err)
 	}
@@ -746,13 +757,20 @@ func (v *View) countClubs(ctx context.Context) ([]Club, error) {
 // sequence of ascending seeks.
 func (v *View) readUsers(ctx context.Context, r pebble.Reader, ids []int64) (map[int64]*notify.User, error) {
 	out := make(map[int64]*notify.User, len(ids))
+	var keys map[int64]*shred.SubjectKey // for the device tokens
+	if v.keys != nil {
+		keys = make(map[int64]*shred.SubjectKey, len(ids))
+	}
 	err := scan(r, prefixUser, ids, func(id int64, k, val []byte) error {
 		if len(k) != 9 {
 			return nil
 		}
-		row, err := v.openUser(ctx, id, val)
+		row, sk, err := v.openUser(ctx, id, val)
 		if err != nil {
 			return err
+		}
+		if sk != nil {
+			keys[id] = sk
 		}
 		out[id] = &notify.User{ID: id, Name: row.Name, Language: row.Language, Email: row.Email, OptOut: row.OptOut, Forgotten: row.Forgotten}
 		return nil
@@ -786,7 +804,7 @@ func (v *View) readUsers(ctx context.Context, r pebble.Reader, ids []int64) (map
 		if u == nil || u.Forgotten {
 			return nil
 		}
-		token, err := v.openToken(ctx, id, val)
+		token, err := v.openToken(ctx, id, keys[id], val)
 		if err != nil || token == "" {
 			return err
 		}

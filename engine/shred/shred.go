@@ -203,6 +203,7 @@ type Keyring struct {
 
 	mu    sync.Mutex
 	cache map[hash]cached
+	gen   uint64 // counts Forget calls: see absorb
 }
 
 type cached struct {
@@ -291,6 +292,7 @@ func (k *Keyring) lookup(ctx context.Context, hs []hash) (map[hash]cached, error
 	out := make(map[hash]cached, len(hs))
 	var miss []hash
 	k.mu.Lock()
+	gen := k.gen
 	for _, h := range hs {
 		if c, ok := k.cache[h]; ok && (c.until.IsZero() || now.Before(c.until)) {
 			out[h] = c
@@ -306,14 +308,16 @@ func (k *Keyring) lookup(ctx context.Context, hs []hash) (map[hash]cached, error
 	if err != nil {
 		return nil, err
 	}
-	if err := k.absorb(recs, out); err != nil {
+	if err := k.absorb(recs, out, gen); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// absorb unwraps stored records into out and the cache.
-func (k *Keyring) absorb(recs map[hash][]byte, out map[hash]cached) error {
+// absorb unwraps stored records into out, and into the cache unless a
+// subject was forgotten since gen was read: records read before a Forget
+// must not put a destroyed key back in the cache.
+func (k *Keyring) absorb(recs map[hash][]byte, out map[hash]cached, gen uint64) error {
 	var until time.Time
 	if k.opts.CacheTTL > 0 {
 		until = k.opts.now().Add(k.opts.CacheTTL)
@@ -335,6 +339,9 @@ func (k *Keyring) absorb(recs map[hash][]byte, out map[hash]cached) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.gen != gen {
+		return nil
+	}
 	for h, c := range fresh {
 		if len(k.cache) >= k.opts.CacheKeys {
 			for old := range k.cache { // evict one at random
@@ -384,6 +391,9 @@ func (k *Keyring) keys(ctx context.Context, hs []hash) (map[hash]cached, error) 
 	}
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
+	k.mu.Lock()
+	gen := k.gen // no Forget runs while wmu is held
+	k.mu.Unlock()
 	recs := map[hash][]byte{}
 	for _, h := range hs {
 		if _, ok := got[h]; ok {
@@ -400,7 +410,7 @@ func (k *Keyring) keys(ctx context.Context, hs []hash) (map[hash]cached, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := k.absorb(stored, got); err != nil {
+	if err := k.absorb(stored, got, gen); err != nil {
 		return nil, err
 	}
 	return got, nil
@@ -587,6 +597,7 @@ func (k *Keyring) Forget(ctx context.Context, subject, by string) (Forgotten, er
 		}
 	}
 	k.mu.Lock()
+	k.gen++
 	k.cache[h] = cached{version: f.KeyVersion}
 	k.mu.Unlock()
 	k.wmu.Unlock()

@@ -171,6 +171,9 @@ func (v *View) sealUser(ctx context.Context, id int64, u userRow) ([]byte, error
 	u.Name = string(name)
 	if u.Email != "" {
 		email, err := v.keys.Seal(ctx, Subject(id), fieldEmail, []byte(u.Email))
+		if errors.Is(err, shred.ErrForgotten) { // forgotten meanwhile
+			return userRow{Language: u.Language, OptOut: u.OptOut, Forgotten: true}.encode(), nil
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/server"
+	"github.com/logbook/logbook/engine/shred"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/engine/window/pgsink"
 	"github.com/logbook/logbook/internal/cliutil"
@@ -71,6 +72,7 @@ type notifyServeFlags struct {
 	// Checked from tls and deliverTLS.
 	tlsCfg        *server.TLSConfig
 	deliverTLSCfg *tls.Config
+	masterKeyFile, keys  string
 }
 
 func newNotifyServeCmd(e *env) *cobra.Command {
@@ -121,6 +123,8 @@ aggregated into minute, hour and day windows.`,
 	fromEnv(fs, "backup-dir")
 	f.tls.Register(fs)
 	f.deliverTLS.Register(fs, "deliver", "the https:// --push-url and --email-url")
+	fs.StringVar(&f.masterKeyFile, "master-key-file", "", "file (mode 600) of the master key, 64 hex digits, that wraps each user's key: names, e-mail addresses and device tokens are then sealed and users can be forgotten (default: LOGBOOK_MASTER_KEY; neither: kept in clear)")
+	fs.StringVar(&f.keys, "keys", "", "directory of the users' keys (default STATE/keys; with --store postgres://… the table logbook_subject_keys there)")
 	for _, name := range []string{"users-db", "push-url", "email-url"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -183,7 +187,16 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	if err := os.MkdirAll(f.state, 0o755); err != nil {
 		return err
 	}
-	view, err := userscdc.OpenView(filepath.Join(f.state, "users"), userscdc.ViewOptions{Logger: e.log})
+	keyring, err := openNotifyKeyring(ctx, e, f, s, store)
+	if err != nil {
+		return err
+	}
+	if keyring != nil {
+		defer keyring.Close()
+	} else {
+		e.log.Warn("no master key (--master-key-file, LOGBOOK_MASTER_KEY): the users' names and addresses are kept in clear and users cannot be forgotten")
+	}
+	view, err := userscdc.OpenView(filepath.Join(f.state, "users"), userscdc.ViewOptions{Logger: e.log, Keyring: keyring})
 	if err != nil {
 		return err
 	}
@@ -229,8 +242,8 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		}
 	}
 	svc, err := pipeline.New(ctx, store, pipeline.Config{
-		Exclusive: exclusive,
-		Follow:    follow, Users: view, Deliverer: d, StateDir: f.state,
+		Exclusive: exclusive, Keyring: keyring,
+		Follow: follow, Users: view, Deliverer: d, StateDir: f.state,
 		ChunkSize: f.chunk, MaxRecipients: f.maxRecipients, Parallel: f.parallel, Senders: f.senders,
 		MetricsGrace: f.metricsGrace, MaxAge: f.maxAge, MaxSkew: f.maxSkew, Registerer: reg, Logger: e.log,
 	})
@@ -273,6 +286,35 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 		err = ferr
 	}
 	return err
+}
+
+// openNotifyKeyring opens the users' keys when a master key is given
+// (nil when none is): in --keys, by default the state directory's keys,
+// or in the PostgreSQL store's database. Forgetting appends its audit
+// event to the store.
+func openNotifyKeyring(ctx context.Context, e *env, f *notifyServeFlags, s *openedStore, audit shred.AuditAppender) (*shred.Keyring, error) {
+	var master shred.MasterKey
+	var err error
+	switch v := e.getenv(shred.MasterKeyEnv); {
+	case f.masterKeyFile != "":
+		master, err = shred.LoadMasterKey(f.masterKeyFile)
+	case v != "":
+		master, err = shred.ParseMasterKey(v)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, usageError{Msg: err.Error()}
+	}
+	opts := shred.Options{Audit: audit}
+	if s.pg != nil && f.keys == "" {
+		return shred.OpenPostgres(ctx, s.pg.Pool(), master, shred.PostgresOptions{Options: opts})
+	}
+	dir := f.keys
+	if dir == "" {
+		dir = filepath.Join(f.state, "keys")
+	}
+	return shred.OpenDir(ctx, dir, master, shred.DirOptions{Options: opts, Logger: e.log})
 }
 
 // notifyCheck passes when the service can answer and deliver: the

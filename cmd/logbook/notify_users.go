@@ -2,16 +2,28 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/shred"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/services/notify/userscdc"
 )
 
 func newNotifyUsersCmd(e *env) *cobra.Command {
-	return group("users", "Fill the users' database the notify service follows",
+	return group("users", "Fill the users' database the notify service follows; forget a user",
 		newNotifyUsersGenerateCmd(e),
+		newNotifyUsersForgetCmd(e),
 	)
 }
 
@@ -86,4 +98,95 @@ func generateUsers(ctx context.Context, e *env, url, schema string, p userscdc.P
 	}
 	e.log.Info("users generated", "users_db", redactURL(url), "schema", schema, "users", p.Users, "clubs", p.Clubs)
 	return nil
+}
+
+// `logbook notify users forget ID`: asks a running notify server to
+// erase a user's personal data (POST /api/users/{id}/forget, an admin
+// token).
+func newNotifyUsersForgetCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "forget ID --server URL",
+		Short: "Erase a user's personal data in a notify server (the right to be forgotten)",
+		Long: `Asks a running notify server to forget the user: their key is destroyed,
+so the name, e-mail address and device tokens the server keeps of them
+can no longer be read, anywhere it keeps them, and they are sent nothing
+more; an audit event records that a user was forgotten, when and by
+whom, naming the user only by a keyed hash. The server must run with a
+master key (--master-key-file or LOGBOOK_MASTER_KEY). The users'
+database the server follows is not logbook's: erase the user there too.
+
+The admin token is read from --token-file, or LOGBOOK_TOKEN.`,
+		Example: `  LOGBOOK_TOKEN=admin-tok logbook notify users forget 42 --server http://127.0.0.1:8082`,
+		Args:    cobra.ExactArgs(1),
+	}
+	fs := cmd.Flags()
+	var serverURL, tokenFile string
+	fs.StringVar(&serverURL, "server", "http://127.0.0.1:8082", "the notify server's URL")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding an admin token (default: LOGBOOK_TOKEN)")
+	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil {
+			return usagef("user id %q: want an integer", args[0])
+		}
+		u, err := url.Parse(serverURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--server %q: want http://host:port", serverURL)
+		}
+		token := e.getenv("LOGBOOK_TOKEN")
+		if tokenFile != "" {
+			b, err := os.ReadFile(tokenFile)
+			if err != nil {
+				return err
+			}
+			token = strings.TrimSpace(string(b))
+		}
+		if token == "" {
+			return usageError{Msg: "an admin token is needed: --token-file FILE or LOGBOOK_TOKEN"}
+		}
+		f, err := forgetUser(cmd.Context(), strings.TrimRight(serverURL, "/"), token, id)
+		if err != nil {
+			return err
+		}
+		return out.Print(e.stdout, f, cliutil.Pairs([][2]string{
+			{"user", strconv.FormatInt(id, 10)},
+			{"subject_hash", f.SubjectHash},
+			{"key_version", strconv.FormatUint(uint64(f.KeyVersion), 10)},
+			{"at", f.At.Format(time.RFC3339)},
+			{"by", f.By},
+			{"audit_position", strconv.FormatUint(f.Position, 10)},
+		}))
+	}
+	return cmd
+}
+
+func forgetUser(ctx context.Context, server, token string, id int64) (shred.Forgotten, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server+"/api/users/"+strconv.FormatInt(id, 10)+"/forget", nil)
+	if err != nil {
+		return shred.Forgotten{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return shred.Forgotten{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return shred.Forgotten{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var p struct{ Title, Detail string }
+		if json.Unmarshal(body, &p) == nil && (p.Detail != "" || p.Title != "") {
+			return shred.Forgotten{}, fmt.Errorf("forget user %d: %s: %s %s", id, resp.Status, p.Title, p.Detail)
+		}
+		return shred.Forgotten{}, fmt.Errorf("forget user %d: %s", id, resp.Status)
+	}
+	var f shred.Forgotten
+	if err := json.Unmarshal(body, &f); err != nil {
+		return f, errors.New("forget: the server's answer is not JSON of a forgotten subject")
+	}
+	return f, nil
 }

@@ -51,7 +51,8 @@ const Viewer Role = "viewer"
 // Admin is the operator's role: on top of reading, it runs or changes the
 // store itself — a backup, deleting and truncating streams, forgetting
 // data subjects — through the admin API every service mounts. Every
-// binary's token loader accepts it.
+// binary's token loader accepts it. It does not include the services'
+// own roles.
 const Admin Role = "admin"
 
 // Has reports whether a token of role r may use a route that needs role

@@ -98,6 +98,9 @@ type User struct {
 	// Disabled lists the (type, channel) pairs the user turned off.
 	// Everything not listed is on.
 	Disabled map[Setting]bool
+	// Forgotten: the user's personal data (name, addresses) was erased
+	// at their request; nothing is sent to them.
+	Forgotten bool
 }
 
 // Setting names one switch in a user's settings.
@@ -117,6 +120,7 @@ const (
 	RefusedSettings    Refusal = "settings"     // every channel turned off for the type
 	RefusedNoAddress   Refusal = "no_address"   // allowed, but no device token and no e-mail address
 	RefusedDuplicate   Refusal = "duplicate"    // listed again in the same request: notified once
+	RefusedForgotten   Refusal = "forgotten"    // the user's personal data was erased at their request
 )
 
 // Policy says which notification types users cannot opt out of.
@@ -140,8 +144,11 @@ type Decision struct {
 // Check decides where a notification of type typ goes for user u (nil:
 // the user is unknown).
 func (p Policy) Check(u *User, typ string) Decision {
-	if u == nil {
+	switch {
+	case u == nil:
 		return Decision{Refused: RefusedUnknownUser}
+	case u.Forgotten:
+		return Decision{Refused: RefusedForgotten}
 	}
 	mandatory := p.Mandatory[typ]
 	if u.OptOut && !mandatory {

@@ -19,7 +19,7 @@ export interface Counts {
   failed: number;
   /** recipients refused at a send (messages at a replay), by reason in refused_by */
   refused: number;
-  /** unknown_user, opt_out, settings, no_address, duplicate */
+  /** unknown_user, opt_out, settings, no_address, duplicate, forgotten */
   refused_by?: Record<string, number>;
   /** recipients (listed twice included, counted as refused duplicates) */
   requested: number;
@@ -42,6 +42,17 @@ export interface DeadLetter {
   request: string;
   state: "open" | "replaying" | "replayed";
   user_ids: number[];
+}
+
+export interface Forgotten {
+  at: string;
+  by: string;
+  /** the version of the key destroyed; 0: the user had none */
+  key_version: number;
+  /** the audit event's log position */
+  position?: number;
+  /** the user's keyed hash (HMAC-SHA-256 under a key derived from the master key), in hex */
+  subject_hash: string;
 }
 
 export interface Problem {

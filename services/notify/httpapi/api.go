@@ -8,7 +8,9 @@ package httpapi
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -34,8 +36,9 @@ func OpenAPI() []byte { return openapiJSON }
 const Sender auth.Role = "sender"
 
 // Roles returns the roles the notify API declares, for the token loader
-// of a binary that serves it.
-func Roles() []auth.Role { return []auth.Role{Sender} }
+// of a binary that serves it; besides Sender, the engine's
+// auth.Admin forgets users.
+func Roles() []auth.Role { return []auth.Role{Sender, auth.Admin} }
 
 // MaxBody bounds a send request's body: a million recipients with ids
 // of up to 20 digits, and room for the rest.
@@ -81,6 +84,7 @@ var Routes = []httpkit.Route[*API]{
 	httpkit.NewRoute("GET /api/dead-letters", auth.Viewer, httpkit.ViewQuery, (*API).deadLetters).WithQuery("request", "after", "limit"),
 	httpkit.NewRoute("POST /api/dead-letters/replay", Sender, httpkit.Command, (*API).replay),
 	httpkit.NewRoute("GET /api/clubs", auth.Viewer, httpkit.ViewQuery, (*API).clubs),
+	httpkit.NewRoute("POST /api/users/{id}/forget", auth.Admin, httpkit.Command, (*API).forget),
 	httpkit.NewRoute("GET /api/notification-types", auth.Viewer, httpkit.Anywhere, (*API).types),
 	{Spec: httpkit.Spec{Method: "GET", Path: "/api/openapi.json", Public: true, Kind: httpkit.Anywhere}, Handle: func(_ *API, w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
@@ -111,6 +115,7 @@ func Mount(mux *http.ServeMux, svc *pipeline.Service, tokens *auth.Tokens) {
 // Problem types of the notify domain.
 const (
 	TypeUnacceptable = "urn:logbook:problem:notify:unacceptable" // 422: an unknown type, too many recipients, an empty club, nothing to replay
+	TypeNoKeyring    = "urn:logbook:problem:notify:no-keyring"   // 501: the server keeps users' data without a keyring
 )
 
 func domainErrors(err error) (problem.Details, bool) {
@@ -125,6 +130,8 @@ func domainErrors(err error) (problem.Details, bool) {
 		return httpkit.Problem(http.StatusRequestEntityTooLarge, httpkit.TypeTooLarge, err.Error()), true
 	case errors.Is(err, pipeline.ErrNotFound):
 		return httpkit.Problem(http.StatusNotFound, httpkit.TypeNotFound, err.Error()), true
+	case errors.Is(err, pipeline.ErrNoKeyring):
+		return httpkit.Problem(http.StatusNotImplemented, TypeNoKeyring, err.Error()+": start it with --master-key FILE or LOGBOOK_MASTER_KEY"), true
 	case errors.Is(err, pipeline.ErrClosed):
 		return httpkit.Problem(http.StatusServiceUnavailable, httpkit.TypeUnavailable, err.Error()), true
 	}
@@ -284,4 +291,31 @@ func (a *API) clubs(w http.ResponseWriter, r *http.Request) error {
 
 func (a *API) types(w http.ResponseWriter, _ *http.Request) error {
 	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"types": a.svc.Types()})
+}
+
+// forget erases a user's personal data (pipeline.Service.Forget). The
+// audit event says by whom as the role and a digest of the token, never
+// the token.
+func (a *API) forget(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return httpkit.BadRequest("user id %q: want an integer", r.PathValue("id"))
+	}
+	f, err := a.svc.Forget(r.Context(), id, "admin token "+tokenDigest(r))
+	if err != nil {
+		return err
+	}
+	if f.Position > 0 {
+		w.Header().Set("X-Logbook-Position", strconv.FormatUint(f.Position, 10))
+	}
+	return httpkit.WriteJSON(w, http.StatusOK, f)
+}
+
+// tokenDigest names the request's token by the first 12 hexadecimal
+// digits of its SHA-256: enough for an operator holding the tokens to
+// tell which, nothing to sign in with.
+func tokenDigest(r *http.Request) string {
+	tok, _ := auth.FromRequest(r)
+	sum := sha256.Sum256([]byte(tok))
+	return "sha256:" + hex.EncodeToString(sum[:6])
 }

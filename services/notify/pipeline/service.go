@@ -19,6 +19,7 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/projection"
+	"github.com/logbook/logbook/engine/shred"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/userscdc"
@@ -79,20 +80,39 @@ type Config struct {
 	// lock of the processes sharing the store (pgstore.Store.Exclusive),
 	// so that of several servers on one store one delivers at a time;
 	// the others accept requests and answer queries.
-	Exclusive  func(ctx context.Context, run func(context.Context) error) error
+	Exclusive func(ctx context.Context, run func(context.Context) error) error
+	// Keyring, if set, is the users' keys the users view seals their
+	// personal data under (userscdc.ViewOptions.Keyring): Forget
+	// destroys a user's.
+	Keyring    *shred.Keyring
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
 
 // Errors of the service, wrapped with details.
 var (
-	ErrInvalid      = errors.New("notify: invalid request")               // 400
-	ErrUnacceptable = errors.New("notify: request cannot be sent")        // 422: unknown type, too many recipients, empty club
-	ErrKeyReused    = errors.New("notify: idempotency key reused")        // 422: same key, another request
-	ErrNotFound     = errors.New("notify: not found")                     // 404
-	ErrClosed       = errors.New("notify: service closed")                // 503
-	ErrTooLarge     = errors.New("notify: replay names too many letters") // 413
+	ErrInvalid      = errors.New("notify: invalid request")                                                                                // 400
+	ErrUnacceptable = errors.New("notify: request cannot be sent")                                                                         // 422: unknown type, too many recipients, empty club
+	ErrKeyReused    = errors.New("notify: idempotency key reused")                                                                         // 422: same key, another request
+	ErrNotFound     = errors.New("notify: not found")                                                                                      // 404
+	ErrClosed       = errors.New("notify: service closed")                                                                                 // 503
+	ErrTooLarge     = errors.New("notify: replay names too many letters")                                                                  // 413
+	ErrNoKeyring    = errors.New("notify: users' data is kept without a keyring (no master key was given), so a user cannot be forgotten") // 501
 )
+
+// Forget erases a user's personal data at their request: their key in
+// the keyring is destroyed, so that the users view can no longer read
+// their name, e-mail address or device tokens (nor can anything that
+// copied the view's files), and an audit event (shred.AuditStream)
+// records that a user was forgotten, when and by whom, naming the user
+// only by the keyring's keyed hash. From then on the user is refused
+// "forgotten", whatever the users' database still holds of them.
+func (s *Service) Forget(ctx context.Context, userID int64, by string) (shred.Forgotten, error) {
+	if s.cfg.Keyring == nil {
+		return shred.Forgotten{}, ErrNoKeyring
+	}
+	return s.cfg.Keyring.Forget(ctx, userscdc.Subject(userID), by)
+}
 
 // MaxReplay bounds the dead letters one replay names.
 const MaxReplay = 2000

@@ -1,6 +1,7 @@
 package userscdc
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -188,7 +189,7 @@ func (b *batch) upsertUser(old, nw row) error {
 		if !ok {
 			return nil, fmt.Errorf("%w (users %d)", errToast, prevID)
 		}
-		r, err := decodeUser(raw)
+		r, _, err := b.v.openUser(context.Background(), prevID, raw)
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +251,11 @@ func (b *batch) upsertUser(old, nw row) error {
 			return err
 		}
 	}
-	return b.b.Set(idKey(prefixUser, id), u.encode(), nil)
+	rec, err := b.v.sealUser(context.Background(), id, u)
+	if err != nil {
+		return err
+	}
+	return b.b.Set(idKey(prefixUser, id), rec, nil)
 }
 
 // clubOf reads the club the view has for a user.
@@ -352,7 +357,9 @@ func (b *batch) upsertDevice(old, nw row) error {
 		if !ok {
 			return fmt.Errorf("%w (user_devices %d)", errToast, prevID)
 		}
-		token = string(raw)
+		if token, err = b.v.openToken(context.Background(), prevUser, nil, raw); err != nil {
+			return err
+		}
 	}
 	if err := b.deleteDevice(prevID); err != nil {
 		return err
@@ -362,7 +369,11 @@ func (b *batch) upsertDevice(old, nw row) error {
 			return err
 		}
 	}
-	if err := b.b.Set(deviceKey(userID, id), []byte(token), nil); err != nil {
+	sealed, err := b.v.sealToken(context.Background(), userID, token)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Set(deviceKey(userID, id), sealed, nil); err != nil {
 		return err
 	}
 	return b.b.Set(idKey(prefixDevIdx, id), binary.BigEndian.AppendUint64(nil, uint64(userID)), nil)

@@ -359,6 +359,41 @@ func (f *Follower) copyIn(ctx context.Context, p *pending) error {
 	return nil
 }
 
+// prepareKeys makes the keys of every user of the snapshot, in a sealed
+// view, before the copy seals their fields: a durable write per 10,000
+// users rather than one per user.
+func (f *Follower) prepareKeys(ctx context.Context, conn *pgx.Conn) error {
+	if f.v.keys == nil {
+		return nil
+	}
+	rows, err := conn.Query(ctx, `SELECT id FROM `+f.table(tableUsers))
+	if err != nil {
+		return fmt.Errorf("userscdc: snapshot of %s's ids: %w", tableUsers, err)
+	}
+	defer rows.Close()
+	subjects := make([]string, 0, 10_000)
+	prepare := func() error {
+		err := f.v.keys.Prepare(ctx, subjects)
+		subjects = subjects[:0]
+		return err
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		if subjects = append(subjects, Subject(id)); len(subjects) == cap(subjects) {
+			if err := prepare(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("userscdc: snapshot of %s's ids: %w", tableUsers, err)
+	}
+	return prepare()
+}
+
 // copySnapshot reads the three tables in the exported snapshot (the
 // source as of the slot's consistent point) into the view, one after the
 // other on one connection that imports the snapshot, each row written as
@@ -397,7 +432,11 @@ func (f *Follower) copySnapshot(ctx context.Context, snapshot string, consistent
 					return err
 				}
 			}
-			return b.Set(idKey(prefixUser, id), u.encode(), nil)
+			rec, err := f.v.sealUser(ctx, id, u)
+			if err != nil {
+				return err
+			}
+			return b.Set(idKey(prefixUser, id), rec, nil)
 		}},
 		{tableSettings, `SELECT user_id, type, channel, enabled FROM ` + f.table(tableSettings), func(rows pgx.Rows, b *pebble.Batch) error {
 			var id int64
@@ -418,7 +457,11 @@ func (f *Follower) copySnapshot(ctx context.Context, snapshot string, consistent
 			if err := rows.Scan(&id, &user, &token); err != nil {
 				return err
 			}
-			if err := b.Set(deviceKey(user, id), []byte(token), nil); err != nil {
+			sealed, err := f.v.sealToken(ctx, user, token)
+			if err != nil {
+				return err
+			}
+			if err := b.Set(deviceKey(user, id), sealed, nil); err != nil {
 				return err
 			}
 			return b.Set(idKey(prefixDevIdx, id), binary.BigEndian.AppendUint64(nil, uint64(user)), nil)
@@ -456,6 +499,9 @@ func (f *Follower) copySnapshot(ctx context.Context, snapshot string, consistent
 			return fmt.Errorf("userscdc: commit view batch: %w", err)
 		}
 		return nil
+	}
+	if err := f.prepareKeys(ctx, conn); err != nil {
+		return err
 	}
 	for _, c := range copiers {
 		if err := copyTable(c); err != nil {

@@ -226,6 +226,18 @@ func randomText(n int) string {
 // Updates that change keys, TOASTed columns left unchanged, deletes under
 // both replica identities, and truncation.
 func TestKeysToastDeletes(t *testing.T) {
+	testKeysToastDeletes(t, func(t *testing.T) *View { return openView(t, t.TempDir()) })
+}
+
+// TestKeysToastDeletesSealed: the same changes to a view that seals
+// the users' personal fields; the unsent TOASTed values are opened from
+// the view's row and sealed again (under another user's key, for the
+// device that moves).
+func TestKeysToastDeletesSealed(t *testing.T) {
+	testKeysToastDeletes(t, func(t *testing.T) *View { v, _ := openSealedView(t, t.TempDir()); return v })
+}
+
+func testKeysToastDeletes(t *testing.T, open func(t *testing.T) *View) {
 	e := newEnv(t)
 	bigName := randomText(20_000) // incompressible: stored out of line
 	bigToken := randomText(8_000)
@@ -247,7 +259,7 @@ func TestKeysToastDeletes(t *testing.T) {
 		}
 		return w.SetSetting(1, "like_update", notify.Push, false)
 	})
-	v := openView(t, t.TempDir())
+	v := open(t)
 	e.start(t, v)
 	e.same(t, v)
 

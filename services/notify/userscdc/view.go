@@ -25,12 +25,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/jackc/pglogrepl"
 
 	"github.com/logbook/logbook/engine/pebblekit"
+	"github.com/logbook/logbook/engine/shred"
 	"github.com/logbook/logbook/services/notify"
 )
 
@@ -51,6 +53,7 @@ var (
 	formatKey   = []byte("\x00format")
 	positionKey = []byte("\x00position")
 	snapshotKey = []byte("\x00snapshot") // set while a snapshot is being copied: the slot's name
+	sealedKey   = []byte("\x00sealed")   // "1": personal fields are sealed under the users' keys
 	viewFormat  = "logbook-userscdc-2"   // 2: club membership
 )
 
@@ -86,12 +89,22 @@ func deviceKey(userID, devID int64) []byte {
 	return binary.BigEndian.AppendUint64(idKey(prefixDevice, userID), uint64(devID)^(1<<63))
 }
 
-// userRow is a users row as the view keeps it.
+// userRow is a users row as the view keeps it. In a sealed view
+// (ViewOptions.Keyring) Name and Email hold envelopes of the user's key
+// (shred), Email empty when the source has none.
 type userRow struct {
 	Name, Language string
 	Email          string // empty: NULL
 	OptOut         bool
+	// Forgotten: the user was forgotten; Name and Email are empty.
+	Forgotten bool
 }
+
+// The flags byte of a users record.
+const (
+	flagOptOut    = 1
+	flagForgotten = 2
+)
 
 func (u userRow) encode() []byte {
 	b := make([]byte, 0, 16+len(u.Name)+len(u.Language)+len(u.Email))
@@ -99,10 +112,14 @@ func (u userRow) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
+	var flags byte
 	if u.OptOut {
-		return append(b, 1)
+		flags |= flagOptOut
 	}
-	return append(b, 0)
+	if u.Forgotten {
+		flags |= flagForgotten
+	}
+	return append(b, flags)
 }
 
 var errCorrupt = errors.New("userscdc: corrupt view record")
@@ -118,11 +135,139 @@ func decodeUser(b []byte) (userRow, error) {
 		fields[i] = string(b[w : w+int(n)])
 		b = b[w+int(n):]
 	}
-	if len(b) != 1 {
+	if len(b) != 1 || b[0]&^(flagOptOut|flagForgotten) != 0 {
 		return u, errCorrupt
 	}
-	u.Name, u.Language, u.Email, u.OptOut = fields[0], fields[1], fields[2], b[0] == 1
+	u.Name, u.Language, u.Email = fields[0], fields[1], fields[2]
+	u.OptOut, u.Forgotten = b[0]&flagOptOut != 0, b[0]&flagForgotten != 0
 	return u, nil
+}
+
+// Subject is the data subject a user's personal fields are sealed under
+// in a sealed view: forgetting it (shred.Keyring.Forget) makes them
+// unreadable.
+func Subject(userID int64) string { return "user/" + strconv.FormatInt(userID, 10) }
+
+// The sealed fields' names (the additional data of their envelopes).
+const (
+	fieldName   = "name"
+	fieldEmail  = "email"
+	fieldDevice = "device_token"
+)
+
+// sealUser seals a row's personal fields under the user's key; a user
+// forgotten is kept as forgotten, without them.
+func (v *View) sealUser(ctx context.Context, id int64, u userRow) ([]byte, error) {
+	if v.keys == nil || u.Forgotten {
+		return u.encode(), nil
+	}
+	name, err := v.keys.Seal(ctx, Subject(id), fieldName, []byte(u.Name))
+	if errors.Is(err, shred.ErrForgotten) {
+		return userRow{Language: u.Language, OptOut: u.OptOut, Forgotten: true}.encode(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	u.Name = string(name)
+	if u.Email != "" {
+		email, err := v.keys.Seal(ctx, Subject(id), fieldEmail, []byte(u.Email))
+		if errors.Is(err, shred.ErrForgotten) { // forgotten meanwhile
+			return userRow{Language: u.Language, OptOut: u.OptOut, Forgotten: true}.encode(), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		u.Email = string(email)
+	}
+	return u.encode(), nil
+}
+
+// openUser decodes a users record and opens its sealed fields: a user
+// whose key was destroyed comes back Forgotten, without them. The
+// user's key, when there is one, is returned for their device tokens.
+func (v *View) openUser(ctx context.Context, id int64, raw []byte) (userRow, *shred.SubjectKey, error) {
+	u, err := decodeUser(raw)
+	if err != nil || v.keys == nil || u.Forgotten {
+		return u, nil, err
+	}
+	forgotten := userRow{Language: u.Language, OptOut: u.OptOut, Forgotten: true}
+	sk, err := v.keys.Subject(ctx, Subject(id))
+	if errors.Is(err, shred.ErrForgotten) {
+		return forgotten, nil, nil
+	}
+	if err != nil {
+		return u, nil, fmt.Errorf("userscdc: user %d's key: %w", id, err)
+	}
+	name, err := sk.Open(fieldName, []byte(u.Name))
+	if err != nil {
+		return u, nil, fmt.Errorf("userscdc: user %d's name: %w", id, err)
+	}
+	u.Name = string(name)
+	if u.Email != "" {
+		email, err := sk.Open(fieldEmail, []byte(u.Email))
+		if err != nil {
+			return u, nil, fmt.Errorf("userscdc: user %d's e-mail: %w", id, err)
+		}
+		u.Email = string(email)
+	}
+	return u, sk, nil
+}
+
+// sealToken seals a device token under its user's key; nil: the user is
+// forgotten, and the device is kept without its token.
+func (v *View) sealToken(ctx context.Context, userID int64, token string) ([]byte, error) {
+	if v.keys == nil {
+		return []byte(token), nil
+	}
+	b, err := v.keys.Seal(ctx, Subject(userID), fieldDevice, []byte(token))
+	if errors.Is(err, shred.ErrForgotten) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// openToken opens a stored device token; "" when its user is forgotten.
+// sk, if not nil, is the user's key.
+func (v *View) openToken(ctx context.Context, userID int64, sk *shred.SubjectKey, raw []byte) (string, error) {
+	if v.keys == nil {
+		return string(raw), nil
+	}
+	if len(raw) == 0 {
+		return "", nil
+	}
+	if sk == nil {
+		var err error
+		sk, err = v.keys.Subject(ctx, Subject(userID))
+		if errors.Is(err, shred.ErrForgotten) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("userscdc: user %d's key: %w", userID, err)
+		}
+	}
+	b, err := sk.Open(fieldDevice, raw)
+	if err != nil {
+		return "", fmt.Errorf("userscdc: user %d's device token: %w", userID, err)
+	}
+	return string(b), nil
+}
+
+// redact marks the forgotten among users read from the source's
+// snapshot (which still holds them): nothing of theirs is answered.
+func (v *View) redact(ctx context.Context, us map[int64]*notify.User) error {
+	if v.keys == nil {
+		return nil
+	}
+	for id, u := range us {
+		gone, err := v.keys.Forgotten(ctx, Subject(id))
+		if err != nil {
+			return err
+		}
+		if gone {
+			*u = notify.User{ID: id, Language: u.Language, OptOut: u.OptOut, Disabled: u.Disabled, Forgotten: true}
+		}
+	}
+	return nil
 }
 
 // ViewOptions configure a View.
@@ -136,12 +281,21 @@ type ViewOptions struct {
 	// the send's CPU (docs/benchmarks.md, "Figures behind choices in the
 	// code").
 	CacheBytes int64
+	// Keyring, if set, seals each user's personal fields — name, e-mail
+	// address, device tokens — under the user's own key (Subject) before
+	// they are written, and opens them on reading; forgetting the user
+	// in the keyring leaves the view unable to read them, and the user
+	// answered as Forgotten. A view is sealed or not from its creation:
+	// opening it the other way is an error (remove it, and it is
+	// snapshotted again).
+	Keyring *shred.Keyring
 }
 
 // View is the notify service's copy of the users' data: a Pebble database
 // of its own that a Follower writes and any number of readers read.
 type View struct {
-	db *pebble.DB
+	db   *pebble.DB
+	keys *shred.Keyring // nil: personal fields in clear
 
 	mu      sync.Mutex
 	pos     LSN           // the source position the view reflects
@@ -216,7 +370,7 @@ func OpenView(dir string, opts ViewOptions) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("userscdc: open view %s: %w", dir, err)
 	}
-	v := &View{db: db, changed: make(chan struct{})}
+	v := &View{db: db, keys: opts.Keyring, changed: make(chan struct{})}
 	if err := v.load(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("userscdc: open view %s: %w", dir, err)
@@ -235,7 +389,40 @@ func (v *View) load() error {
 	}
 	marker, err := v.snapshotting()
 	v.incomplete = marker != ""
-	return err
+	if err != nil {
+		return err
+	}
+	return v.claimSealing()
+}
+
+// claimSealing checks that the view is sealed if and only if it has a
+// keyring, and records which on a new view.
+func (v *View) claimSealing() error {
+	want := "0"
+	if v.keys != nil {
+		want = "1"
+	}
+	got, closer, err := v.db.Get(sealedKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		if v.pos != 0 || v.incomplete {
+			got = []byte("0") // made before views could be sealed
+			break
+		}
+		return v.db.Set(sealedKey, []byte(want), pebble.Sync)
+	case err != nil:
+		return err
+	default:
+		got = slices.Clone(got)
+		_ = closer.Close()
+	}
+	switch {
+	case string(got) == want:
+		return nil
+	case want == "1":
+		return errors.New("the view keeps personal data in clear and a keyring was given: remove the view to have it snapshotted again, sealed")
+	}
+	return errors.New("the view's personal data is sealed and no keyring was given: give the master key")
 }
 
 func readPosition(r pebble.Reader) (LSN, error) {
@@ -430,6 +617,9 @@ func (v *View) fail(err error) {
 // answers (Config.ServeDuringCopy).
 func (v *View) Users(ctx context.Context, ids []int64) (map[int64]*notify.User, error) {
 	if us, ok, err := fromSnapshot(v, func(r *snapshotReader) (map[int64]*notify.User, error) { return r.users(ctx, ids) }); ok {
+		if err == nil {
+			err = v.redact(ctx, us)
+		}
 		return us, err
 	}
 	sorted := slices.Clone(ids)
@@ -437,12 +627,15 @@ func (v *View) Users(ctx context.Context, ids []int64) (map[int64]*notify.User, 
 	sorted = slices.Compact(sorted)
 	snap := v.db.NewSnapshot()
 	defer snap.Close()
-	return readUsers(ctx, snap, sorted)
+	return v.readUsers(ctx, snap, sorted)
 }
 
 // All returns every user in the view (tests, and checks of a benchmark).
 func (v *View) All(ctx context.Context) (map[int64]*notify.User, error) {
 	if us, ok, err := fromSnapshot(v, func(r *snapshotReader) (map[int64]*notify.User, error) { return r.all(ctx) }); ok {
+		if err == nil {
+			err = v.redact(ctx, us)
+		}
 		return us, err
 	}
 	snap := v.db.NewSnapshot()
@@ -458,7 +651,7 @@ func (v *View) All(ctx context.Context) (map[int64]*notify.User, error) {
 	if err := iter.Close(); err != nil {
 		return nil, err
 	}
-	return readUsers(ctx, snap, ids)
+	return v.readUsers(ctx, snap, ids)
 }
 
 // Members returns the ids of the club's members, ascending; more than
@@ -565,17 +758,24 @@ func (v *View) countClubs(ctx context.Context) ([]Club, error) {
 
 // readUsers reads the users of sorted ids: one pass per table, each a
 // sequence of ascending seeks.
-func readUsers(ctx context.Context, r pebble.Reader, ids []int64) (map[int64]*notify.User, error) {
+func (v *View) readUsers(ctx context.Context, r pebble.Reader, ids []int64) (map[int64]*notify.User, error) {
 	out := make(map[int64]*notify.User, len(ids))
+	var keys map[int64]*shred.SubjectKey // for the device tokens
+	if v.keys != nil {
+		keys = make(map[int64]*shred.SubjectKey, len(ids))
+	}
 	err := scan(r, prefixUser, ids, func(id int64, k, val []byte) error {
 		if len(k) != 9 {
 			return nil
 		}
-		row, err := decodeUser(val)
+		row, sk, err := v.openUser(ctx, id, val)
 		if err != nil {
 			return err
 		}
-		out[id] = &notify.User{ID: id, Name: row.Name, Language: row.Language, Email: row.Email, OptOut: row.OptOut}
+		if sk != nil {
+			keys[id] = sk
+		}
+		out[id] = &notify.User{ID: id, Name: row.Name, Language: row.Language, Email: row.Email, OptOut: row.OptOut, Forgotten: row.Forgotten}
 		return nil
 	})
 	if err != nil {
@@ -603,9 +803,15 @@ func readUsers(ctx context.Context, r pebble.Reader, ids []int64) (map[int64]*no
 		return nil, err
 	}
 	err = scan(r, prefixDevice, ids, func(id int64, _, val []byte) error {
-		if u := out[id]; u != nil {
-			u.DeviceTokens = append(u.DeviceTokens, string(val))
+		u := out[id]
+		if u == nil || u.Forgotten {
+			return nil
 		}
+		token, err := v.openToken(ctx, id, keys[id], val)
+		if err != nil || token == "" {
+			return err
+		}
+		u.DeviceTokens = append(u.DeviceTokens, token)
 		return nil
 	})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +19,7 @@ import (
 	"github.com/logbook/logbook/engine/auth"
 	"github.com/logbook/logbook/engine/backup"
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/metrics"
 	"github.com/logbook/logbook/engine/server"
@@ -70,9 +73,9 @@ type notifyServeFlags struct {
 	tls                  cliutil.TLSFlags
 	deliverTLS           cliutil.ClientTLSFlags
 	// Checked from tls and deliverTLS.
-	tlsCfg        *server.TLSConfig
-	deliverTLSCfg *tls.Config
-	masterKeyFile, keys  string
+	tlsCfg              *server.TLSConfig
+	deliverTLSCfg       *tls.Config
+	masterKeyFile, keys string
 }
 
 func newNotifyServeCmd(e *env) *cobra.Command {
@@ -273,7 +276,20 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	mux := http.NewServeMux()
 	httpapi.Mount(mux, svc, tokens)
 	mux.Handle("/api/windows/", tokens.RequireRole(auth.Viewer, window.NewHandler([]*window.Aggregation{svc.Aggregation()}, window.HandlerOptions{})))
-	mountAdmin(mux, store, tokens, reg, admin.Options{}, publishers...)
+	var adminOpts admin.Options
+	if keyring != nil {
+		// The admin page forgets a user, named "user/ID" (the subject
+		// the users view seals under) or by the bare id.
+		adminOpts.Forget = func(ctx context.Context, subject string) error {
+			id, err := strconv.ParseInt(strings.TrimPrefix(subject, "user/"), 10, 64)
+			if err != nil || id <= 0 {
+				return httpkit.BadRequest("subject %q: a user, as user/ID or ID", subject)
+			}
+			_, err = svc.Forget(ctx, id, "the admin page")
+			return err
+		}
+	}
+	mountAdmin(mux, store, tokens, reg, adminOpts, publishers...)
 	mux.Handle("/", webui.NotifyHandler()) // the notify page: send, dead letters, live metrics
 	// The metrics windows are a durable view: backed up with the store,
 	// restored into --state (logbook restore --views STATE).

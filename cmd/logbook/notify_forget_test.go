@@ -215,6 +215,13 @@ func testNotifyForget(t *testing.T, sealed bool) {
 		if code := c.call("POST", path, "admin-token", "", nil, &again); code != 200 || again.SubjectHash != f.SubjectHash || again.KeyVersion != 1 || again.Position != f.Position {
 			t.Fatalf("forget again: %d %+v, first %+v", code, again, f)
 		}
+		// And through the admin page's API: user 2, by its subject.
+		if code := c.call("POST", "/admin/api/forget", "admin-token", "", []byte(`{"subject":"user/x"}`), nil); code != http.StatusBadRequest {
+			t.Fatalf("admin forget user/x: %d, want 400", code)
+		}
+		if code := c.call("POST", "/admin/api/forget", "admin-token", "", []byte(`{"subject":"user/2"}`), nil); code != http.StatusNoContent {
+			t.Fatalf("admin forget user/2: %d, want 204", code)
+		}
 	case code != 1 || !strings.Contains(out, "501"):
 		t.Fatalf("forget without a keyring: exit %d: %s, want 501", code, out)
 	}
@@ -223,8 +230,8 @@ func testNotifyForget(t *testing.T, sealed bool) {
 		// Nothing more goes to them, though the users' database still
 		// holds them and a type they cannot opt out of is sent.
 		st := send()
-		if st.Counts.RefusedBy[string(notify.RefusedForgotten)] != 1 {
-			t.Fatalf("a send after forgetting: %+v, want the user refused forgotten", st.Counts)
+		if st.Counts.RefusedBy[string(notify.RefusedForgotten)] != 2 {
+			t.Fatalf("a send after forgetting: %+v, want both forgotten users refused", st.Counts)
 		}
 		leaks = append(leaks, leaksIn("delivered messages", takeDelivered())...)
 	}
@@ -247,8 +254,8 @@ func testNotifyForget(t *testing.T, sealed bool) {
 	}
 	stop = start()
 	if sealed {
-		if st := send(); st.Counts.RefusedBy[string(notify.RefusedForgotten)] != 1 {
-			t.Fatalf("a send after the view's rebuild: %+v, want the user refused forgotten", st.Counts)
+		if st := send(); st.Counts.RefusedBy[string(notify.RefusedForgotten)] != 2 {
+			t.Fatalf("a send after the view's rebuild: %+v, want both forgotten users refused", st.Counts)
 		}
 		leaks = append(leaks, leaksIn("delivered messages after the rebuild", takeDelivered())...)
 	}
@@ -293,9 +300,12 @@ func testNotifyForget(t *testing.T, sealed bool) {
 		t.Errorf("after forgetting: %s", l)
 	}
 	mk, _ := shred.ParseMasterKey(master)
-	if len(audit) != 1 || audit[0].Type != shred.TypeSubjectForgotten ||
+	// One audit event per user forgotten (the second through the admin
+	// page), naming each by its keyed hash only.
+	if len(audit) != 2 || audit[0].Type != shred.TypeSubjectForgotten || audit[1].Type != shred.TypeSubjectForgotten ||
 		!bytes.Contains(audit[0].Data, []byte(shred.SubjectHashOf(mk, userscdc.Subject(id)))) ||
-		bytes.Contains(audit[0].Data, []byte(fmt.Sprint(id))) {
+		!bytes.Contains(audit[1].Data, []byte(shred.SubjectHashOf(mk, userscdc.Subject(2)))) ||
+		bytes.Contains(audit[0].Data, []byte(fmt.Sprint(id))) || !bytes.Contains(audit[1].Data, []byte("the admin page")) {
 		t.Fatalf("audit stream: %+v", audit)
 	}
 }

@@ -54,6 +54,9 @@ const (
 	TypeNotAvailable = "urn:logbook:problem:admin:not-available"
 	// TypeNoStream (404): the stream has no events.
 	TypeNoStream = "urn:logbook:problem:admin:no-stream"
+	// TypeDeleted (410): the stream was deleted (softly, or for good:
+	// the detail says which).
+	TypeDeleted = "urn:logbook:problem:admin:deleted"
 )
 
 // ErrNoStream is what a Delete or Truncate hook returns (wrapped) for a
@@ -93,16 +96,6 @@ type PublisherState struct {
 	LastErrorTime *time.Time `json:"last_error_time,omitempty"`
 }
 
-// StreamDeleter is what a store offers to delete and truncate streams:
-// WithStore wires it into Options' hooks.
-type StreamDeleter interface {
-	// DeleteStream deletes a stream: soft (a later append may recreate
-	// it) or hard (it may never be written again).
-	DeleteStream(ctx context.Context, stream string, hard bool) error
-	// TruncateStream removes the stream's events with Seq < before.
-	TruncateStream(ctx context.Context, stream string, before uint64) error
-}
-
 // Options configure the API. Every field may be left zero.
 type Options struct {
 	// Positions returns every view's position and lag (nil: none);
@@ -122,15 +115,21 @@ type Options struct {
 }
 
 // WithStore returns o with Delete and Truncate, where o leaves them nil,
-// from store if it (or a store it decorates, through Unwrap) is a
-// StreamDeleter.
+// from store if it (or a store it decorates, through Unwrap) is an
+// eventstore.Deleter.
 func (o Options) WithStore(store eventstore.Store) Options {
-	d, ok := find[StreamDeleter](store)
+	d, ok := find[eventstore.Deleter](store)
 	if !ok {
 		return o
 	}
 	if o.Delete == nil {
-		o.Delete = d.DeleteStream
+		o.Delete = func(ctx context.Context, stream string, hard bool) error {
+			mode := eventstore.DeleteSoft
+			if hard {
+				mode = eventstore.DeleteHard
+			}
+			return d.DeleteStream(ctx, stream, mode)
+		}
 	}
 	if o.Truncate == nil {
 		o.Truncate = d.TruncateStream
@@ -193,8 +192,11 @@ func New(store eventstore.Store, tokens *auth.Tokens, opts Options) http.Handler
 }
 
 func domainErrors(err error) (problem.Details, bool) {
-	if errors.Is(err, ErrNoStream) {
+	switch {
+	case errors.Is(err, ErrNoStream):
 		return httpkit.Problem(http.StatusNotFound, TypeNoStream, err.Error()), true
+	case errors.Is(err, eventstore.ErrStreamDeleted), errors.Is(err, eventstore.ErrStreamTombstoned):
+		return httpkit.Problem(http.StatusGone, TypeDeleted, err.Error()), true
 	}
 	return problem.Details{}, false
 }

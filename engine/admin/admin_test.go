@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -429,40 +430,43 @@ func TestActionWithoutHook(t *testing.T) {
 	}
 }
 
-// deleter is a store decorated as the metrics package decorates one, over
-// a store that deletes.
-type deleter struct {
-	eventstore.Store
-	calls []string
-}
-
-func (d *deleter) DeleteStream(_ context.Context, stream string, hard bool) error {
-	d.calls = append(d.calls, fmt.Sprintf("delete %s %v", stream, hard))
-	return nil
-}
-
-func (d *deleter) TruncateStream(_ context.Context, stream string, before uint64) error {
-	d.calls = append(d.calls, fmt.Sprintf("truncate %s %d", stream, before))
-	return nil
-}
-
-// WithStore finds a StreamDeleter through the metrics decorator.
-func TestWithStoreFindsTheDeleter(t *testing.T) {
-	d := &deleter{Store: openStore(t)}
-	measured, err := metrics.InstrumentStore(d, prometheus.NewRegistry())
+// WithStore finds the store's deletion through the metrics decorator,
+// and the API deletes and truncates for real: a soft-deleted stream reads
+// as gone (410), a truncated one starts at its cut.
+func TestWithStoreDeletes(t *testing.T) {
+	s := openStore(t)
+	measured, err := metrics.InstrumentStore(s, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := (admin.Options{}).WithStore(openStore(t)); o.Delete != nil || o.Truncate != nil {
+	if o := (admin.Options{}).WithStore(readOnly{s}); o.Delete != nil || o.Truncate != nil {
 		t.Fatal("a store that cannot delete got delete hooks")
 	}
+	for range 5 {
+		appendTo(t, s, "x", jsonEvent("E", `{}`))
+		appendTo(t, s, "y", jsonEvent("E", `{}`))
+	}
 	h := admin.New(measured, tokens(), admin.Options{}.WithStore(measured))
-	do(t, h, "DELETE", "/admin/api/streams/x?mode=hard", adminToken, "")
-	do(t, h, "POST", "/admin/api/truncate", adminToken, `{"stream":"x","before":4}`)
-	if fmt.Sprint(d.calls) != "[delete x true truncate x 4]" {
-		t.Fatalf("calls %v", d.calls)
+	if a := do(t, h, "POST", "/admin/api/truncate", adminToken, `{"stream":"y","before":4}`); a.status >= 300 {
+		t.Fatalf("truncate: %d %s", a.status, a.body)
+	}
+	evs, err := s.ReadStream(context.Background(), "y", 0, 10)
+	if err != nil || len(evs) != 2 || evs[0].Seq != 4 {
+		t.Fatalf("after truncating before 4: %d events from %v, %v", len(evs), evs, err)
+	}
+	if a := do(t, h, "DELETE", "/admin/api/streams/x?mode=soft", adminToken, ""); a.status >= 300 {
+		t.Fatalf("delete: %d %s", a.status, a.body)
+	}
+	if _, err := s.ReadStream(context.Background(), "x", 0, 10); !errors.Is(err, eventstore.ErrStreamDeleted) {
+		t.Fatalf("reading the deleted stream: %v", err)
+	}
+	if a := do(t, h, "GET", "/admin/api/streams/x", adminToken, ""); a.status != http.StatusGone || a.problemType(t) != admin.TypeDeleted {
+		t.Fatalf("the deleted stream's page: %d %s", a.status, a.body)
 	}
 }
+
+// readOnly hides the store's deletion.
+type readOnly struct{ eventstore.Store }
 
 // Every view that reports to the registry is listed with its position
 // and lag; publishers' lag is the head's distance from their position.

@@ -110,6 +110,9 @@ func Open(ctx context.Context, hosts []string, o Options) (*Backend, error) {
 	s.Close()
 	// A session bound to the keyspace: statements name only the table.
 	c.Keyspace = o.Keyspace
+	// Each request goes to a replica of the partition, which coordinates
+	// its Paxos round without another hop (a policy serves one session).
+	c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 	s, err = c.CreateSession()
 	if err != nil {
 		return nil, fmt.Errorf("%w: cassandrakv: %v: %w", kv.ErrUnavailable, hosts, err)

@@ -3,6 +3,7 @@ package cassandrakv_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"testing"
 
 	"github.com/logbook/logbook/internal/testenv"
@@ -17,7 +18,14 @@ func open(t *testing.T) kv.Backend {
 	hosts := testenv.Cassandra(t)
 	p := make([]byte, 6)
 	_, _ = rand.Read(p)
-	b, err := cassandrakv.Open(t.Context(), hosts, cassandrakv.Options{Keyspace: "logbook_test", Partition: "test-" + hex.EncodeToString(p)})
+	// On a cluster (scripts/cassandra.sh start --nodes 2 or 3) every node
+	// holds a replica, so that a write's commit can miss one and a read
+	// that skipped Paxos could see it.
+	b, err := cassandrakv.Open(t.Context(), hosts, cassandrakv.Options{
+		Keyspace:    fmt.Sprintf("logbook_test_rf%d", len(hosts)),
+		Partition:   "test-" + hex.EncodeToString(p),
+		Replication: len(hosts),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

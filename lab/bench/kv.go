@@ -119,7 +119,7 @@ type setting struct {
 	batch       int
 	payload     int
 	clients     int
-	mode        string // persistence: sync nosync | none everysec always
+	mode        string // persistence: sync nosync | none everysec always | batch periodic
 	// partitions: Kafka's topic partitions; for the other engines, the
 	// key prefixes the ids are spread over (where the data resides). 0:
 	// the default (8 topic partitions, one prefix per client).
@@ -149,7 +149,7 @@ func kvSettings(cfg KVConfig) []setting {
 				out = append(out, setting{table: t, name: strconv.Itoa(n), batch: 256, payload: 100, clients: 8, partitions: n})
 			}
 		case "persistence":
-			for _, m := range []string{"sync", "nosync", "none", "everysec", "always"} {
+			for _, m := range []string{"sync", "nosync", "none", "everysec", "always", "batch", "periodic"} {
 				out = append(out, setting{table: t, name: m, batch: 256, payload: 100, clients: cfg.Clients, mode: m})
 			}
 		}
@@ -199,6 +199,8 @@ func modeApplies(backend, mode string) bool {
 		return mode == "sync" || mode == "nosync"
 	case "redis":
 		return mode == "none" || mode == "everysec" || mode == "always"
+	case "cassandra":
+		return mode == "batch" || mode == "periodic"
 	}
 	return false
 }
@@ -313,6 +315,20 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		b, err := cassandrakv.Open(ctx, cfg.Cassandra, cassandrakv.Options{Keyspace: "kvbench", Partition: part, Conns: max(2, s.clients/4)})
 		if err != nil {
 			return nil, err
+		}
+		if s.mode != "" {
+			// The commit log's sync is the node's configuration, not a
+			// client's: measure the mode the node runs, say how to get
+			// the other.
+			var mode string
+			err := b.Session().Query(`SELECT value FROM system_views.settings WHERE name = 'commitlog_sync'`).WithContext(ctx).Scan(&mode)
+			if err == nil && mode != s.mode {
+				err = fmt.Errorf("the node runs commitlog_sync %s: restart it with CASSANDRA_COMMITLOG_SYNC=%s scripts/cassandra.sh start", mode, s.mode)
+			}
+			if err != nil {
+				_ = b.Close()
+				return nil, err
+			}
 		}
 		return &repoPutter{r: kv.New(b, kv.Limits{}), cleanup: func() {
 			_ = b.Session().Query(`DELETE FROM kv WHERE part = ?`, part).Exec()

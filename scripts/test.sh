@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite: formatting, vet, lint, every
 # package's tests under the race detector — against a real PostgreSQL
-# server, Redis, etcd, a real Kafka broker and nginx (and a PostgreSQL
+# server, Redis, etcd, a real Kafka broker, an Apache Cassandra node and
+# nginx (and a PostgreSQL
 # server and a Kafka broker that speak only TLS), which it installs, starts on
 # private ports and stops again — Confluent's Python registry client in a
 # virtual environment, and the web UI's tests in a real browser. Installs
@@ -46,6 +47,7 @@ fi
 cleanup() {
 	./scripts/kafka.sh stop --tls || true
 	./scripts/kafka.sh stop || true
+	./scripts/cassandra.sh stop || true
 	./scripts/etcd.sh stop || true
 	./scripts/redis.sh stop || true
 	./scripts/postgres.sh stop --tls || true
@@ -61,6 +63,9 @@ export LOGBOOK_TEST_REDIS
 log "starting etcd"
 LOGBOOK_TEST_ETCD=$(./scripts/etcd.sh start)
 export LOGBOOK_TEST_ETCD
+log "starting Cassandra"
+LOGBOOK_TEST_CASSANDRA=$(./scripts/cassandra.sh start)
+export LOGBOOK_TEST_CASSANDRA
 log "starting Kafka"
 LOGBOOK_TEST_KAFKA=$(./scripts/kafka.sh start)
 export LOGBOOK_TEST_KAFKA

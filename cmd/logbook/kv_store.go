@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/logbook/logbook/services/kv"
+	"github.com/logbook/logbook/services/kv/cassandrakv"
 	"github.com/logbook/logbook/services/kv/etcdkv"
 	"github.com/logbook/logbook/services/kv/pebblekv"
 	"github.com/logbook/logbook/services/kv/pgkv"
@@ -14,7 +15,7 @@ import (
 )
 
 // kvStoreHelp is --store's help: every backend the kv package has.
-const kvStoreHelp = "where to keep the repository instead of the embedded database in --data: postgres://… (PostgreSQL), redis://host:port (one Redis server) or etcd://host:port[,host:port…] (an etcd cluster)"
+const kvStoreHelp = "where to keep the repository instead of the embedded database in --data: postgres://… (PostgreSQL), redis://host:port (one Redis server), etcd://host:port[,host:port…] (an etcd cluster) or cassandra://host:port[,host:port…]/keyspace (a Cassandra cluster; keyspace default logbook)"
 
 // openKVBackend opens the kv backend --store names, or the embedded one
 // in data when store is empty, and says where it is for logs (passwords
@@ -48,8 +49,22 @@ func openKVBackend(ctx context.Context, data, store string) (b kv.Backend, where
 		}
 		where = store
 		b, err = etcdkv.Open(ctx, endpoints, etcdkv.Options{})
+	case scheme == "cassandra":
+		hosts, keyspace, _ := strings.Cut(rest, "/")
+		var points []string
+		for _, h := range strings.Split(hosts, ",") {
+			if h == "" || strings.ContainsAny(h, "?@#") {
+				return nil, "", usagef("--store %q: want cassandra://host:port[,host:port…]/keyspace", redactURL(store))
+			}
+			points = append(points, h)
+		}
+		if strings.ContainsAny(keyspace, "/?#") {
+			return nil, "", usagef("--store %q: want cassandra://host:port[,host:port…]/keyspace", redactURL(store))
+		}
+		where = store
+		b, err = cassandrakv.Open(ctx, points, cassandrakv.Options{Keyspace: keyspace})
 	default:
-		return nil, "", usagef("--store %q: want postgres://…, redis://host:port or etcd://host:port (the embedded database is chosen with --data)", redactURL(store))
+		return nil, "", usagef("--store %q: want postgres://…, redis://host:port, etcd://host:port or cassandra://host:port/keyspace (the embedded database is chosen with --data)", redactURL(store))
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("open the repository %s: %w", where, err)

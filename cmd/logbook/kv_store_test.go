@@ -13,15 +13,16 @@ import (
 )
 
 // kv serve --store opens every backend the kv package has: the embedded
-// one (no --store), postgres://, redis:// and etcd://. Each is written to
+// one (no --store), postgres://, redis://, etcd:// and cassandra://. Each is written to
 // and read back through the repository.
 func TestKVServeStores(t *testing.T) {
 	pgURL, _ := testenv.SchemaURL(t)
 	stores := map[string]string{
-		"embedded": "",
-		"postgres": pgURL,
-		"redis":    "redis://" + testenv.Redis(t),
-		"etcd":     "etcd://" + strings.Join(testenv.Etcd(t), ","),
+		"embedded":  "",
+		"postgres":  pgURL,
+		"redis":     "redis://" + testenv.Redis(t),
+		"etcd":      "etcd://" + strings.Join(testenv.Etcd(t), ","),
+		"cassandra": "cassandra://" + strings.Join(testenv.Cassandra(t), ",") + "/logbook_test",
 	}
 	for name, store := range stores {
 		t.Run(name, func(t *testing.T) {
@@ -57,11 +58,14 @@ func TestKVServeStores(t *testing.T) {
 
 func TestKVServeBadStore(t *testing.T) {
 	for _, c := range []struct{ store, want string }{
-		{"mysql://u:pw@h/db", "want postgres://…, redis://host:port or etcd://host:port"},
+		{"mysql://u:pw@h/db", "want postgres://…, redis://host:port, etcd://host:port or cassandra://host:port/keyspace"},
 		{"redis://u:pw@h:1", "want redis://host:port"},
 		{"redis://h:1/3", "want redis://host:port"},
 		{"etcd://", "want etcd://host:port"},
 		{"etcd://h:1/prefix", "want etcd://host:port"},
+		{"cassandra://", "want cassandra://host:port"},
+		{"cassandra://u:pw@h:1/ks", "want cassandra://host:port"},
+		{"cassandra://h:1/ks/x", "want cassandra://host:port"},
 	} {
 		_, _, err := openKVBackend(context.Background(), t.TempDir(), c.store)
 		if !cliutil.IsUsage(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {

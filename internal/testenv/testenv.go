@@ -1,7 +1,8 @@
 // Package testenv gives integration tests the real servers that
 // scripts/test.sh starts: PostgreSQL (scripts/postgres.sh, named in
 // LOGBOOK_TEST_POSTGRES), with a fresh schema per test, a Kafka broker
-// (scripts/kafka.sh, LOGBOOK_TEST_KAFKA), Redis (scripts/redis.sh,
+// (scripts/kafka.sh, LOGBOOK_TEST_KAFKA), a Cassandra node
+// (scripts/cassandra.sh, LOGBOOK_TEST_CASSANDRA), Redis (scripts/redis.sh,
 // LOGBOOK_TEST_REDIS), etcd (scripts/etcd.sh, LOGBOOK_TEST_ETCD),
 // Confluent's Python client (scripts/pyenv.sh, LOGBOOK_TEST_PYTHON) and
 // nginx (LOGBOOK_TEST_NGINX, default /usr/sbin/nginx), and the TLS-only
@@ -65,6 +66,14 @@ func server(t testing.TB, env, what, script string) string {
 func URL(t testing.TB) string {
 	t.Helper()
 	return server(t, "LOGBOOK_TEST_POSTGRES", "PostgreSQL", "scripts/postgres.sh")
+}
+
+// Cassandra returns the test Cassandra node's contact addresses
+// (scripts/cassandra.sh, LOGBOOK_TEST_CASSANDRA: host:port, comma
+// separated).
+func Cassandra(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(server(t, "LOGBOOK_TEST_CASSANDRA", "Cassandra", "scripts/cassandra.sh"), ",")
 }
 
 // Kafka returns the test broker's addresses.

@@ -24,6 +24,7 @@ import (
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/plot"
 	"github.com/logbook/logbook/services/kv"
+	"github.com/logbook/logbook/services/kv/cassandrakv"
 	"github.com/logbook/logbook/services/kv/etcdkv"
 	"github.com/logbook/logbook/services/kv/pebblekv"
 	"github.com/logbook/logbook/services/kv/pgkv"
@@ -33,7 +34,7 @@ import (
 // KVConfig is the kv benchmark: puts per second into each backend, by
 // batch size, payload, connections and persistence mode.
 type KVConfig struct {
-	Backends []string // embedded, postgres, redis, etcd, kafka
+	Backends []string // embedded, postgres, redis, etcd, cassandra, kafka
 	Tables   []string // batch, payload, connections, partitions, persistence
 	// Duration of each measurement (each row).
 	Duration time.Duration
@@ -44,6 +45,8 @@ type KVConfig struct {
 	Redis   string   // host:port
 	Etcd    []string // endpoints
 	Kafka   []string // brokers
+	// Cassandra is the contact points (host:port) of a Cassandra cluster.
+	Cassandra []string
 	// UpdateClients compare-and-set one key each in the CAS row of the
 	// embedded backend (0: no CAS row).
 	UpdateClients int
@@ -116,7 +119,7 @@ type setting struct {
 	batch       int
 	payload     int
 	clients     int
-	mode        string // persistence: sync nosync | none everysec always
+	mode        string // persistence: sync nosync | none everysec always | batch periodic
 	// partitions: Kafka's topic partitions; for the other engines, the
 	// key prefixes the ids are spread over (where the data resides). 0:
 	// the default (8 topic partitions, one prefix per client).
@@ -146,7 +149,7 @@ func kvSettings(cfg KVConfig) []setting {
 				out = append(out, setting{table: t, name: strconv.Itoa(n), batch: 256, payload: 100, clients: 8, partitions: n})
 			}
 		case "persistence":
-			for _, m := range []string{"sync", "nosync", "none", "everysec", "always"} {
+			for _, m := range []string{"sync", "nosync", "none", "everysec", "always", "batch", "periodic"} {
 				out = append(out, setting{table: t, name: m, batch: 256, payload: 100, clients: cfg.Clients, mode: m})
 			}
 		}
@@ -196,6 +199,8 @@ func modeApplies(backend, mode string) bool {
 		return mode == "sync" || mode == "nosync"
 	case "redis":
 		return mode == "none" || mode == "everysec" || mode == "always"
+	case "cassandra":
+		return mode == "batch" || mode == "periodic"
 	}
 	return false
 }
@@ -302,13 +307,39 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		return &repoPutter{r: kv.New(b, kv.Limits{}), cleanup: func() {
 			_, _ = b.Client().Delete(context.Background(), prefix, clientv3.WithPrefix())
 		}}, nil
+	case "cassandra":
+		if len(cfg.Cassandra) == 0 {
+			return nil, errors.New("no Cassandra contact points (--cassandra)")
+		}
+		part := "kvbench-" + tag
+		b, err := cassandrakv.Open(ctx, cfg.Cassandra, cassandrakv.Options{Keyspace: "kvbench", Partition: part, Conns: max(2, s.clients/4)})
+		if err != nil {
+			return nil, err
+		}
+		if s.mode != "" {
+			// The commit log's sync is the node's configuration, not a
+			// client's: measure the mode the node runs, say how to get
+			// the other.
+			var mode string
+			err := b.Session().Query(`SELECT value FROM system_views.settings WHERE name = 'commitlog_sync'`).WithContext(ctx).Scan(&mode)
+			if err == nil && mode != s.mode {
+				err = fmt.Errorf("the node runs commitlog_sync %s: restart it with CASSANDRA_COMMITLOG_SYNC=%s scripts/cassandra.sh start", mode, s.mode)
+			}
+			if err != nil {
+				_ = b.Close()
+				return nil, err
+			}
+		}
+		return &repoPutter{r: kv.New(b, kv.Limits{}), cleanup: func() {
+			_ = b.Session().Query(`DELETE FROM kv WHERE part = ?`, part).Exec()
+		}}, nil
 	case "kafka":
 		if len(cfg.Kafka) == 0 {
 			return nil, errors.New("no Kafka brokers (--kafka)")
 		}
 		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag, cmp.Or(s.partitions, 8))
 	}
-	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, kafka)", backend)
+	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, cassandra, kafka)", backend)
 }
 
 func redisMemory(ctx context.Context, b *rediskv.Backend) (int64, error) {

@@ -23,15 +23,16 @@ func newBenchKVCmd(e *env) *cobra.Command {
 		Use:   "kv",
 		Short: "Measure puts/s of the kv repository on each backend, and Kafka",
 		Long: `Measures puts per second (fresh keys, atomic batches) into each backend of
-the kv repository (embedded, PostgreSQL, Redis, etcd) and into Kafka, by
+the kv repository (embedded, PostgreSQL, Redis, etcd, Cassandra) and into Kafka, by
 batch size, payload, connections, partitions and persistence. The last
 column is the reference figure for the same setting: Redis LPUSH and Kafka
 producers measured on a 32-core server (no existence check, no version).
 Backends whose address is not given are started with the repository's
 scripts (scripts/redis.sh, scripts/etcd.sh, scripts/postgres.sh,
-scripts/kafka.sh: run from the repository's root).`,
+scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 		Example: `  logbook bench kv --backends embedded --table batch
-  logbook bench kv --backends redis,etcd --redis 127.0.0.1:6379 --etcd 127.0.0.1:2379`,
+  logbook bench kv --backends redis,etcd --redis 127.0.0.1:6379 --etcd 127.0.0.1:2379
+  logbook bench kv --backends embedded,cassandra --cassandra 127.0.0.1:19042 --table batch`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -48,6 +49,7 @@ scripts/kafka.sh: run from the repository's root).`,
 	redis := fs.String("redis", "", "Redis host:port (default: scripts/redis.sh start)")
 	etcd := fs.String("etcd", "", "etcd endpoints, comma-separated (default: scripts/etcd.sh start)")
 	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: scripts/kafka.sh start)")
+	cassandra := fs.String("cassandra", "", "Cassandra contact points host:port, comma-separated (default: scripts/cassandra.sh start)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.Backends = strings.Split(*backends, ",")
 		cfg.Tables = strings.Split(*tables, ",")
@@ -86,6 +88,12 @@ scripts/kafka.sh: run from the repository's root).`,
 		}
 		if list != "" {
 			cfg.Etcd = strings.Split(list, ",")
+		}
+		if list, err = addr(cassandra, "cassandra", "cassandra"); err != nil {
+			return err
+		}
+		if list != "" {
+			cfg.Cassandra = strings.Split(list, ",")
 		}
 		if list, err = addr(kafka, "kafka", "kafka"); err != nil {
 			return err

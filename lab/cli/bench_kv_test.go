@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 func TestBenchKV(t *testing.T) {
@@ -55,5 +57,43 @@ func TestBenchKV(t *testing.T) {
 		if err != nil || !strings.Contains(string(svg), "embedded") {
 			t.Errorf("figure of %s: %v", table, err)
 		}
+	}
+}
+
+// On Cassandra the persistence table measures the commit log sync the node
+// runs and names how to get the other one.
+func TestBenchKVCassandra(t *testing.T) {
+	hosts := strings.Join(testenv.Cassandra(t), ",")
+	code, out, stderr := runCLI(t, "bench", "kv", "--backends", "cassandra", "--cassandra", hosts,
+		"--table", "persistence", "--duration", "300ms", "--clients", "2", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Rows []struct {
+			Backend   string  `json:"backend"`
+			Setting   string  `json:"setting"`
+			OpsPerSec float64 `json:"ops_per_sec"`
+			Error     string  `json:"error"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	measured, refused := 0, 0
+	for _, r := range res.Rows {
+		switch {
+		case r.Backend != "cassandra" || (r.Setting != "batch" && r.Setting != "periodic"):
+			t.Errorf("row %+v", r)
+		case r.OpsPerSec > 0 && r.Error == "":
+			measured++
+		case strings.Contains(r.Error, "CASSANDRA_COMMITLOG_SYNC="+r.Setting):
+			refused++
+		default:
+			t.Errorf("row %+v: neither measured nor refused with the mode to restart in", r)
+		}
+	}
+	if measured != 1 || refused != 1 {
+		t.Fatalf("%d rows measured, %d refused; want one each: %s", measured, refused, out)
 	}
 }

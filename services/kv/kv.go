@@ -4,8 +4,9 @@
 // and everything under it), with typed failures and no nil results.
 //
 // A Repository checks input and delegates to a Backend: the embedded one
-// (package pebblekv, on Pebble), PostgreSQL (pgkv), Redis (rediskv) or etcd
-// (etcdkv). Every backend passes the conformance suite in package kvtest.
+// (package pebblekv, on Pebble), PostgreSQL (pgkv), Redis (rediskv), etcd
+// (etcdkv) or Apache Cassandra (cassandrakv). Every backend passes the
+// conformance suite in package kvtest.
 //
 // Ids are paths: "order/42/line/1" is under "order/42", and deleting
 // "order/42" deletes it too. A key's version is 1 when added and grows by

@@ -185,7 +185,7 @@ func (r *Run) End() error {
 // killIfSame kills the recorded process if it is still the same one.
 func killIfSame(p procState) bool {
 	st, err := cgroup.StartTime(p.Pid)
-	if err != nil || st != p.Start {
+	if err != nil || st != p.Start || zombie(p.Pid) {
 		return false
 	}
 	_ = syscall.Kill(p.Pid, syscall.SIGKILL)
@@ -356,3 +356,13 @@ func (r *Run) ByProcess(from, to Usage) [][4]string {
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}

@@ -44,7 +44,8 @@ func postgresBin() (string, error) {
 	return dirs[len(dirs)-1], nil
 }
 
-// StartPostgres makes a fresh data directory under dir, starts PostgreSQL
+// StartPostgres makes a fresh data directory (under the system's
+// temporary directory, removed by Stop), writes its log into dir, starts PostgreSQL
 // on a free loopback port in the run's group "postgres" with a quota of
 // cpus (0: none), and waits until it accepts connections. As root it runs
 // as the postgres user (PostgreSQL refuses root). fsync stays on: the
@@ -54,13 +55,22 @@ func StartPostgres(ctx context.Context, run *Run, dir string, cpus float64) (*St
 	if err != nil {
 		return nil, err
 	}
-	data := filepath.Join(dir, "pg")
-	_ = os.RemoveAll(data)
-	if err := os.MkdirAll(data, 0o700); err != nil {
+	// The data directory is a fresh one under the system's temporary
+	// directory: the postgres user must reach it, and dir's parents may
+	// be private to root.
+	parent, err := os.MkdirTemp("", pgDirPrefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(parent, 0o755); err != nil {
+		return nil, err
+	}
+	data := filepath.Join(parent, "pg")
+	if err := os.Mkdir(data, 0o700); err != nil {
 		return nil, err
 	}
 	if run != nil {
-		run.TrackDir(data)
+		run.TrackDir(parent)
 	}
 	var cred *syscall.Credential
 	var setpriv []string
@@ -153,8 +163,13 @@ func (s *Store) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
-	if !strings.HasSuffix(s.dir, "/pg") {
+	parent := filepath.Dir(s.dir)
+	if !strings.HasPrefix(filepath.Base(parent), pgDirPrefix) {
 		return // never remove what this package did not make
 	}
-	_ = os.RemoveAll(s.dir)
+	_ = os.RemoveAll(parent)
 }
+
+// pgDirPrefix names the temporary directories of the PostgreSQL servers
+// this package starts.
+const pgDirPrefix = "logbook-cluster-pg-"

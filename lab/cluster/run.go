@@ -366,3 +366,22 @@ func zombie(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
+
+// Forget removes the groups whose names start with one of prefixes from
+// the run (their processes stopped): a run that starts clusters one after
+// the other counts only the present one's processes.
+func (r *Run) Forget(prefixes ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, gi := range r.groups {
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				if gi.g != nil {
+					_ = gi.g.Remove()
+				}
+				delete(r.groups, name)
+				break
+			}
+		}
+	}
+}

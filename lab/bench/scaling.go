@@ -195,7 +195,9 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (res ScalingResult, err err
 	}
 	s.store = cfg.Store
 	if s.store == "" {
-		st, err := cluster.StartPostgres(ctx, run, cfg.Dir, cfg.Budget.Store)
+		// Started without its quota: the season is imported first, at
+		// full speed, and the quota set before anything is measured.
+		st, err := cluster.StartPostgres(ctx, run, cfg.Dir, 0)
 		if err != nil {
 			return res, err
 		}
@@ -209,6 +211,11 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (res ScalingResult, err err
 	if cfg.Mode != "write" {
 		res.Scale = 0
 		if err := s.seed(ctx); err != nil {
+			return res, err
+		}
+	}
+	if cfg.Store == "" {
+		if err := run.SetQuota("postgres", cfg.Budget.Store); err != nil {
 			return res, err
 		}
 	}

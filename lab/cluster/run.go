@@ -385,3 +385,17 @@ func (r *Run) Forget(prefixes ...string) {
 		}
 	}
 }
+
+// SetQuota changes the quota of the run's group name (0: none).
+func (r *Run) SetQuota(name string, cpus float64) error {
+	r.mu.Lock()
+	gi := r.groups[name]
+	r.mu.Unlock()
+	if gi == nil || gi.g == nil {
+		if cpus > 0 {
+			return fmt.Errorf("cluster: no control group %s for a quota", name)
+		}
+		return nil
+	}
+	return gi.g.SetQuota(cpus)
+}

@@ -324,7 +324,6 @@ func (s *scalingRig) capacity(ctx context.Context, res *ScalingResult) error {
 		return err
 	}
 	defer s.stop(c)
-	var base float64
 	for _, rate := range s.cfg.Rates {
 		row := ScalingRow{Nodes: 1, OfferedPerSec: rate, Reps: s.cfg.Reps, CPU: map[string]cluster.KindCPU{}}
 		for rep := range s.cfg.Reps {
@@ -340,14 +339,25 @@ func (s *scalingRig) capacity(ctx context.Context, res *ScalingResult) error {
 			row.ThesisPerSec, row.ThesisP99 = rate, p99
 		}
 		res.Rows = append(res.Rows, row)
-		if base == 0 {
-			base = row.P99
+	}
+	res.KneePerSec = Knee(res.Rows)
+	return nil
+}
+
+// Knee is the highest offered rate whose p99 stays within twice the
+// lowest rate's p99 with at most 0.1 % of requests failed (rows in
+// increasing offered rate); 0 if none.
+func Knee(rows []ScalingRow) float64 {
+	var knee, base float64
+	for i, r := range rows {
+		if i == 0 {
+			base = r.P99
 		}
-		if row.P99 <= 2*base && failRate(row) <= 0.001 {
-			res.KneePerSec = rate
+		if r.P99 <= 2*base && failRate(r) <= 0.001 {
+			knee = r.OfferedPerSec
 		}
 	}
-	return nil
+	return knee
 }
 
 // addRead averages one repetition into the row (the thesis's "average

@@ -151,7 +151,10 @@ func (c ScalingConfig) Plan() cgroup.Plan {
 	}
 	writers, replicas := 1, most
 	if c.Mode == "write" {
-		writers, replicas = most, 0
+		// One replica keeps the view, so the write nodes run commands
+		// only (as the thesis's write model did): a node following
+		// the log would add store work per node, not per command.
+		writers, replicas = most, 1
 	} else if c.Mode == "capacity" {
 		replicas = 1
 	}
@@ -447,7 +450,7 @@ func (s *scalingRig) write(ctx context.Context, res *ScalingResult) error {
 		users := max(1, int(math.Round(float64(sc.users)*s.cfg.Scale)))
 		legs := max(1, int(math.Round(float64(sc.legs)*s.cfg.Scale)))
 		for _, n := range s.cfg.Nodes {
-			c, err := s.start(ctx, n, 0)
+			c, err := s.start(ctx, n, 1)
 			if err != nil {
 				return err
 			}

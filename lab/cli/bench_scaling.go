@@ -31,7 +31,7 @@ thesis's value beside each row.
             2× the lowest rate's p99 with at most 0.1 % failures
   read      1 write node and n replicas (--nodes), offered the knee × n
             (measured first unless --knee is given)
-  write     n write nodes; the thesis's two scenarios (1,250 planners × 750
+  write     n write nodes (commands only) and 1 replica keeping the view; the thesis's two scenarios (1,250 planners × 750
             legs, 1,500 × 1,000), planners and legs each scaled by --scale,
             each run once to warm up, then after --pause once measured
 

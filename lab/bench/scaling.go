@@ -27,7 +27,7 @@ type ScalingConfig struct {
 	Store   string // a postgres:// URL; empty: start one
 	Nginx   string
 	Dir     string // logs, the season
-	RunDir  string // cluster.DefaultRunDir if empty
+	RunDir  string // cluster.RunDir() if empty
 	Nodes   []int
 	Budget  Budget
 	Rates   []float64 // capacity: offered rates, one node

@@ -27,7 +27,7 @@ func (b *budgetFlags) register(cmd *cobra.Command, loadgenUse string) {
 	fs.Float64Var(&b.proxy, "proxy-cpus", 0, "CPU quota of nginx")
 	fs.Float64Var(&b.loadgen, "loadgen-cpus", 0, loadgenUse)
 	fs.BoolVar(&b.oversubscribe, "oversubscribe", false, "run even when the quotas add up to more CPUs than the machine has")
-	fs.StringVar(&b.runDir, "run-dir", cluster.DefaultRunDir, "where each running cluster command records its processes and control groups, for clean-up after a SIGKILL")
+	fs.StringVar(&b.runDir, "run-dir", "", "where each running cluster command records its processes and control groups, for clean-up after a SIGKILL (default "+cluster.DefaultRunDir+" as root, else under the temporary directory)")
 }
 
 func (b *budgetFlags) check() error {
@@ -201,7 +201,7 @@ whose PID is gone are removed too. Every cluster command does this when it
 starts.`,
 		Args: cliutil.NoArgs,
 	}
-	runDir := cmd.Flags().String("run-dir", cluster.DefaultRunDir, "where cluster commands record their state")
+	runDir := cmd.Flags().String("run-dir", "", "where cluster commands record their state (default "+cluster.DefaultRunDir+" as root, else under the temporary directory)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cleaned, err := cluster.Sweep(*runDir)
 		for _, c := range cleaned {

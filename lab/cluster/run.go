@@ -20,8 +20,19 @@ import (
 // the command that made it>.
 const GroupPrefix = "logbook-cluster"
 
-// DefaultRunDir holds one state file per running cluster command.
+// DefaultRunDir holds one state file per running cluster command run
+// as root; other users' go under the system's temporary directory
+// (RunDir).
 const DefaultRunDir = "/run/logbook-cluster"
+
+// RunDir is where run files go when none is given: DefaultRunDir for
+// root, $TMPDIR/logbook-cluster-UID for others.
+func RunDir() string {
+	if os.Geteuid() == 0 {
+		return DefaultRunDir
+	}
+	return filepath.Join(os.TempDir(), "logbook-cluster-"+strconv.Itoa(os.Geteuid()))
+}
 
 // Run is the state of one cluster command on this machine: its control
 // groups (a parent named after the command's pid, one child per process),
@@ -61,13 +72,13 @@ type procState struct {
 }
 
 // BeginRun cleans up what dead runs left (Sweep), then makes this
-// command's parent group and run file in runDir (DefaultRunDir if
-// empty). Without control groups (not root, or none mounted) a run still
+// command's parent group and run file in runDir (RunDir() if empty).
+// Without control groups (not root, or none mounted) a run still
 // records its processes; it cannot set quotas, and says so through
 // Groups.
 func BeginRun(runDir string) (*Run, []string, error) {
 	if runDir == "" {
-		runDir = DefaultRunDir
+		runDir = RunDir()
 	}
 	cleaned, err := Sweep(runDir)
 	if err != nil {
@@ -205,7 +216,7 @@ func alive(pid int, start int64) bool {
 // its file), killing what is in it. It returns what it cleaned.
 func Sweep(runDir string) ([]string, error) {
 	if runDir == "" {
-		runDir = DefaultRunDir
+		runDir = RunDir()
 	}
 	var cleaned []string
 	var errs []error

@@ -23,6 +23,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		newBenchKVCmd(e),
 		newBenchCDCCmd(e),
 		newBenchNotifyCmd(e),
+		newBenchScalingCmd(e),
 	)
 	g.Long = `Benchmarks of the event store and the runtimes (append, read, commands,
 crush, registry, windows) and of the services' backends (kv, cdc, notify).

@@ -4,12 +4,60 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/internal/cliutil"
+	"github.com/logbook/logbook/lab/cgroup"
 	"github.com/logbook/logbook/lab/cluster"
 )
+
+// budgetFlags are the CPU quotas of a cluster's parts.
+type budgetFlags struct {
+	node, store, proxy, loadgen float64
+	oversubscribe               bool
+	runDir                      string
+}
+
+func (b *budgetFlags) register(cmd *cobra.Command, loadgenUse string) {
+	fs := cmd.Flags()
+	fs.Float64Var(&b.node, "node-cpus", 0, "CPU quota of each write node and replica, e.g. 0.15 (0: none); needs root and control groups")
+	fs.Float64Var(&b.store, "store-cpus", 0, "CPU quota of PostgreSQL when this command starts it; with --store, what it is taken to have in the plan (not enforced)")
+	fs.Float64Var(&b.proxy, "proxy-cpus", 0, "CPU quota of nginx")
+	fs.Float64Var(&b.loadgen, "loadgen-cpus", 0, loadgenUse)
+	fs.BoolVar(&b.oversubscribe, "oversubscribe", false, "run even when the quotas add up to more CPUs than the machine has")
+	fs.StringVar(&b.runDir, "run-dir", "", "where each running cluster command records its processes and control groups, for clean-up after a SIGKILL (default "+cluster.DefaultRunDir+" as root, else under the temporary directory)")
+}
+
+func (b *budgetFlags) check() error {
+	for _, x := range []struct {
+		name string
+		v    float64
+	}{{"--node-cpus", b.node}, {"--store-cpus", b.store}, {"--proxy-cpus", b.proxy}, {"--loadgen-cpus", b.loadgen}} {
+		if x.v < 0 {
+			return cliutil.Usagef("%s must not be negative", x.name)
+		}
+	}
+	return nil
+}
+
+// plan is the budget of writers + replicas nodes, the store (given: not
+// started here), nginx and the load generator.
+func (b *budgetFlags) plan(writers, replicas int, storeGiven bool) cgroup.Plan {
+	p := cgroup.Plan{Machine: cgroup.MachineCPUs()}
+	for i := range writers {
+		p.Parts = append(p.Parts, cgroup.Part{Name: fmt.Sprintf("writer-%d", i+1), Kind: "node", CPUs: b.node})
+	}
+	for i := range replicas {
+		p.Parts = append(p.Parts, cgroup.Part{Name: fmt.Sprintf("replica-%d", i+1), Kind: "replica", CPUs: b.node})
+	}
+	p.Parts = append(p.Parts,
+		cgroup.Part{Name: "postgres", Kind: "store", CPUs: b.store, Given: storeGiven},
+		cgroup.Part{Name: "nginx", Kind: "proxy", CPUs: b.proxy},
+		cgroup.Part{Name: "loadgen", Kind: "loadgen", CPUs: b.loadgen})
+	return p
+}
 
 // newClusterCmd starts write nodes, read replicas and nginx on this
 // machine, on one shared PostgreSQL store, and keeps them until
@@ -17,27 +65,35 @@ import (
 // trying it out and for the scaling benchmark.
 func newClusterCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "cluster --store postgres://…",
+		Use:   "cluster [--store postgres://…]",
 		Short: "Run write nodes, read replicas and nginx on one PostgreSQL store",
 		Long: `Starts write nodes and read replicas of the flights service (logbook flights
 serve) and nginx in front of them, all on this machine and one shared
 PostgreSQL store, and keeps them until interrupted: the layout of
 docs/deployment.md on one machine, for trying it out and for the scaling
-benchmark (scripts/scaling.sh).
+benchmark (logbook bench scaling). Without --store it starts a PostgreSQL
+of its own, in a fresh data directory under --dir, removed at the end.
+
+With --node-cpus, --store-cpus, --proxy-cpus and --loadgen-cpus each process
+runs in a control group of its own with that CPU quota, as if it had a
+machine of that many cores (needs root). The quotas must add up to no more
+than the machine's CPUs, unless --oversubscribe. On exit it prints each
+process's CPU use. A run killed with SIGKILL leaves its processes and groups
+behind; the next run, or logbook cluster clean, removes them.
 
 With --tls every HTTP hop speaks TLS, with certificates of a throwaway CA
 made in --dir/tls: clients speak HTTPS to nginx (trusting --dir/tls/ca.crt),
 nginx speaks HTTPS to the nodes, verifying them with the CA and presenting
 its own client certificate, which the nodes require (mutual TLS).`,
-		Example: `  logbook cluster --store postgres://localhost/logbook --writers 3 --replicas 2
+		Example: `  logbook cluster --writers 3 --replicas 2
+  logbook cluster --writers 2 --replicas 0 --node-cpus 0.3 --store-cpus 0.5 --proxy-cpus 0.2 --loadgen-cpus 0.5
   logbook cluster --store postgres://localhost/logbook --bus kafka://127.0.0.1:9092/logbook
-  logbook cluster --store postgres://localhost/logbook --tls --dir ./data-cluster`,
+  logbook cluster --tls --dir ./data-cluster`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
-	store := fs.String("store", "", "postgres:// URL of the shared store (required)")
+	store := fs.String("store", "", "postgres:// URL of the shared store (default: start a PostgreSQL of its own)")
 	cliutil.SecretFlag(fs, "store")
-	_ = cmd.MarkFlagRequired("store")
 	bus := fs.String("bus", "", "kafka://host:port/topic: publish the log to Kafka, and feed the replicas from it")
 	cliutil.SecretFlag(fs, "bus")
 	writers := fs.Int("writers", 3, "write nodes")
@@ -47,12 +103,22 @@ its own client certificate, which the nodes require (mutual TLS).`,
 	tokensFile := fs.String("tokens", "./dev-tokens", "bearer tokens, one \"token role\" per line, for every node")
 	dir := fs.String("dir", "./data-cluster", "directory for the nodes' logs and nginx's files")
 	useTLS := fs.Bool("tls", false, "TLS on every HTTP hop (client to nginx, nginx to the nodes), with a throwaway CA made in --dir/tls")
+	var b budgetFlags
+	b.register(cmd, "CPU quota of a group made for a load generator; the command prints how to run one in it")
+	cmd.AddCommand(newClusterCleanCmd(e))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if !cliutil.IsPostgresURL(*store) {
+		if *store != "" && !cliutil.IsPostgresURL(*store) {
 			return cliutil.Usage("--store must be a postgres:// URL: the nodes share it")
 		}
 		if *writers < 1 || *replicas < 0 {
 			return cliutil.Usage("--writers must be at least 1 and --replicas not negative")
+		}
+		if err := b.check(); err != nil {
+			return err
+		}
+		plan := b.plan(*writers, *replicas, *store != "")
+		if err := plan.Check(b.oversubscribe); err != nil {
+			return cliutil.Usage(err.Error())
 		}
 		tokens, err := os.ReadFile(*tokensFile)
 		if err != nil {
@@ -66,21 +132,97 @@ its own client certificate, which the nodes require (mutual TLS).`,
 		if err != nil {
 			return err
 		}
+		run, cleaned, err := cluster.BeginRun(b.runDir)
+		for _, c := range cleaned {
+			fmt.Fprintf(e.Stderr, "cleaned up after a dead run: %s\n", c)
+		}
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := run.End(); err != nil {
+				fmt.Fprintf(e.Stderr, "clean-up: %v\n", err)
+			}
+		}()
 		ctx := cmd.Context()
-		c, err := cluster.Start(ctx, cluster.Config{Binary: self, Store: *store, Bus: *bus, Writers: *writers, Replicas: *replicas,
-			Dir: absDir, Addr: *addr, Tokens: string(tokens), TLS: *useTLS})
+		if err := os.MkdirAll(absDir, 0o755); err != nil {
+			return err
+		}
+		storeURL := *store
+		if storeURL == "" {
+			s, err := cluster.StartPostgres(ctx, run, absDir, b.store)
+			if err != nil {
+				return err
+			}
+			defer s.Stop()
+			storeURL = s.URL
+		}
+		var loadgen *cgroup.Group
+		if b.loadgen > 0 {
+			if loadgen, err = run.Group("loadgen", "loadgen", b.loadgen); err != nil {
+				return err
+			}
+		}
+		c, err := cluster.Start(ctx, cluster.Config{Binary: self, Store: storeURL, Bus: *bus, Writers: *writers, Replicas: *replicas,
+			Dir: absDir, Addr: *addr, Tokens: string(tokens), Run: run, NodeCPUs: b.node, ProxyCPUs: b.proxy, TLS: *useTLS})
 		if err != nil {
 			return err
 		}
 		defer c.Stop()
+		start := run.Usage()
+		fmt.Fprintln(e.Stdout, "CPU plan:")
+		for _, l := range plan.Lines() {
+			fmt.Fprintln(e.Stdout, "  "+l)
+		}
 		fmt.Fprintf(e.Stdout, "nginx at %s\n", c.URL)
 		if c.CAFile != "" {
 			fmt.Fprintf(e.Stdout, "CA        %s  (logbook loadtest read --url %s --ca %s …)\n", c.CAFile, c.URL, c.CAFile)
 		}
+		if *store == "" {
+			fmt.Fprintf(e.Stdout, "postgres   %s\n", storeURL)
+		}
 		for _, n := range c.Nodes() {
 			fmt.Fprintf(e.Stdout, "%-10s %s  log %s\n", n.Name, n.URL, filepath.Join(absDir, n.Name+".log"))
 		}
+		if loadgen != nil {
+			fmt.Fprintf(e.Stdout, "load generator group %s: run one in it with\n  sh -c '%sexec \"$@\"' sh logbook loadtest read --url %s …\n",
+				loadgen.Path, loadgen.JoinScript(), c.URL)
+		}
 		<-ctx.Done()
+		c.Stop()
+		end := run.Usage()
+		fmt.Fprintf(e.Stdout, "CPU use over %s:\n", end.At.Sub(start.At).Round(time.Second))
+		for _, r := range run.ByProcess(start, end) {
+			fmt.Fprintf(e.Stdout, "  %-12s %-8s %s  quota %s\n", r[0], r[1], r[2], r[3])
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newClusterCleanCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove what dead cluster commands left: processes, control groups, data directories",
+		Long: `Finds the cluster commands recorded in --run-dir whose process is gone (killed
+with SIGKILL, say) and ends the processes they started, removes their control
+groups and the data directories they made. Groups named logbook-cluster-PID
+whose PID is gone are removed too. Every cluster command does this when it
+starts.`,
+		Args: cliutil.NoArgs,
+	}
+	runDir := cmd.Flags().String("run-dir", "", "where cluster commands record their state (default "+cluster.DefaultRunDir+" as root, else under the temporary directory)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cleaned, err := cluster.Sweep(*runDir)
+		for _, c := range cleaned {
+			fmt.Fprintf(e.Stdout, "removed %s\n", c)
+		}
+		if len(cleaned) == 0 && err == nil {
+			fmt.Fprintln(e.Stdout, "nothing to clean")
+		}
+		if err != nil {
+			return fmt.Errorf("clean: %w", err)
+		}
 		return nil
 	}
 	return cmd

@@ -24,6 +24,7 @@ import (
 
 	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/query"
+	"github.com/logbook/logbook/lab/cgroup"
 	"github.com/logbook/logbook/services/flights/httpapi"
 )
 
@@ -53,6 +54,12 @@ type Config struct {
 	// client certificate of its own, which the nodes ask for (mutual
 	// TLS). Cluster.CAFile is the CA clients trust.
 	TLS bool
+	// Run, if not nil, puts every process in a control group of its
+	// own (BeginRun) and records it for clean-up; NodeCPUs and ProxyCPUs
+	// are then the CPU quotas of each node and of nginx (0: none).
+	Run       *Run
+	NodeCPUs  float64
+	ProxyCPUs float64
 }
 
 // Node is one logbook process.
@@ -68,6 +75,8 @@ type Node struct {
 	env          []string
 	logPath      string
 	client       *http.Client // for WaitReady
+	group        *cgroup.Group
+	run          *Run
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -153,6 +162,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		n.args = append(n.args, cfg.ExtraArgs...)
 		n.logPath = filepath.Join(cfg.Dir, n.Name+".log")
+		if cfg.Run != nil {
+			kind := "node"
+			if n.ReadOnly {
+				kind = "replica"
+			}
+			g, err := cfg.Run.Group(n.Name, kind, cfg.NodeCPUs)
+			if err != nil {
+				return nil, err
+			}
+			n.group, n.run = g, cfg.Run
+		}
 	}
 	for _, n := range c.Nodes() {
 		if err := n.start(cfg.Binary); err != nil {
@@ -208,17 +228,30 @@ func (n *Node) start(binary string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(binary, n.args...)
+	cmd := groupCommand(n.group, binary, n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), n.env...)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("cluster: start %s: %w", n.Name, err)
 	}
+	if n.run != nil {
+		n.run.Track(n.Name, cmd.Process.Pid)
+	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
 	n.cmd, n.done = cmd, done
 	return nil
+}
+
+// groupCommand runs argv in group g from its first instruction (see
+// cgroup.Group.Wrap), or as it is without a group.
+func groupCommand(g *cgroup.Group, name string, args ...string) *exec.Cmd {
+	if g == nil {
+		return exec.Command(name, args...)
+	}
+	argv := g.Wrap(append([]string{name}, args...)...)
+	return exec.Command(argv[0], argv[1:]...)
 }
 
 // Restart starts a node that was killed or stopped, with the same
@@ -486,11 +519,23 @@ func (c *Cluster) startNginx(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.cfg.Nginx, "-c", conf, "-p", c.cfg.Dir)
+	var group *cgroup.Group
+	if c.cfg.Run != nil {
+		g, err := c.cfg.Run.Group("nginx", "proxy", c.cfg.ProxyCPUs)
+		if err != nil {
+			logf.Close()
+			return err
+		}
+		group = g
+	}
+	cmd := groupCommand(group, c.cfg.Nginx, "-c", conf, "-p", c.cfg.Dir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("cluster: start nginx (%s; scripts/test.sh installs it): %w", c.cfg.Nginx, err)
+	}
+	if c.cfg.Run != nil {
+		c.cfg.Run.Track("nginx", cmd.Process.Pid)
 	}
 	c.nginx, c.nginxEnd = cmd, make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(c.nginxEnd) }()

@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"math"
+	"testing"
+
+	"github.com/logbook/logbook/lab/cluster"
+)
+
+func TestKnee(t *testing.T) {
+	rows := []ScalingRow{
+		{OfferedPerSec: 100, P99: 10, Requests: 1000},
+		{OfferedPerSec: 200, P99: 19, Requests: 2000},
+		{OfferedPerSec: 300, P99: 15, Requests: 3000, Failures: 4}, // 0.13 % failed
+		{OfferedPerSec: 400, P99: 20, Requests: 4000, Failures: 4}, // 0.1 %: allowed
+		{OfferedPerSec: 500, P99: 21, Requests: 5000},
+	}
+	if k := Knee(rows); k != 400 {
+		t.Errorf("knee %v, want 400 (500's p99 is past twice 10 ms; 300 failed too often)", k)
+	}
+	if k := Knee(nil); k != 0 {
+		t.Errorf("no rows: knee %v", k)
+	}
+}
+
+// TestPredictReads calibrates from a one-node row — a replica using 0.08
+// cores and nginx 0.02 at 400 requests/s: 0.2 and 0.05 ms per request —
+// and predicts rows at 2 and 4 replicas of 0.1 CPUs behind a 0.1-CPU nginx:
+// 2 replicas can serve 1,000/s, but nginx only 2,000/s.
+func TestPredictReads(t *testing.T) {
+	res := ScalingResult{Mode: "read", Machine: 2, Rows: []ScalingRow{
+		{Nodes: 1, OfferedPerSec: 400, AchievedPerSec: 400, CPU: map[string]cluster.KindCPU{"replica": {Cores: 0.08}, "proxy": {Cores: 0.02}, "store": {Cores: 0.004}}},
+		{Nodes: 2, OfferedPerSec: 1200},
+		{Nodes: 8, OfferedPerSec: 3200},
+	}}
+	predict(&res, ScalingConfig{Mode: "read", Budget: Budget{Node: 0.1, Store: 0.5, Proxy: 0.1}, Predict: []int{16}})
+	want := []float64{400, 1000, 2000}
+	for i, w := range want {
+		if res.Rows[i].Predicted == nil || math.Abs(*res.Rows[i].Predicted-w) > 0.5 {
+			t.Errorf("row %d: predicted %v, want %v", i, res.Rows[i].Predicted, w)
+		}
+	}
+	if len(res.Demands) != 3 || math.Abs(res.Demands[1].Seconds-0.0002) > 1e-9 {
+		t.Errorf("demands %+v", res.Demands)
+	}
+	// 16 nodes of 2 CPUs behind a 2-CPU nginx: nginx's 40,000/s.
+	if len(res.Prediction) != 2 || res.Prediction[0].Bottleneck != "proxy" || math.Abs(res.Prediction[0].PerSec-40000) > 1 {
+		t.Errorf("paper table %+v", res.Prediction)
+	}
+}

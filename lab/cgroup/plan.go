@@ -1,0 +1,98 @@
+package cgroup
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Part is one process (or group of processes) of a plan and its CPU
+// quota.
+type Part struct {
+	Name string  // e.g. writer-1
+	Kind string  // node, replica, store, proxy, loadgen
+	CPUs float64 // its quota; 0: none
+	// Given: the process was not started here (a store given by URL), so
+	// its quota cannot be set; it counts in the plan for what it was said
+	// to have.
+	Given bool
+}
+
+// Plan is the CPU budget of every part of a run on one machine.
+type Plan struct {
+	Parts   []Part
+	Machine float64 // CPUs the machine has (MachineCPUs)
+}
+
+// Total is the sum of the quotas.
+func (p Plan) Total() float64 {
+	var t float64
+	for _, x := range p.Parts {
+		t += x.CPUs
+	}
+	return t
+}
+
+// Check refuses a plan whose quotas add up to more than the machine has,
+// unless oversubscribe: then the parts would not each have what their
+// quota promises, and a measured bottleneck could be the machine's.
+func (p Plan) Check(oversubscribe bool) error {
+	for _, x := range p.Parts {
+		if x.CPUs < 0 {
+			return fmt.Errorf("%s: a CPU quota cannot be negative (%g)", x.Name, x.CPUs)
+		}
+		if x.CPUs > 0 && x.CPUs < 0.01 {
+			return fmt.Errorf("%s: a CPU quota below 0.01 CPUs (%g) is below the kernel's 1 ms per period", x.Name, x.CPUs)
+		}
+	}
+	if t := p.Total(); t > p.Machine+1e-9 && !oversubscribe {
+		return fmt.Errorf("the CPU quotas add up to %.2f CPUs but this machine has %.2f: %s; lower them, or pass --oversubscribe to run anyway (the parts then compete for the cores and do not each get their quota)",
+			t, p.Machine, p.summary())
+	}
+	return nil
+}
+
+// summary lists the quotas by kind: "3 node × 0.50 + store 1.00".
+func (p Plan) summary() string {
+	type k struct {
+		kind string
+		cpus float64
+	}
+	var order []k
+	count := map[k]int{}
+	for _, x := range p.Parts {
+		if x.CPUs == 0 {
+			continue
+		}
+		key := k{x.Kind, x.CPUs}
+		if count[key] == 0 {
+			order = append(order, key)
+		}
+		count[key]++
+	}
+	var s []string
+	for _, key := range order {
+		if n := count[key]; n > 1 {
+			s = append(s, fmt.Sprintf("%d %s × %.2f", n, key.kind, key.cpus))
+		} else {
+			s = append(s, fmt.Sprintf("%s %.2f", key.kind, key.cpus))
+		}
+	}
+	return strings.Join(s, " + ")
+}
+
+// Lines describe each part's share of the machine, for the output.
+func (p Plan) Lines() []string {
+	var out []string
+	for _, x := range p.Parts {
+		switch {
+		case x.CPUs == 0:
+			out = append(out, fmt.Sprintf("%-12s %-8s no quota (shares the %.2f CPUs with everything else)", x.Name, x.Kind, p.Machine))
+		case x.Given:
+			out = append(out, fmt.Sprintf("%-12s %-8s %.2f CPUs planned (%.1f%% of the machine), not enforced: not started here", x.Name, x.Kind, x.CPUs, 100*x.CPUs/p.Machine))
+		default:
+			out = append(out, fmt.Sprintf("%-12s %-8s %.2f CPUs (%.1f%% of the machine's %.2f)", x.Name, x.Kind, x.CPUs, 100*x.CPUs/p.Machine, p.Machine))
+		}
+	}
+	out = append(out, fmt.Sprintf("%-12s %-8s %.2f of %.2f CPUs (%.1f%%)", "total", "", p.Total(), p.Machine, 100*p.Total()/p.Machine))
+	return out
+}

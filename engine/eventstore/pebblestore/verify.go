@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/verify"
 	"github.com/logbook/logbook/engine/pebblekit"
 )
@@ -127,7 +129,44 @@ func corruption(r *verify.Report, pos uint64, err error) error {
 	return err
 }
 
+// removals reads what deletion and retention left for verify to know: the
+// floor, the highest position the sweep removed (every gap at or below it
+// may be removed events), and each stream's truncation point (its first
+// seq still stored may be above 1).
+func removals(db *pebble.DB) (floor uint64, before map[string]uint64, err error) {
+	if v, closer, err := db.Get(floorKey); err == nil {
+		if len(v) == 8 {
+			floor = be64(v)
+		}
+		closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil, err
+	}
+	before = map[string]uint64{}
+	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixState}, UpperBound: []byte{prefixState + 1}})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer iter.Close()
+	for ok := iter.First(); ok; ok = iter.Next() {
+		st, err := decodeState(iter.Value())
+		if err != nil {
+			continue // a corrupt state: its stream's checks report what follows
+		}
+		b := st.before
+		if st.mode == eventstore.DeleteHard {
+			b = math.MaxUint64
+		}
+		before[string(iter.Key()[1:])] = b
+	}
+	return floor, before, iter.Error()
+}
+
 func checkLog(db *pebble.DB, r *verify.Report) error {
+	floor, _, err := removals(db)
+	if err := corruption(r, 0, err); err != nil {
+		return err
+	}
 	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {
 		return err
@@ -144,10 +183,13 @@ func checkLog(db *pebble.DB, r *verify.Report) error {
 		}
 		pos := be64(k[1:])
 		if pos != want {
-			if pos > want {
-				r.Add(verify.Gap, want, "", "positions %d to %d hold no event", want, pos-1)
-			} else {
+			switch {
+			case pos < want:
 				r.Add(verify.Corrupt, pos, "", "position %d out of order", pos)
+			case pos-1 > floor:
+				// Positions up to the floor may be events the sweep
+				// removed; a gap above it is not.
+				r.Add(verify.Gap, max(want, floor+1), "", "positions %d to %d hold no event", max(want, floor+1), pos-1)
 			}
 		}
 		want = pos + 1
@@ -232,6 +274,10 @@ type eventDecoded struct {
 }
 
 func checkStreamIndex(db *pebble.DB, r *verify.Report) error {
+	_, truncated, err := removals(db)
+	if err := corruption(r, 0, err); err != nil {
+		return err
+	}
 	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixStream}, UpperBound: []byte{prefixStream + 1}})
 	if err != nil {
 		return err
@@ -251,6 +297,11 @@ func checkStreamIndex(db *pebble.DB, r *verify.Report) error {
 		if stream == nil || !bytes.Equal(name, stream) {
 			stream = append(stream[:0:0], name...)
 			wantSeq, lastPos = 1, 0
+			// A truncated stream's events below its truncation point may
+			// be gone already.
+			if b, ok := truncated[string(stream)]; ok && seq > 1 && seq <= b {
+				wantSeq = seq
+			}
 			r.Streams++
 		}
 		s := string(stream)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/internal/testenv"
 )
 
@@ -195,6 +196,27 @@ func TestTLSBusRefusals(t *testing.T) {
 	}
 	withName := sasl(b.CA, b.PasswordFile)
 	withName.Set("tls_server_name", "kafka.elsewhere.example")
+	// A client certificate the broker's own CA signed, but expired, and
+	// beside it one that CA signed and is valid: only the first is
+	// refused.
+	ca, err := devca.Load(b.CA, filepath.Join(filepath.Dir(b.CA), "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert := func(name string, notAfter time.Time) url.Values {
+		p, err := ca.Issue(devca.Leaf{Name: name, NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, key, err := p.Write(t.TempDir(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return url.Values{"tls_ca": {b.CA}, "tls_cert": {cert}, "tls_key": {key}}
+	}
+	if err := reach(mustParse(t, tlsBusURL(b.SSL, clientCert("fresh", time.Now().Add(time.Hour))))); err != nil {
+		t.Fatalf("a valid client certificate of the broker's CA: %v", err)
+	}
 	for _, c := range []struct {
 		name, url, want string
 	}{
@@ -202,6 +224,7 @@ func TestTLSBusRefusals(t *testing.T) {
 		{"wrong server name", tlsBusURL(b.SASLSSL, withName), "certificate is valid for"},
 		{"wrong SCRAM password", tlsBusURL(b.SASLSSL, sasl(b.CA, wrongPW)), "SASL_AUTHENTICATION_FAILED"},
 		{"no client certificate", tlsBusURL(b.SSL, url.Values{"tls_ca": {b.CA}}), "bad certificate"},
+		{"expired client certificate", tlsBusURL(b.SSL, clientCert("expired", time.Now().Add(-time.Hour))), "certificate"},
 		{"plaintext to the SSL listener", "kafka://" + b.SSL + "/t", "tls endpoint"},
 		{"plaintext SCRAM to the SASL_SSL listener", tlsBusURL(b.SASLSSL, url.Values{"sasl": {ScramSHA512}, "sasl_user": {b.User}, "sasl_password_file": {b.PasswordFile}}), "tls endpoint"},
 	} {

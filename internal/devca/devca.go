@@ -160,3 +160,37 @@ func serial() *big.Int {
 	}
 	return n
 }
+
+// Load reads a CA from its PEM certificate and its PEM key (EC, in SEC 1
+// or PKCS #8 form, as openssl writes them): a CA another program made,
+// for a test to issue certificates that server trusts.
+func Load(certFile, keyFile string) (*CA, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("devca: %s or %s holds no PEM block", certFile, keyFile)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("devca: %s: %w", certFile, err)
+	}
+	var key *ecdsa.PrivateKey
+	if k, err := x509.ParsePKCS8PrivateKey(kb.Bytes); err == nil {
+		ek, ok := k.(*ecdsa.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("devca: %s: not an EC key", keyFile)
+		}
+		key = ek
+	} else if key, err = x509.ParseECPrivateKey(kb.Bytes); err != nil {
+		return nil, fmt.Errorf("devca: %s: %w", keyFile, err)
+	}
+	return &CA{Cert: cert, key: key, PEM: certPEM}, nil
+}

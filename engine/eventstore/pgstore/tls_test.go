@@ -2,6 +2,9 @@ package pgstore_test
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pgstore"
+	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/internal/testenv"
 )
 
@@ -99,5 +103,70 @@ func TestStoreTLSRefusals(t *testing.T) {
 			}
 			t.Logf("refused: %v", err)
 		})
+	}
+}
+
+// verify-full refuses a server whose certificate has expired. No
+// PostgreSQL will serve an expired certificate, so a listener of the
+// test's plays the server's part up to the TLS handshake: it answers the
+// client's SSLRequest with 'S' and shakes hands with the certificate the
+// case gives. With a valid certificate of the same CA the handshake
+// passes (the client then fails only on the missing server behind it).
+func TestStoreRefusesAnExpiredServerCertificate(t *testing.T) {
+	ca, err := devca.New("pgstore test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCA(t.TempDir(), "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(notAfter time.Time) string {
+		pair, err := ca.Issue(devca.Leaf{Name: "127.0.0.1", Hosts: []string{"127.0.0.1"}, NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := pair.TLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+					req := make([]byte, 8) // length 8, code 80877103
+					if _, err := io.ReadFull(c, req); err != nil {
+						return
+					}
+					if _, err := c.Write([]byte{'S'}); err != nil {
+						return
+					}
+					tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+					_ = tc.Handshake()
+				}()
+			}
+		}()
+		return "postgres://logbook@" + ln.Addr().String() + "/logbook?connect_timeout=5&sslmode=verify-full&sslrootcert=" + url.QueryEscape(caFile)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = pgstore.Open(ctx, serve(time.Now().Add(-time.Hour)), pgstore.Options{})
+	if err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("an expired server certificate: %v, want it refused as expired", err)
+	}
+	t.Logf("refused: %v", err)
+	_, err = pgstore.Open(ctx, serve(time.Now().Add(time.Hour)), pgstore.Options{})
+	if err == nil || strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a valid server certificate of the same CA: %v, want the handshake to pass", err)
 	}
 }

@@ -147,7 +147,7 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the stream once we have enough
-	res, err := s.get(ctx, "/queries/all?from="+strconv.FormatUint(max1(from), 10))
+	res, err := s.get(ctx, "/queries/all?removed=true&from="+strconv.FormatUint(max1(from), 10))
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +156,18 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 	var out []eventstore.Event
 	want := max1(from)
 	for len(out) < max {
-		ev, err := st.next()
+		ev, removed, err := st.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return out, err
+		}
+		if removed > 0 {
+			if removed >= want {
+				want = removed + 1
+			}
+			continue
 		}
 		if ev.Position != want {
 			return out, fmt.Errorf("%w: position %d where %d was due", ErrGap, ev.Position, want)
@@ -195,7 +201,7 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 	}
 	subCtx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel) // the connect obeys ctx; the stream outlives it
-	res, err := s.get(subCtx, "/queries/all?live=true&from="+strconv.FormatUint(max1(from), 10))
+	res, err := s.get(subCtx, "/queries/all?live=true&removed=true&from="+strconv.FormatUint(max1(from), 10))
 	if !stop() && err == nil {
 		err = ctx.Err()
 		res.Body.Close()
@@ -211,7 +217,7 @@ func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64)
 	}
 	sub.cursor.Store(max1(from))
 	reconnect := func(from uint64) (*stream, error) {
-		res, err := s.get(subCtx, "/queries/all?live=true&from="+strconv.FormatUint(from, 10))
+		res, err := s.get(subCtx, "/queries/all?live=true&removed=true&from="+strconv.FormatUint(from, 10))
 		if err != nil {
 			return nil, err
 		}
@@ -258,10 +264,15 @@ func (s *subscription) pump(st *stream, next uint64, reconnect func(from uint64)
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		ev, err := st.next()
+		ev, removed, err := st.next()
 		if s.ctx.Err() != nil {
 			st.body.Close()
 			return // closed: Next reports ErrClosed
+		}
+		if err == nil && removed > 0 {
+			// The primary removed these positions: not a gap.
+			next = max(next, removed+1)
+			continue
 		}
 		if err == nil && ev.Position > next {
 			err = fmt.Errorf("%w: position %d where %d was due", ErrGap, ev.Position, next)
@@ -394,23 +405,33 @@ func (st *stream) line() ([]byte, error) {
 	}
 }
 
-func (st *stream) next() (eventstore.Event, error) {
+// next returns the stream's next event, or with removedThrough > 0 the
+// primary's word that every position up to it not yet delivered was
+// removed from its log (deleted or expired events: not a loss).
+func (st *stream) next() (ev eventstore.Event, removedThrough uint64, err error) {
 	for {
 		line, err := st.line()
 		if err != nil {
-			return eventstore.Event{}, err
+			return eventstore.Event{}, 0, err
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var j query.EventJSON
+		var j struct {
+			query.EventJSON
+			query.Removed
+		}
 		if err := json.Unmarshal(line, &j); err != nil {
-			return eventstore.Event{}, fmt.Errorf("%w: %v", errMalformed, err)
+			return eventstore.Event{}, 0, fmt.Errorf("%w: %v", errMalformed, err)
+		}
+		if j.Through > 0 {
+			return eventstore.Event{}, j.Through, nil
 		}
 		if j.Position == 0 {
 			continue // not an event (a heartbeat or a control line)
 		}
-		return fromJSON(j)
+		ev, err := fromJSON(j.EventJSON)
+		return ev, 0, err
 	}
 }
 
@@ -460,3 +481,4 @@ func (s *Store) Close() error {
 	s.client.CloseIdleConnections()
 	return nil
 }
+

@@ -19,11 +19,14 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte(`{"position":2,"id":"x"}` + "\n"))
 	f.Add([]byte(`{"position":3,"id":"0123456789abcdef0123456789abcdef","data_base64":"AAEC"}` + "\n"))
 	f.Add([]byte("not json\n"))
+	f.Add([]byte(`{"removed_through":7}` + "\n" + ev + "\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		st := &stream{body: io.NopCloser(bytes.NewReader(body)), r: bufio.NewReaderSize(bytes.NewReader(body), 16)}
 		for range len(body) + 1 {
-			ev, err := st.next()
+			ev, removed, err := st.next()
 			switch {
+			case err == nil && removed > 0:
+				continue
 			case err == nil:
 				if ev.Position == 0 {
 					t.Fatalf("event without a position: %+v", ev)

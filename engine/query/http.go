@@ -38,7 +38,7 @@ type HandlerOptions struct {
 //
 //	GET /queries/streams[?live=true]
 //	GET /queries/events?stream=ID[&from=SEQ][&to=SEQ][&live=true]
-//	GET /queries/all[?from=POSITION][&live=true]
+//	GET /queries/all[?from=POSITION][&live=true][&removed=true]
 //	GET /queries/tag/{tag}[?from=POSITION][&live=true]
 //
 // The response streams NDJSON (application/x-ndjson), one JSON object per
@@ -232,7 +232,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) all(w http.ResponseWriter, r *http.Request) {
-	p, ok := newParams(w, r, "from", "live")
+	p, ok := newParams(w, r, "from", "live", "removed")
 	if !ok {
 		return
 	}
@@ -240,11 +240,43 @@ func (h *handler) all(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	mark, ok := p.bool("removed")
+	if !ok {
+		return
+	}
 	q := h.j.CurrentAllEvents(from)
 	if live {
 		q = h.j.AllEvents(from)
 	}
-	h.runEvents(w, r, sse, q, false)
+	if !mark {
+		h.runEvents(w, r, sse, q, false)
+		return
+	}
+	// With removed=true a line {"removed_through": N} comes before an
+	// event whose position skips positions the log no longer holds
+	// (deleted, truncated or expired events, whose positions are never
+	// reused), so that a follower checking the positions for a gap can
+	// tell a removal from a loss.
+	next := max(from, 1)
+	h.serve(w, r, sse, func(ctx context.Context, s *ndjson.Writer) (int, error) {
+		evs, err := q.Next(ctx)
+		for i := range evs {
+			pos := evs[i].Position
+			if pos > next {
+				s.Item("", Removed{Through: pos - 1})
+			}
+			s.Item(strconv.FormatUint(pos, 10), toJSON(&evs[i]))
+			next = pos + 1
+		}
+		return len(evs), err
+	})
+}
+
+// Removed is the line /queries/all?removed=true writes before an event
+// whose position skips removed ones: every position up to Through that
+// the stream did not give is removed.
+type Removed struct {
+	Through uint64 `json:"removed_through"`
 }
 
 func (h *handler) tag(w http.ResponseWriter, r *http.Request) {

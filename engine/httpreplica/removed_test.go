@@ -38,9 +38,9 @@ func TestFollowsAcrossRemovals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("a", 5) // 1-5
-	put("b", 3) // 6-8
-	put("a", 2) // 9-10
+	put("a", 5)                                           // 1-5
+	put("b", 3)                                           // 6-8
+	put("a", 2)                                           // 9-10
 	if err := s.TruncateStream(ctx, "a", 4); err != nil { // removes 1-3
 		t.Fatal(err)
 	}

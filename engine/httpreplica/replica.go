@@ -481,4 +481,3 @@ func (s *Store) Close() error {
 	s.client.CloseIdleConnections()
 	return nil
 }
-

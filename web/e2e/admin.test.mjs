@@ -157,6 +157,8 @@ test("a viewer of the test server sees no delete or forget; an admin deletes a s
   await confirm.click();
   await page.getByText("Deleted customer-2.").waitFor();
   assert.deepEqual(await calls(), [...before, "delete customer-2 hard=false"]);
+  // The store deleted it: its page now answers 410 Gone.
+  await adminAPI(TEST_SERVER, VIEWER, "GET", "/admin/api/streams/customer-2", 410);
 
   // A hard delete of customer-1.
   await page.locator('tr[data-stream="customer-1"] button').click();

@@ -2,9 +2,11 @@
 // (scripts/test-ui.sh runs it, web/e2e/admin.test.mjs drives it): a real
 // embedded store in a fresh directory holding a few streams, a real view
 // reporting its position, the admin API and the embedded web UI — and
-// deletion and forgetting hooks that are real functions which record
-// each call (GET /test/calls lists them) and answer an unknown stream as
-// admin.ErrNoStream, because the store has no deletion of its own yet.
+// deletion through the store's own DeleteStream, and forgetting; both
+// hooks record each call (GET /test/calls lists them), answer an unknown
+// stream as admin.ErrNoStream, and the deletion then deletes for real (a
+// deleted stream's page answers 410). Forgetting is a recording function:
+// this server keeps no personal data (notify's test covers forgetting).
 // It lives under testdata: no part of the product builds it.
 package main
 
@@ -89,7 +91,11 @@ func run() error {
 				return err
 			}
 			record(fmt.Sprintf("delete %s hard=%v", stream, hard))
-			return nil
+			mode := eventstore.DeleteSoft
+			if hard {
+				mode = eventstore.DeleteHard
+			}
+			return store.DeleteStream(ctx, stream, mode)
 		},
 		Forget: func(_ context.Context, subject string) error {
 			record("forget " + subject)

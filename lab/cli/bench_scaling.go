@@ -18,7 +18,7 @@ import (
 func newBenchScalingCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scaling --mode capacity|read|write",
-		Short: "The flights thesis's capacity, read and write scaling tables, each process on a CPU quota",
+		Short: "The flights thesis's capacity and scaling tables, each process on a CPU quota",
 		Long: `Runs the scaling experiments of the flights thesis (Tables 6.1–6.3) on this
 machine with logbook cluster's CPU quotas, so that each node, nginx and
 PostgreSQL has a budget of its own, as if on a machine of its own, and the

@@ -203,12 +203,14 @@ its own client certificate, which the nodes require (mutual TLS).`,
 func newClusterCleanCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "clean",
-		Short: "Remove what dead cluster commands left: processes, control groups, data directories",
+		Short: "Remove what killed cluster commands left: processes, control groups, data",
 		Long: `Finds the cluster commands recorded in --run-dir whose process is gone (killed
 with SIGKILL, say) and ends the processes they started, removes their control
 groups and the data directories they made. Groups named logbook-cluster-PID
 whose PID is gone are removed too. Every cluster command does this when it
 starts.`,
+		Example: `  logbook cluster clean
+  logbook cluster clean --run-dir /tmp/logbook-runs`,
 		Args: cliutil.NoArgs,
 	}
 	runDir := cmd.Flags().String("run-dir", "", "where cluster commands record their state (default "+cluster.DefaultRunDir+" as root, else under the temporary directory)")

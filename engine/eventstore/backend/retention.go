@@ -63,3 +63,27 @@ func Retain(ctx context.Context, s eventstore.Store, truncate func(ctx context.C
 	}
 	return err == nil, err
 }
+
+// SweepPause spaces a background sweep's batches: after a batch that
+// removed n events it waits long enough to keep to rate events a second.
+// It returns early with ctx's error, or with eventstore.ErrClosed once
+// closing is closed (the store's Close).
+func SweepPause(ctx context.Context, closing <-chan struct{}, n, rate int) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d := time.Duration(float64(n) / float64(rate) * float64(time.Second))
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return eventstore.ErrClosed
+	}
+}

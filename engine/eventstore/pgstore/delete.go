@@ -367,20 +367,7 @@ func (s *Store) streamsWithPrefix(ctx context.Context, prefix string, fn func(st
 // sweepPause spaces the sweep's batches so that it removes at most
 // SweepRate events a second.
 func (s *Store) sweepPause(ctx context.Context, n int) error {
-	d := time.Duration(float64(n) / float64(s.opts.SweepRate) * float64(time.Second))
-	if d <= 0 {
-		return checkCtx(ctx)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.closing:
-		return eventstore.ErrClosed
-	}
+	return backend.SweepPause(ctx, s.closing, n, s.opts.SweepRate)
 }
 
 // sweeper runs Sweep every SweepInterval until Close.

@@ -100,8 +100,13 @@ func Verify(dir string, opts VerifyOptions) (*verify.Report, error) {
 			return nil, fmt.Errorf("pebblestore: verify %s: %w (format %q, this build reads %q)", dir, ErrNotStore, format, formatVersion)
 		}
 	}
+	var rm removed
+	rm.floor, rm.truncated, err = removals(db)
+	if err := corruption(r, 0, err); err != nil {
+		return r, fmt.Errorf("pebblestore: verify %s: %w", dir, err)
+	}
 	for _, check := range verifyChecks {
-		if err := check(db, r); err != nil {
+		if err := check(db, rm, r); err != nil {
 			return r, fmt.Errorf("pebblestore: verify %s: %w", dir, err)
 		}
 	}
@@ -111,7 +116,14 @@ func Verify(dir string, opts VerifyOptions) (*verify.Report, error) {
 // A verifyCheck adds the problems of one invariant to r. Its error is
 // for a check that could not run (an I/O error); a corrupt record is a
 // problem, not an error.
-type verifyCheck func(db *pebble.DB, r *verify.Report) error
+type verifyCheck func(db *pebble.DB, rm removed, r *verify.Report) error
+
+// removed is what deletion and retention left for the checks to know,
+// read once per verify (see removals).
+type removed struct {
+	floor     uint64
+	truncated map[string]uint64
+}
 
 // verifyChecks run in order: checkLog sets the head the others use.
 var verifyChecks = []verifyCheck{checkLog, checkStreamIndex, checkTagIndex, checkSnapshots, checkBlocks}
@@ -162,11 +174,8 @@ func removals(db *pebble.DB) (floor uint64, before map[string]uint64, err error)
 	return floor, before, iter.Error()
 }
 
-func checkLog(db *pebble.DB, r *verify.Report) error {
-	floor, _, err := removals(db)
-	if err := corruption(r, 0, err); err != nil {
-		return err
-	}
+func checkLog(db *pebble.DB, rm removed, r *verify.Report) error {
+	floor := rm.floor
 	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {
 		return err
@@ -273,11 +282,8 @@ type eventDecoded struct {
 	tags   []string
 }
 
-func checkStreamIndex(db *pebble.DB, r *verify.Report) error {
-	_, truncated, err := removals(db)
-	if err := corruption(r, 0, err); err != nil {
-		return err
-	}
+func checkStreamIndex(db *pebble.DB, rm removed, r *verify.Report) error {
+	truncated := rm.truncated
 	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixStream}, UpperBound: []byte{prefixStream + 1}})
 	if err != nil {
 		return err
@@ -342,7 +348,7 @@ func checkStreamIndex(db *pebble.DB, r *verify.Report) error {
 	return corruption(r, 0, iter.Error())
 }
 
-func checkTagIndex(db *pebble.DB, r *verify.Report) error {
+func checkTagIndex(db *pebble.DB, _ removed, r *verify.Report) error {
 	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTag}, UpperBound: []byte{prefixTag + 1}})
 	if err != nil {
 		return err
@@ -375,7 +381,7 @@ func checkTagIndex(db *pebble.DB, r *verify.Report) error {
 	return corruption(r, 0, iter.Error())
 }
 
-func checkSnapshots(db *pebble.DB, r *verify.Report) error {
+func checkSnapshots(db *pebble.DB, _ removed, r *verify.Report) error {
 	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapshot}, UpperBound: []byte{prefixSnapshot + 1}})
 	if err != nil {
 		return err
@@ -425,7 +431,7 @@ func streamVersion(db *pebble.DB, stream string) (uint64, error) {
 
 // checkBlocks reads every block of every table, which checks its
 // checksum, and checks the order of keys across the LSM's levels.
-func checkBlocks(db *pebble.DB, r *verify.Report) error {
+func checkBlocks(db *pebble.DB, _ removed, r *verify.Report) error {
 	if err := db.CheckLevels(nil); err != nil {
 		r.Add(verify.Corrupt, 0, "", "Pebble's check of its tables: %v", err)
 	}

@@ -95,8 +95,13 @@ func crashMode(t *testing.T, mode string) {
 	start := time.Now()
 	dropped, midway := 0, 0
 	for r := 0; r < rounds; r++ {
-		delay := time.Duration(rng.IntN(250)) * time.Millisecond
-		res := runProjectionChild(t, mode, storeDir, viewDir, seed*100+uint64(r), delay)
+		// The kill comes after a number of batches rather than a time, so
+		// that a loaded machine (CI runs packages side by side under
+		// -race) still kills part way: some before the view's first
+		// checkpoint of the round, most after one or more.
+		after := 1 + rng.IntN(3*crashCPEvery)
+		delay := time.Duration(rng.IntN(20)) * time.Millisecond
+		res := runProjectionChild(t, mode, storeDir, viewDir, seed*100+uint64(r), after, delay)
 		if t.Failed() {
 			return
 		}
@@ -108,8 +113,8 @@ func crashMode(t *testing.T, mode string) {
 		if cp > 0 && cp < head {
 			midway++
 		}
-		t.Logf("round %d: killed %v after READY, at batch ending %d (%d batches seen); view at %d of %d after restart",
-			r, delay, res.last, res.batches, cp, head)
+		t.Logf("round %d: killed %v after batch %d, at batch ending %d (%d batches seen); view at %d of %d after restart",
+			r, delay, after, res.last, res.batches, cp, head)
 	}
 	cp, head := verifyCrashView(t, mode, storeDir, viewDir, true)
 	t.Logf("%d rounds in %v; %d kills left the view between 0 and the head; caught up from %d to %d",
@@ -131,11 +136,13 @@ type projectionChildResult struct {
 	dropped int
 }
 
-// runProjectionChild starts the child, kills it after delay (counted from
-// its READY line) and returns what it reported.
-func runProjectionChild(t *testing.T, mode, storeDir, viewDir string, seed uint64, delay time.Duration) projectionChildResult {
+// runProjectionChild starts the child, kills it delay after it reported
+// its batch number after (or after 10 s, if it ends sooner) and returns
+// what it reported.
+func runProjectionChild(t *testing.T, mode, storeDir, viewDir string, seed uint64, after int, delay time.Duration) projectionChildResult {
 	t.Helper()
 	var res projectionChildResult
+	reached := make(chan struct{})
 	child := crashtest.Start(t, crashtest.Spec{
 		Test: "TestCrashChild",
 		Env: []string{
@@ -149,10 +156,17 @@ func runProjectionChild(t *testing.T, mode, storeDir, viewDir string, seed uint6
 				res.batches++
 				res.last, _ = strconv.ParseUint(f[1], 10, 64)
 				res.dropped, _ = strconv.Atoi(f[2])
+				if res.batches == after {
+					close(reached)
+				}
 			}
 		},
 	})
 	if child.WaitFor("READY", 30*time.Second) {
+		select {
+		case <-reached:
+		case <-time.After(10 * time.Second):
+		}
 		time.Sleep(delay)
 	}
 	child.Kill() // Line is called no more: res is ours

@@ -42,9 +42,19 @@ type Options struct {
 	// MaxVersions bounds the versions of one subject, soft-deleted ones
 	// included; default 1,000.
 	MaxVersions int
-	// MaxParses bounds the schemas parsed at once (registrations,
-	// lookups and compatibility checks); default twice GOMAXPROCS.
+	// MaxParses bounds the schema operations at once (registrations,
+	// lookups and compatibility checks, each from its parse to the end
+	// of its checks); default twice GOMAXPROCS.
 	MaxParses int
+	// MaxFieldBytes bounds a schema's record fields (all its records'
+	// together) times its size in normal form; default 64 Mi, such as
+	// 1,000 fields in 64 KiB. A compatibility check costs about that much
+	// memory: hamba/avro's checker fingerprints a record by writing it
+	// out, and writes it by appending field after field to one string, so
+	// a record of n fields in s bytes allocates about n×s/2 bytes. At the
+	// default, at most MaxParses such checks at once bound what the
+	// requests can make the server hold.
+	MaxFieldBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -62,6 +72,9 @@ func (o Options) withDefaults() Options {
 	set(&o.MaxSubjects, 10_000)
 	set(&o.MaxVersions, 1_000)
 	set(&o.MaxParses, 2*runtime.GOMAXPROCS(0))
+	if o.MaxFieldBytes <= 0 {
+		o.MaxFieldBytes = 64 << 20
+	}
 	return o
 }
 
@@ -330,29 +343,38 @@ func scanSchema(text string) error {
 }
 
 // parse checks and parses a schema sent by a client. At most
-// Options.MaxParses parse at once; the others wait for a turn as long as
-// ctx lets them.
-func (r *Registry) parse(ctx context.Context, text string) (parsed, error) {
+// Options.MaxParses schema operations run at once; the others wait for a
+// turn as long as ctx lets them. The caller holds the turn until it
+// calls release, after its checks: a compatibility check costs more
+// than the parse.
+func (r *Registry) parse(ctx context.Context, text string) (p parsed, release func(), err error) {
 	if len(text) > r.opts.MaxSchemaBytes {
-		return parsed{}, errInvalidSchema("%d bytes, limit %d", len(text), r.opts.MaxSchemaBytes)
+		return parsed{}, nil, errInvalidSchema("%d bytes, limit %d", len(text), r.opts.MaxSchemaBytes)
 	}
 	if err := scanSchema(text); err != nil {
-		return parsed{}, err
+		return parsed{}, nil, err
 	}
 	select {
 	case r.parses <- struct{}{}:
-		defer func() { <-r.parses }()
 	case <-ctx.Done():
-		return parsed{}, errorf(http.StatusServiceUnavailable, codeTimeout, "Operation timed out waiting for a turn to parse the schema (%d parse at once); retry", cap(r.parses))
+		return parsed{}, nil, errorf(http.StatusServiceUnavailable, codeTimeout, "Operation timed out waiting for a turn to parse the schema (%d parse at once); retry", cap(r.parses))
 	}
-	p, err := parseSchema(text)
-	if err != nil {
-		return parsed{}, errInvalidSchema("%v", err)
+	free := func() { <-r.parses }
+	defer func() {
+		if err != nil {
+			free()
+		}
+	}()
+	if p, err = parseSchema(text); err != nil {
+		return parsed{}, nil, errInvalidSchema("%v", err)
 	}
 	if len(p.text) > r.opts.MaxSchemaBytes {
-		return parsed{}, errInvalidSchema("%d bytes in normal form, limit %d", len(p.text), r.opts.MaxSchemaBytes)
+		return parsed{}, nil, errInvalidSchema("%d bytes in normal form, limit %d", len(p.text), r.opts.MaxSchemaBytes)
 	}
-	return p, nil
+	if n := recordFields(p.schema); int64(n)*int64(len(p.text)) > r.opts.MaxFieldBytes {
+		return parsed{}, nil, errInvalidSchema("%d record fields in %d bytes: fields times bytes is limited to %d (a compatibility check costs about that much memory); split the record or shorten the schema", n, len(p.text), r.opts.MaxFieldBytes)
+	}
+	return p, free, nil
 }
 
 func writable(s *state) error {
@@ -369,10 +391,11 @@ func (r *Registry) Register(ctx context.Context, subj, schema string) (int, erro
 	if err := validSubject(subj); err != nil {
 		return 0, err
 	}
-	p, err := r.parse(ctx, schema)
+	p, release, err := r.parse(ctx, schema)
 	if err != nil {
 		return 0, err
 	}
+	defer release()
 	var id int
 	err = r.write(ctx, func(s *state) ([]pending, error) {
 		// A schema registered already returns its id, in any mode: the
@@ -480,10 +503,11 @@ func (r *Registry) Version(ctx context.Context, subj string, num int, withDelete
 
 // Lookup finds schema among the versions of subj.
 func (r *Registry) Lookup(ctx context.Context, subj, schema string, withDeleted bool) (SubjectSchema, error) {
-	p, err := r.parse(ctx, schema)
+	p, release, err := r.parse(ctx, schema)
 	if err != nil {
 		return SubjectSchema{}, err
 	}
+	defer release()
 	var out SubjectSchema
 	err = r.read(ctx, func(s *state) error {
 		sub := s.subjects[subj]
@@ -580,10 +604,11 @@ func (r *Registry) Versions(ctx context.Context, subj string, withDeleted bool) 
 // under its level: against version num (or Latest) only, or with num 0
 // against the versions the level checks. No messages means compatible.
 func (r *Registry) Check(ctx context.Context, subj string, num int, schema string) ([]string, error) {
-	p, err := r.parse(ctx, schema)
+	p, release, err := r.parse(ctx, schema)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	var msgs []string
 	err = r.readFresh(ctx, func(s *state) error {
 		level := s.level(subj)

@@ -81,6 +81,37 @@ func parseSchema(text string) (parsed, error) {
 	return parsed{text: string(b), schema: s}, nil
 }
 
+// recordFields counts the fields of every record schema declares, each
+// named record once.
+func recordFields(schema avro.Schema) int {
+	seen := map[string]bool{}
+	n := 0
+	var walk func(avro.Schema)
+	walk = func(s avro.Schema) {
+		switch s := s.(type) {
+		case *avro.RecordSchema:
+			if seen[s.FullName()] {
+				return
+			}
+			seen[s.FullName()] = true
+			n += len(s.Fields())
+			for _, f := range s.Fields() {
+				walk(f.Type())
+			}
+		case *avro.UnionSchema:
+			for _, t := range s.Types() {
+				walk(t)
+			}
+		case *avro.ArraySchema:
+			walk(s.Items())
+		case *avro.MapSchema:
+			walk(s.Values())
+		}
+	}
+	walk(schema)
+	return n
+}
+
 // compatible reports why reader cannot read data written with writer, or
 // nil. Each check gets a fresh checker: hamba/avro's SchemaCompatibility
 // caches results by the schemas' canonical-form fingerprints, which leave

@@ -219,7 +219,7 @@ func TestRecord(t *testing.T) {
 func TestSlugsAsGitHub(t *testing.T) {
 	s := newSlugger()
 	for heading, want := range map[string]string{
-		"Table 6.1": "table-61",
+		"Table 6.1":                    "table-61",
 		"Figure 5.2 (stage processes)": "figure-52-stage-processes",
 		"Scalable Architecture of Cloud Application Based on CQRS and Event Sourcing (2015)": "scalable-architecture-of-cloud-application-based-on-cqrs-and-event-sourcing-2015",
 		"Redis: batch size": "redis-batch-size",

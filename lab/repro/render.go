@@ -87,7 +87,11 @@ func Render(idx *Index, results map[string]*Result) ([]byte, error) {
 					ours = fmt.Sprintf("as %s", itemOf(idx, e.SameAs))
 				}
 			}
-			p("| %s, %d | [%s](#%s) | %s | %s | %s |\n", shortAuthors(w.Authors), w.Year, e.Item, anchors[e.ID], cell(e.Measures), e.Status, ours)
+			short := w.Short
+			if short == "" {
+				short = shortAuthors(w.Authors)
+			}
+			p("| %s, %d | [%s](#%s) | %s | %s | %s |\n", short, w.Year, e.Item, anchors[e.ID], cell(e.Measures), e.Status, ours)
 		}
 	}
 	p("\n## Not experiments\n\n")

@@ -42,6 +42,9 @@ type Work struct {
 	Authors string `json:"authors"`
 	Year    int    `json:"year"`
 	Kind    string `json:"kind"` // "master's thesis, AGH Kraków", "paper, Newcastle University", …
+	// Short names the work in the index's first column; default: the
+	// authors' last names.
+	Short string `json:"short,omitempty"`
 }
 
 // Entry is one table or figure of a work.

@@ -158,7 +158,7 @@ func renderEntry(b *strings.Builder, idx *Index, e *Entry, results map[string]*R
 		}
 		p(" recorded %s at commit %s, %d cores, load average %.2f before, %.2f at most during the run, %.2f after (%s):\n\n%s\n\n",
 			r.RecordedAt, r.Commit, r.CPUs, r.Load.Before, r.Load.Max, r.Load.After, seconds(r.Seconds), out)
-		if r.Load.Max > float64(r.CPUs) {
+		if r.Load.Max > float64(r.CPUs) && !e.Deterministic {
 			p("*The machine was loaded beyond its cores during this run: timings are indicative.*\n\n")
 		}
 	}

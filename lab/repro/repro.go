@@ -72,6 +72,9 @@ type Entry struct {
 	// Beside: the template prints the authors' values beside ours, so
 	// the authors' table is not printed apart once a run is recorded.
 	Beside bool `json:"beside,omitempty"`
+	// Deterministic: the commands compute rather than measure (a model
+	// solved), so the machine's load does not change ours.
+	Deterministic bool `json:"deterministic,omitempty"`
 	// SameAs: a figure drawn from the numbers of another entry.
 	SameAs  string `json:"same_as,omitempty"`
 	Differs string `json:"differs"`

@@ -100,6 +100,7 @@ func TestMissingFieldFailsLoudly(t *testing.T) {
 		`{{f2 (get .Out "rows.3.x")}}`,
 		`{{range .Out.rows}}{{.y}}{{end}}`,
 		`{{cell .Authors 5 0}}`,
+		`{{index .Out "nope"}}`, // index does not honour missingkey: caught by the "<no value>" check
 	} {
 		_, err := Render(testIndex(tmpl), testResult(`{"rows":[{"a":1,"x":0.5}]}`))
 		if err == nil {

@@ -95,8 +95,10 @@ func Render(idx *Index, results map[string]*Result) ([]byte, error) {
 		}
 	}
 	p("\n## Not experiments\n\n")
-	p("Tables and figures of these works that measure nothing — diagrams, schemas, lists of hardware — and so have no row: ")
-	p("%s.\n", strings.Join(idx.NotExperiments, "; "))
+	p("Tables and figures of these works that measure nothing — diagrams, schemas, lists of hardware — and so have no row:\n\n")
+	for _, n := range idx.NotExperiments {
+		p("- %s.\n", n)
+	}
 
 	for _, w := range idx.Works {
 		p("\n## %s\n\n", workHeading(w))

@@ -26,6 +26,13 @@ var funcs = template.FuncMap{
 		}
 		return thousands(int64(math.Round(f))), nil
 	},
+	// has: whether an object has a field that is not null — for fields
+	// a command prints only sometimes ({{if has . "error"}}); a plain
+	// {{.error}} on such a field fails the render.
+	"has": func(v any, field string) bool {
+		m, ok := v.(map[string]any)
+		return ok && m[field] != nil
+	},
 	// get: a value by a dotted path ("a.b.0.c"), an error if absent.
 	"get": get,
 	// div: a / b.

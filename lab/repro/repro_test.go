@@ -233,3 +233,29 @@ func TestSlugsAsGitHub(t *testing.T) {
 		t.Errorf("repeat: %q", got)
 	}
 }
+
+// The kv entries have no recorded run yet: their template is checked
+// against a real output of `logbook bench kv -o json` (one row of it
+// failed), so the first recording renders.
+func TestKVTemplateRendersASampleOutput(t *testing.T) {
+	idx, err := LoadIndex(filepath.Join("..", "..", IndexPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample, err := os.ReadFile(filepath.Join("testdata", "kv-batch.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := idx.Entry("blob-redis-batch")
+	if !ok {
+		t.Fatal("no entry blob-redis-batch")
+	}
+	r := &Result{ID: e.ID, Runs: []Run{{Command: e.Commands[0], Output: sample}}}
+	out, err := ours(e, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "| embedded | batch | 128 |") || !strings.Contains(out, "failed: kv: backend unavailable") {
+		t.Errorf("kv template output:\n%s", out)
+	}
+}

@@ -18,8 +18,9 @@ import (
 
 // RecordOptions say how to run an entry's commands.
 type RecordOptions struct {
-	// Logbook is the binary the commands' "logbook" runs; empty: the one
-	// on $PATH.
+	// Logbook is the binary the commands' "logbook" runs; empty: one
+	// built from Dir (go build ./cmd/logbook), so that the commit the
+	// record names is the code that ran.
 	Logbook string
 	// Dir is the directory the commands run in (the repository's root,
 	// so relative paths like lab/pepa/models/… resolve).
@@ -38,28 +39,35 @@ func Record(ctx context.Context, e *Entry, opt RecordOptions) (*Result, error) {
 	if len(e.Commands) == 0 {
 		return nil, fmt.Errorf("entry %s has no command to record", e.ID)
 	}
-	path := os.Getenv("PATH")
+	stderr := opt.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	// The commands say "logbook": the binary goes by that name into a
+	// directory of its own, first on $PATH.
+	dir, err := os.MkdirTemp("", "repro-bin-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
 	if opt.Logbook != "" {
 		bin, err := filepath.Abs(opt.Logbook)
 		if err != nil {
 			return nil, err
 		}
-		// The commands say "logbook": give the binary that name in a
-		// directory of its own, first on $PATH.
-		dir, err := os.MkdirTemp("", "repro-bin-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
 		if err := os.Symlink(bin, filepath.Join(dir, "logbook")); err != nil {
 			return nil, err
 		}
-		path = dir + string(os.PathListSeparator) + path
+	} else {
+		// Built from the tree whose commit the record names.
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "logbook"), "./cmd/logbook")
+		build.Dir = opt.Dir
+		build.Stderr = stderr
+		if err := build.Run(); err != nil {
+			return nil, fmt.Errorf("go build ./cmd/logbook: %w", err)
+		}
 	}
-	stderr := opt.Stderr
-	if stderr == nil {
-		stderr = io.Discard
-	}
+	path := dir + string(os.PathListSeparator) + os.Getenv("PATH")
 	r := &Result{
 		ID:         e.ID,
 		RecordedAt: time.Now().UTC().Format(time.RFC3339),
@@ -113,9 +121,9 @@ func commit(ctx context.Context, dir string) string {
 		return "unknown"
 	}
 	c := strings.TrimSpace(string(out))
-	// Changes to tracked files other than the results themselves make
-	// the binary's commit uncertain.
-	st, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!lab/repro/results", ":!docs/reproductions.md").Output()
+	// Changes to tracked files other than the index, the results and the
+	// page make the binary's commit uncertain.
+	st, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!lab/repro", ":!docs/reproductions.md").Output()
 	if err == nil && len(bytes.TrimSpace(st)) > 0 {
 		c += "+dirty"
 	}

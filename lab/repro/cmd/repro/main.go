@@ -69,7 +69,7 @@ func run() error {
 		return repro.Update(root)
 	case "record":
 		fs := flag.NewFlagSet("record", flag.ExitOnError)
-		bin := fs.String("logbook", "", "the logbook binary the commands run (default: logbook on $PATH)")
+		bin := fs.String("logbook", "", "the logbook binary the commands run (default: one built from this tree, go build ./cmd/logbook)")
 		_ = fs.Parse(os.Args[2:])
 		if fs.NArg() == 0 {
 			fmt.Fprintln(os.Stderr, usage)

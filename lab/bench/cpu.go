@@ -14,10 +14,12 @@ const clockTicks = 100
 
 // postgresCPU is the CPU time, user and system, used so far by the
 // PostgreSQL server processes on this machine (every process named
-// "postgres"): the database's side of a benchmark whose database runs
-// here. A backend that exits between two readings takes its time with
-// it, so the difference of two readings is a lower bound. ok is false
-// when no such process is visible.
+// "postgres"), with the time of the children they have reaped: the
+// database's side of a benchmark whose database runs here. A backend that
+// exits moves its time to the postmaster's children's time when the
+// postmaster reaps it, so the sum only grows (a backend that ended but is
+// not yet reaped is missing for that moment). ok is false when no such
+// process is visible.
 func postgresCPU() (cpu time.Duration, ok bool) {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var ticks uint64
@@ -32,16 +34,23 @@ func postgresCPU() (cpu time.Duration, ok bool) {
 		if open < 0 || end < open || string(b[open+1:end]) != "postgres" {
 			continue
 		}
+		// Fields 14 to 17: utime, stime, and the reaped children's
+		// cutime and cstime.
 		f := bytes.Fields(b[end+1:])
-		if len(f) < 13 {
+		if len(f) < 15 {
 			continue
 		}
-		u, err1 := strconv.ParseUint(string(f[11]), 10, 64)
-		s, err2 := strconv.ParseUint(string(f[12]), 10, 64)
-		if err1 != nil || err2 != nil {
+		var sum uint64
+		var bad bool
+		for _, x := range f[11:15] {
+			v, err := strconv.ParseUint(string(x), 10, 64)
+			bad = bad || err != nil
+			sum += v
+		}
+		if bad {
 			continue
 		}
-		ticks += u + s
+		ticks += sum
 		ok = true
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, ok

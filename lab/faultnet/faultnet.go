@@ -7,10 +7,11 @@
 //
 //   - Cut: a network partition. Connections stay open but no byte passes in
 //     either direction; new connections are accepted (the client sees a
-//     connected socket) but reach nothing. Nothing is dropped: the bytes wait,
-//     as TCP retransmits them, and flow again after Heal — so a client waits
-//     for its own timeouts, exactly as it would behind a partition shorter
-//     than TCP's retransmission limit.
+//     connected socket) but reach nothing — they are dialled upstream at
+//     the heal, and dropped if their client closes first. Nothing is
+//     dropped: the bytes wait, as TCP retransmits them, and flow again after
+//     Heal — so a client waits for its own timeouts, exactly as it would
+//     behind a partition shorter than TCP's retransmission limit.
 //   - Refuse: the far side is down. The listening socket is closed, so new
 //     connections are refused by the kernel; the existing ones are closed.
 //   - Reset: a connection reset. Every current connection is closed with a
@@ -57,6 +58,7 @@ type Stats struct {
 	Accepted   int64 // client connections accepted
 	Active     int64 // client connections open now
 	Held       int64 // accepted under a cut and not yet connected upstream
+	Dialed     int64 // upstream connections made
 	DialErrors int64 // upstream dials that failed (the client was reset)
 	Resets     int64 // connections closed with RST by Reset
 	Closed     int64 // connections closed by Refuse or Close
@@ -82,8 +84,8 @@ type Proxy struct {
 	accepts  sync.WaitGroup
 	handlers sync.WaitGroup
 
-	accepted, held, dialErrors, resets, closedN atomic.Int64
-	bytesUp, bytesDown, cuts, refusals          atomic.Int64
+	accepted, held, dialed, dialErrors, resets, closedN atomic.Int64
+	bytesUp, bytesDown, cuts, refusals                  atomic.Int64
 }
 
 // Listen starts a proxy to upstream (host:port) on a free port of 127.0.0.1.
@@ -249,6 +251,7 @@ func (p *Proxy) Stats() Stats {
 		Accepted:   p.accepted.Load(),
 		Active:     active,
 		Held:       p.held.Load(),
+		Dialed:     p.dialed.Load(),
 		DialErrors: p.dialErrors.Load(),
 		Resets:     p.resets.Load(),
 		Closed:     p.closedN.Load(),
@@ -326,7 +329,7 @@ func (p *Proxy) serve(l *link) {
 	// A connection accepted under a cut reaches the upstream only after Heal,
 	// as a connection attempt across a partition would.
 	p.held.Add(1)
-	ok := p.gate(l)
+	pending, ok := p.hold(l)
 	p.held.Add(-1)
 	if !ok {
 		return
@@ -337,9 +340,18 @@ func (p *Proxy) serve(l *link) {
 		l.close(true)
 		return
 	}
+	p.dialed.Add(1)
 	if !l.setUpstream(up) {
 		up.Close()
 		return
+	}
+	if len(pending) > 0 {
+		n, err := up.Write(pending)
+		p.bytesUp.Add(int64(n))
+		if err != nil {
+			l.close(false)
+			return
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -347,6 +359,47 @@ func (p *Proxy) serve(l *link) {
 	go func() { defer wg.Done(); p.pipe(l, up, l.client, &p.bytesDown, true) }()
 	wg.Wait()
 	l.close(false)
+}
+
+// holdPoll is how often a connection held by a cut checks whether its
+// client is still there.
+const holdPoll = 100 * time.Millisecond
+
+// hold waits until bytes may flow, for a connection not yet dialled
+// upstream. Meanwhile it reads what the client sends (up to one chunk,
+// returned as pending), so that a client that gives up and closes is
+// noticed and its connection dropped: clients retrying through a long cut
+// do not pile up connections that would all be dialled at the heal.
+func (p *Proxy) hold(l *link) (pending []byte, ok bool) {
+	buf := make([]byte, chunkSize)
+	n := 0
+	defer l.client.SetReadDeadline(time.Time{})
+	for {
+		p.mu.Lock()
+		flow := p.flow
+		p.mu.Unlock()
+		select {
+		case <-flow:
+			return buf[:n], true
+		case <-l.done:
+			return nil, false
+		default:
+		}
+		if n == len(buf) {
+			if !p.gate(l) {
+				return nil, false
+			}
+			continue
+		}
+		l.client.SetReadDeadline(time.Now().Add(holdPoll))
+		m, err := l.client.Read(buf[n:])
+		n += m
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			l.close(false) // the client left (or half-closed) before the heal
+			return nil, false
+		}
+	}
 }
 
 type chunk struct {

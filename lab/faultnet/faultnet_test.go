@@ -151,6 +151,39 @@ func TestCutHoldsBytesUntilHeal(t *testing.T) {
 	}
 }
 
+// Clients that give up during a cut and close do not pile up: their held
+// connections are dropped, and the heal dials upstream only for those
+// still there.
+func TestCutDropsHeldConnectionsWhoseClientLeft(t *testing.T) {
+	p := proxy(t, echoServer(t))
+	p.Cut()
+	for range 5 {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "hello\n")
+		c.Close()
+	}
+	stay := dial(t, p.Addr())
+	io.WriteString(stay, "stay\n")
+	deadline := time.Now().Add(3 * time.Second)
+	for s := p.Stats(); (s.Accepted != 6 || s.Held != 1) && time.Now().Before(deadline); s = p.Stats() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := p.Stats(); s.Held != 1 || s.Active != 1 {
+		t.Fatalf("stats under a cut after 5 clients left = %+v", s)
+	}
+	p.Heal()
+	// What the remaining client sent while held arrives after the heal.
+	if got, err := readLine(stay, 2*time.Second); err != nil || got != "stay" {
+		t.Fatalf("after heal: %q, %v", got, err)
+	}
+	if s := p.Stats(); s.Dialed != 1 {
+		t.Fatalf("dialled upstream %d times, want 1: %+v", s.Dialed, s)
+	}
+}
+
 func TestRefuse(t *testing.T) {
 	p := proxy(t, echoServer(t))
 	old := dial(t, p.Addr())

@@ -136,11 +136,11 @@ func (h *History) Operations() []porcupine.Operation {
 
 // Result is a check's verdict.
 type Result struct {
-	Operations    int    // operations recorded
-	Indeterminate int    // of them, of unknown outcome
-	Linearizable  bool   // porcupine found an order that explains every answer
-	TimedOut      bool   // the check ran out of time before deciding (Linearizable is then false)
-	Visualization string // the HTML file written when not linearizable
+	Operations    int    `json:"operations"`              // operations recorded
+	Indeterminate int    `json:"indeterminate"`           // of them, of unknown outcome
+	Linearizable  bool   `json:"linearizable"`            // porcupine found an order that explains every answer
+	TimedOut      bool   `json:"timed_out"`               // the check ran out of time before deciding (Linearizable is then false)
+	Visualization string `json:"visualization,omitempty"` // the HTML file written when not linearizable
 }
 
 // CheckTimeout bounds Check's search.

@@ -97,12 +97,13 @@ func TestLinearizableOnPostgresUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	faults.Wait()
+	start := time.Now()
 	res, err := Check(h, filepath.Join(t.TempDir(), "viz.html"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	counts := h.Counts()
-	t.Logf("%+v; %v; refused %v", res, counts, h.Refused)
+	t.Logf("%+v (checked in %v); %v; refused %v", res, time.Since(start).Round(time.Millisecond), counts, h.Refused)
 	if !res.Linearizable {
 		t.Fatalf("history of a correct cluster not linearizable: %+v", res)
 	}

@@ -80,6 +80,16 @@ func waitPublished(t *testing.T, direct, topic string, want uint64) {
 // with nothing lost and nothing twice (the topic equals the log).
 func TestKafkaNodeCutStallsAndResumes(t *testing.T) {
 	direct, proxies := kafkaNodes(t)
+	t.Run("quiet", func(t *testing.T) { kafkaCut(t, direct, proxies, 3*time.Second, 0) })
+	// Events appended without pause, so that the cut falls inside an open
+	// transaction, and a cut longer than the transaction timeout: the
+	// broker aborts the transaction while the publisher cannot hear it,
+	// and after the heal the publisher must publish those events again.
+	t.Run("busy_beyond_the_transaction_timeout", func(t *testing.T) { kafkaCut(t, direct, proxies, 8*time.Second, 3*time.Second) })
+}
+
+func kafkaCut(t *testing.T, direct string, proxies map[string]*Proxy, cut, txnTimeout time.Duration) {
+	busy := txnTimeout > 0
 	var p *Proxy
 	for _, p = range proxies {
 		break
@@ -90,12 +100,13 @@ func TestKafkaNodeCutStallsAndResumes(t *testing.T) {
 	}
 	defer st.Close()
 	topic := fmt.Sprintf("faultnet-%d", time.Now().UnixNano())
+	t.Cleanup(func() { p.Heal() })
 	node := kafkabus.Config{Brokers: []string{p.Addr()}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pub := kafkabus.NewPublisher(st, kafkabus.PublisherConfig{
 		Config: node, Topic: topic, TransactionalID: topic, Partitions: 3,
-		MaxBackoff: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxBackoff: 500 * time.Millisecond, TxnTimeout: txnTimeout, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(ctx) }()
@@ -117,24 +128,60 @@ func TestKafkaNodeCutStallsAndResumes(t *testing.T) {
 	waitFor(t, "the consumer to read 30", func() bool { return handled.Load() >= 30 })
 	t.Logf("consumer read the first 30 in %v", time.Since(started).Round(time.Millisecond))
 
-	before := p.Stats().BytesUp
-	if before == 0 {
+	if p.Stats().BytesUp == 0 {
 		t.Fatal("no byte went through the node's proxy: the client went around it")
+	}
+	stopAppending := make(chan struct{})
+	appended := make(chan struct{})
+	go func() {
+		defer close(appended)
+		if !busy {
+			return
+		}
+		for {
+			select {
+			case <-stopAppending:
+				return
+			case <-time.After(5 * time.Millisecond):
+				appendEvents(t, st, 5)
+			}
+		}
+	}()
+	if busy {
+		time.Sleep(500 * time.Millisecond) // the publisher is in full swing
 	}
 	p.Cut()
 	appendEvents(t, st, 30)
-	time.Sleep(3 * time.Second)
-	if got := lastPublished(t, direct, topic); got != 30 {
-		t.Fatalf("under a cut the publisher went on: %d published", got)
+	// What was already on its way when the cut began may still land.
+	time.Sleep(time.Second)
+	frozenPub, frozenHandled := lastPublished(t, direct, topic), handled.Load()
+	time.Sleep(cut - time.Second)
+	close(stopAppending)
+	<-appended
+	if got := lastPublished(t, direct, topic); got != frozenPub {
+		t.Fatalf("under a cut the publisher went on: %d published, then %d", frozenPub, got)
 	}
-	if got := handled.Load(); got != 30 {
-		t.Fatalf("under a cut the consumer went on: %d handled", got)
+	if got := handled.Load(); got != frozenHandled {
+		t.Fatalf("under a cut the consumer went on: %d handled, then %d", frozenHandled, got)
+	}
+	head, err := st.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frozenPub >= head {
+		t.Fatalf("nothing left to publish after the cut (%d of %d)", frozenPub, head)
 	}
 	p.Heal()
 	healed := time.Now()
-	waitPublished(t, direct, topic, 60)
-	t.Logf("publisher resumed %v after the heal", time.Since(healed).Round(time.Millisecond))
-	waitFor(t, "the consumer to resume", func() bool { return handled.Load() >= 60 })
+	waitPublished(t, direct, topic, frozenPub+1)
+	resumed := time.Since(healed)
+	waitPublished(t, direct, topic, head)
+	t.Logf("publisher resumed %v after the heal, caught up after %v (%d of %d events were published when the cut began)",
+		resumed.Round(time.Millisecond), time.Since(healed).Round(time.Millisecond), frozenPub, head)
+	if at, err := pub.LastError(); err != nil && at.After(healed.Add(-cut)) {
+		t.Logf("the publisher's session failed and resumed: %v", err)
+	}
+	waitFor(t, "the consumer to resume", func() bool { return handled.Load() >= int64(head) })
 	t.Logf("consumer resumed %v after the heal", time.Since(healed).Round(time.Millisecond))
 
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -147,16 +194,16 @@ func TestKafkaNodeCutStallsAndResumes(t *testing.T) {
 	for _, r := range recs {
 		seen[r.Event.Position]++
 	}
-	for pos := uint64(1); pos <= 60; pos++ {
+	for pos := uint64(1); pos <= head; pos++ {
 		if seen[pos] != 1 {
 			t.Errorf("position %d is in the topic %d times", pos, seen[pos])
 		}
 	}
-	if len(recs) != 60 {
-		t.Errorf("%d records in the topic, want 60", len(recs))
+	if uint64(len(recs)) != head {
+		t.Errorf("%d records in the topic, want %d", len(recs), head)
 	}
-	if h := handled.Load(); h != 60 {
-		t.Errorf("consumer handled %d events, want 60", h)
+	if h := handled.Load(); h != int64(head) {
+		t.Errorf("consumer handled %d events, want %d", h, head)
 	}
 }
 

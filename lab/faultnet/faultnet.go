@@ -50,6 +50,10 @@ const (
 // DialTimeout bounds the proxy's connection to its upstream.
 const DialTimeout = 5 * time.Second
 
+// DefaultMaxConns is how many connections a proxy holds at once unless
+// SetMaxConns says otherwise; one beyond is reset at once.
+const DefaultMaxConns = 4096
+
 // ErrClosed is what the fault methods return after Close.
 var ErrClosed = errors.New("faultnet: proxy closed")
 
@@ -66,6 +70,7 @@ type Stats struct {
 	BytesDown  int64 // bytes written to the clients
 	Cuts       int64 // calls of Cut
 	Refusals   int64 // calls of Refuse
+	OverLimit  int64 // connections reset at accept because MaxConns were open
 }
 
 // Proxy is one listening address forwarding to one upstream. Its methods are
@@ -80,12 +85,13 @@ type Proxy struct {
 	cut      bool
 	latency  time.Duration
 	links    map[*link]struct{}
+	maxConns int
 	closed   bool
 	accepts  sync.WaitGroup
 	handlers sync.WaitGroup
 
 	accepted, held, dialed, dialErrors, resets, closedN atomic.Int64
-	bytesUp, bytesDown, cuts, refusals                  atomic.Int64
+	bytesUp, bytesDown, cuts, refusals, overLimit       atomic.Int64
 }
 
 // Listen starts a proxy to upstream (host:port) on a free port of 127.0.0.1.
@@ -110,6 +116,7 @@ func ListenOn(addr, upstream string) (*Proxy, error) {
 		ln:       ln,
 		flow:     flow,
 		links:    map[*link]struct{}{},
+		maxConns: DefaultMaxConns,
 	}
 	p.accepts.Add(1)
 	go p.acceptLoop(ln)
@@ -121,6 +128,18 @@ func (p *Proxy) Addr() string { return p.addr }
 
 // Upstream is the address the proxy forwards to.
 func (p *Proxy) Upstream() string { return p.upstream }
+
+// SetMaxConns bounds the connections the proxy holds at once (each is two
+// sockets, goroutines and up to a few hundred KiB of buffers); a connection
+// beyond is reset as soon as it is accepted. n <= 0 restores the default.
+func (p *Proxy) SetMaxConns(n int) {
+	if n <= 0 {
+		n = DefaultMaxConns
+	}
+	p.mu.Lock()
+	p.maxConns = n
+	p.mu.Unlock()
+}
 
 // Cut partitions the link: no byte passes in either direction, on open
 // connections or on new ones, until Heal. Nothing is dropped.
@@ -259,6 +278,7 @@ func (p *Proxy) Stats() Stats {
 		BytesDown:  p.bytesDown.Load(),
 		Cuts:       p.cuts.Load(),
 		Refusals:   p.refusals.Load(),
+		OverLimit:  p.overLimit.Load(),
 	}
 }
 
@@ -289,6 +309,12 @@ func (p *Proxy) acceptLoop(ln net.Listener) {
 			p.mu.Unlock()
 			c.Close()
 			return
+		}
+		if len(p.links) >= p.maxConns {
+			p.mu.Unlock()
+			p.overLimit.Add(1)
+			l.close(true)
+			continue
 		}
 		p.links[l] = struct{}{}
 		p.handlers.Add(1)

@@ -338,6 +338,37 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 }
 
+func TestMaxConns(t *testing.T) {
+	p := proxy(t, echoServer(t))
+	p.SetMaxConns(1)
+	first := dial(t, p.Addr())
+	if _, err := roundTrip(first, "a", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The second is reset (at connect or at the first read).
+	c, err := net.DialTimeout("tcp", p.Addr(), 2*time.Second)
+	if err == nil {
+		defer c.Close()
+		_, err = roundTrip(c, "b", 2*time.Second)
+	}
+	if err == nil || isTimeout(err) {
+		t.Fatalf("connection over the limit: %v; want it reset", err)
+	}
+	if s := p.Stats(); s.OverLimit != 1 || s.Active != 1 {
+		t.Fatalf("stats = %+v", s)
+	}
+	// Once the first is gone there is room again.
+	first.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for p.Stats().Active != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c2 := dial(t, p.Addr())
+	if got, err := roundTrip(c2, "c", 2*time.Second); err != nil || got != "c" {
+		t.Fatalf("after the first left: %q, %v", got, err)
+	}
+}
+
 func TestBadUpstream(t *testing.T) {
 	if _, err := Listen("no-port"); err == nil {
 		t.Fatal("upstream without a port accepted")

@@ -238,6 +238,9 @@ func (w *Workload) Run(ctx context.Context) (*History, error) {
 		}()
 	}
 	wg.Wait()
+	if w.HTTP == nil {
+		c.HTTP.CloseIdleConnections() // the client is this run's own
+	}
 	return h, nil
 }
 

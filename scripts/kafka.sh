@@ -12,6 +12,19 @@
 # every start formats a fresh data directory: tests make their own topics
 # and a broker's state is not worth keeping between runs.
 #
+# KAFKA_STATE (default .cache/kafka) moves the data directory and pid
+# file, for a second broker beside the test one (other ports too).
+#
+# KAFKA_NODE_LISTENERS gives the broker one more plaintext listener per
+# cluster node, so that a fault test can cut one node off from Kafka
+# through a proxy of its own (lab/faultnet): a Kafka client connects to the
+# address the metadata advertises, so each node's listener advertises that
+# node's proxy. Space-separated entries NAME:PORT:HOST:ADVERTISED_PORT —
+# the listener NAME (letters, digits, _) on 127.0.0.1:PORT, advertised as
+# HOST:ADVERTISED_PORT, where the node's proxy listens and forwards to
+# PORT. The node is given HOST:ADVERTISED_PORT as its bootstrap address.
+#   KAFKA_NODE_LISTENERS="W1:19111:127.0.0.1:19121 W2:19112:127.0.0.1:19122"
+#
 # With --tls (start --tls, stop --tls) it runs a second broker beside that
 # one, in .cache/kafka-tls, which speaks only TLS: a throwaway CA made by
 # openssl signs its certificate (127.0.0.1 and localhost) and a client
@@ -41,7 +54,7 @@ set -- "${ARGS[@]}"
 PORT="${KAFKA_PORT:-19092}"
 CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
 HERE="scripts/kafka"
-STATE="$PWD/.cache/kafka"
+STATE="${KAFKA_STATE:-$PWD/.cache/kafka}"
 if [ -n "$TLS" ]; then
 	PORT="${KAFKA_TLS_PORT:-19094}"
 	SASL_PORT="${KAFKA_SASL_PORT:-19095}"
@@ -130,6 +143,33 @@ make_tls() {
 	)
 }
 
+# node_listeners adds KAFKA_NODE_LISTENERS's listeners to the properties
+# file $1.
+node_listeners() {
+	local l=() a=() m=() e name port host aport
+	for e in ${KAFKA_NODE_LISTENERS:-}; do
+		if ! [[ "$e" =~ ^([A-Za-z][A-Za-z0-9_]*):([0-9]+):([^:]+):([0-9]+)$ ]]; then
+			echo "kafka.sh: KAFKA_NODE_LISTENERS entry \"$e\": want NAME:PORT:HOST:ADVERTISED_PORT" >&2
+			exit 2
+		fi
+		name=${BASH_REMATCH[1]^^} port=${BASH_REMATCH[2]} host=${BASH_REMATCH[3]} aport=${BASH_REMATCH[4]}
+		case "$name" in PLAINTEXT | CONTROLLER)
+			echo "kafka.sh: KAFKA_NODE_LISTENERS: the name $name is taken" >&2
+			exit 2
+			;;
+		esac
+		if port_busy "$port"; then
+			echo "kafka.sh: port $port is taken by something this script did not start" >&2
+			exit 1
+		fi
+		l+=("$name://127.0.0.1:$port") a+=("$name://$host:$aport") m+=("$name:PLAINTEXT")
+	done
+	[ ${#l[@]} -gt 0 ] || return 0
+	local IFS=,
+	sed -i -e "s#^listeners=.*#&,${l[*]}#" -e "s#^advertised.listeners=.*#&,${a[*]}#" \
+		-e "s#^listener.security.protocol.map=.*#&,${m[*]}#" "$1"
+}
+
 start() {
 	stop
 	for p in "$PORT" "$CONTROLLER_PORT" ${SASL_PORT:+"$SASL_PORT"}; do
@@ -159,6 +199,7 @@ start() {
 	else
 		sed -e "s#@LOG_DIR@#$STATE/data#" -e "s#@PORT@#$PORT#g" -e "s#@CONTROLLER_PORT@#$CONTROLLER_PORT#g" \
 			"$HERE/server.properties.in" >"$STATE/server.properties"
+		node_listeners "$STATE/server.properties"
 	fi
 	local cp="$LIBS/*"
 	local cid

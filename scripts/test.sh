@@ -67,8 +67,11 @@ log "starting Cassandra"
 LOGBOOK_TEST_CASSANDRA=$(./scripts/cassandra.sh start)
 export LOGBOOK_TEST_CASSANDRA
 log "starting Kafka"
-LOGBOOK_TEST_KAFKA=$(./scripts/kafka.sh start)
-export LOGBOOK_TEST_KAFKA
+# Two listeners more, one per cluster node, each advertised at the address
+# where that node's fault proxy will listen (lab/faultnet's Kafka tests).
+LOGBOOK_TEST_KAFKA_NODES="N1:19111:127.0.0.1:19121 N2:19112:127.0.0.1:19122"
+LOGBOOK_TEST_KAFKA=$(KAFKA_NODE_LISTENERS="$LOGBOOK_TEST_KAFKA_NODES" ./scripts/kafka.sh start)
+export LOGBOOK_TEST_KAFKA LOGBOOK_TEST_KAFKA_NODES
 # TLS-only servers beside the plain ones, for the tests of the Kafka and
 # PostgreSQL hops over TLS (and SASL).
 log "starting a TLS-only PostgreSQL"

@@ -344,18 +344,41 @@ func testContended(t *testing.T, r *kv.Repository, clients, each int) {
 // The linearizability check: clients mix add, get, update and delete on a
 // few keys, the history is recorded with real call and return times, and
 // porcupine searches for a sequential order that explains every answer.
-type lin struct {
-	op      string // add get update delete
-	key     string
-	version uint64
-	value   string
+// Model, Input and Output are exported for the cluster's fault tests, which
+// record the same operations over HTTP.
+
+// Input is one operation on a key: Op is "add", "get", "update" or
+// "delete"; Version is the version an update or delete expects; Value what
+// an add or update writes.
+type Input struct {
+	Op      string
+	Key     string
+	Version uint64
+	Value   string
 }
 
-type linOut struct {
-	kind    string // ok absent exists notfound stale
-	version uint64 // get: the version read; update: the new one; stale: current
-	value   string
+// Output is an operation's answer. Kind is "ok", "absent" (get of a missing
+// key), "exists" (add of a present key), "notfound" (update or delete of a
+// missing key), "stale" (Version is then the current version) or "unknown":
+// the operation timed out or its connection broke, so it may or may not
+// have taken effect (record it with a Return after every other operation's).
+// Version is the version a get read or an update wrote; Value what a get
+// read.
+type Output struct {
+	Kind    string
+	Version uint64
+	Value   string
 }
+
+// Outcome kinds of Output.
+const (
+	OK       = "ok"
+	Absent   = "absent"
+	Exists   = "exists"
+	NotFound = "notfound"
+	Stale    = "stale"
+	Unknown  = "unknown"
+)
 
 type linState struct {
 	exists  bool
@@ -363,12 +386,17 @@ type linState struct {
 	value   string
 }
 
-var linModel = porcupine.Model{
+// Model is the porcupine model of a versioned key/value register, one
+// partition per key. An operation of unknown outcome is allowed either
+// way: it takes effect at its linearization point if its precondition then
+// holds, and porcupine may also place it after every other operation, where
+// its effect is seen by no one.
+var Model = porcupine.Model{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		by := map[string][]porcupine.Operation{}
 		var keys []string
 		for _, op := range history {
-			k := op.Input.(lin).key
+			k := op.Input.(Input).Key
 			if _, ok := by[k]; !ok {
 				keys = append(keys, k)
 			}
@@ -382,35 +410,53 @@ var linModel = porcupine.Model{
 	},
 	Init: func() any { return linState{} },
 	Step: func(state, input, output any) (bool, any) {
-		s, in, out := state.(linState), input.(lin), output.(linOut)
-		switch in.op {
+		s, in, out := state.(linState), input.(Input), output.(Output)
+		unknown := out.Kind == Unknown
+		switch in.Op {
 		case "get":
-			if !s.exists {
-				return out.kind == "absent", s
+			if unknown {
+				return true, s
 			}
-			return out.kind == "ok" && out.version == s.version && out.value == s.value, s
+			if !s.exists {
+				return out.Kind == Absent, s
+			}
+			return out.Kind == OK && out.Version == s.version && out.Value == s.value, s
 		case "add":
 			if s.exists {
-				return out.kind == "exists", s
+				return unknown || out.Kind == Exists, s
 			}
-			return out.kind == "ok", linState{true, 1, in.value}
+			return unknown || out.Kind == OK, linState{true, 1, in.Value}
 		case "update", "delete":
 			switch {
 			case !s.exists:
-				return out.kind == "notfound", s
-			case s.version != in.version:
-				return out.kind == "stale" && out.version == s.version, s
-			case in.op == "update":
-				return out.kind == "ok" && out.version == s.version+1, linState{true, s.version + 1, in.value}
+				return unknown || out.Kind == NotFound, s
+			case s.version != in.Version:
+				return unknown || out.Kind == Stale && out.Version == s.version, s
+			case in.Op == "update":
+				return unknown || out.Kind == OK && out.Version == s.version+1, linState{true, s.version + 1, in.Value}
 			default:
-				return out.kind == "ok", linState{}
+				return unknown || out.Kind == OK, linState{}
 			}
 		}
 		return false, s
 	},
 	Equal: func(a, b any) bool { return a.(linState) == b.(linState) },
 	DescribeOperation: func(input, output any) string {
-		return fmt.Sprintf("%+v -> %+v", input, output)
+		in, out := input.(Input), output.(Output)
+		switch in.Op {
+		case "get":
+			return fmt.Sprintf("get(%s) -> %s v%d %q", in.Key, out.Kind, out.Version, out.Value)
+		case "add":
+			return fmt.Sprintf("add(%s, %q) -> %s", in.Key, in.Value, out.Kind)
+		}
+		return fmt.Sprintf("%s(%s, v%d, %q) -> %s v%d", in.Op, in.Key, in.Version, in.Value, out.Kind, out.Version)
+	},
+	DescribeState: func(state any) string {
+		s := state.(linState)
+		if !s.exists {
+			return "absent"
+		}
+		return fmt.Sprintf("v%d %q", s.version, s.value)
 	},
 }
 
@@ -429,54 +475,54 @@ func testLinearizable(t *testing.T, r *kv.Repository, clients, ops int) {
 			seen := map[string]uint64{}
 			for i := range ops {
 				k := keys[(id*7+i*13)%len(keys)]
-				in := lin{key: k, value: fmt.Sprintf("c%d-%d", id, i)}
+				in := Input{Key: k, Value: fmt.Sprintf("c%d-%d", id, i)}
 				switch x := (id + i*5) % 10; {
 				case x < 3:
-					in.op = "get"
+					in.Op = "get"
 				case x < 7:
-					in.op, in.version = "update", seen[k]
+					in.Op, in.Version = "update", seen[k]
 				case x < 8:
-					in.op, in.version = "delete", seen[k]
+					in.Op, in.Version = "delete", seen[k]
 				default:
-					in.op = "add"
+					in.Op = "add"
 				}
-				if in.version == 0 {
-					in.version = 1
+				if in.Version == 0 {
+					in.Version = 1
 				}
 				call := time.Since(start).Nanoseconds()
-				var out linOut
+				var out Output
 				var err error
-				switch in.op {
+				switch in.Op {
 				case "get":
 					var e kv.Entry
 					var ok bool
 					e, ok, err = r.Get(c, k)
-					out = linOut{kind: "absent"}
+					out = Output{Kind: "absent"}
 					if ok {
-						out = linOut{kind: "ok", version: e.Version, value: string(e.Value)}
+						out = Output{Kind: "ok", Version: e.Version, Value: string(e.Value)}
 						seen[k] = e.Version
 					}
 				case "add":
-					err = r.Add(c, k, []byte(in.value))
-					out.kind = "ok"
+					err = r.Add(c, k, []byte(in.Value))
+					out.Kind = "ok"
 				case "update":
-					out.version, err = r.Update(c, k, in.version, []byte(in.value))
-					out.kind = "ok"
-					seen[k] = out.version
+					out.Version, err = r.Update(c, k, in.Version, []byte(in.Value))
+					out.Kind = "ok"
+					seen[k] = out.Version
 				case "delete":
-					err = r.Delete(c, k, in.version)
-					out.kind = "ok"
+					err = r.Delete(c, k, in.Version)
+					out.Kind = "ok"
 				}
 				var se *kv.StaleError
 				switch {
 				case err == nil:
 				case errors.As(err, &se):
-					out = linOut{kind: "stale", version: se.Current}
+					out = Output{Kind: "stale", Version: se.Current}
 					seen[k] = se.Current
 				case errors.Is(err, kv.ErrExists):
-					out = linOut{kind: "exists"}
+					out = Output{Kind: "exists"}
 				case errors.Is(err, kv.ErrNotFound):
-					out = linOut{kind: "notfound"}
+					out = Output{Kind: "notfound"}
 				default:
 					errs <- err
 					return
@@ -493,13 +539,13 @@ func testLinearizable(t *testing.T, r *kv.Repository, clients, ops int) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	res := porcupine.CheckOperationsTimeout(linModel, history, 60*time.Second)
+	res := porcupine.CheckOperationsTimeout(Model, history, 60*time.Second)
 	if res != porcupine.Ok {
 		t.Fatalf("history of %d operations is not linearizable (%v)", len(history), res)
 	}
 	kinds := map[string]int{}
 	for _, op := range history {
-		kinds[op.Input.(lin).op+"/"+op.Output.(linOut).kind]++
+		kinds[op.Input.(Input).Op+"/"+op.Output.(Output).Kind]++
 	}
 	t.Logf("%d operations linearizable: %v", len(history), kinds)
 }

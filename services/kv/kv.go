@@ -69,15 +69,22 @@ func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // TooLargeError is the ErrInvalid of a value over the repository's
 // MaxValueBytes, or over what its backend can store (Why says which
-// limit). Size is -1 when the value was a stream cut off at the limit.
+// limit). Size is -1 when the value was a stream cut off at the limit;
+// Max is 0 when the backend refused the value at a limit of its own that
+// it could not tell in advance (etcd's --max-request-bytes).
 type TooLargeError struct {
 	Size, Max int64
 	Why       string
 }
 
 func (e *TooLargeError) Error() string {
-	s := fmt.Sprintf("kv: value of more than %d bytes", e.Max)
-	if e.Size >= 0 {
+	var s string
+	switch {
+	case e.Max <= 0: // the backend refused it, at a limit of its own
+		s = fmt.Sprintf("kv: value of %d bytes, too large", e.Size)
+	case e.Size < 0:
+		s = fmt.Sprintf("kv: value of more than %d bytes", e.Max)
+	default:
 		s = fmt.Sprintf("kv: value of %d bytes, more than %d", e.Size, e.Max)
 	}
 	if e.Why != "" {

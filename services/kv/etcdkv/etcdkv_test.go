@@ -2,8 +2,8 @@ package etcdkv_test
 
 import (
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"

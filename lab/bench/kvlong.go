@@ -121,7 +121,7 @@ func canHold(cfg KVLongConfig, backend string) error {
 	case "redis":
 		avail, err := memAvailable()
 		if err == nil && cfg.Size*3/2 > avail {
-			return fmt.Errorf("Redis keeps every value in memory: %d bytes (and its overhead) is more than the %d bytes available", cfg.Size, avail)
+			return fmt.Errorf("redis keeps every value in memory: %d bytes (and its overhead) is more than the %d bytes available", cfg.Size, avail)
 		}
 		return nil
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite: formatting, vet, lint, every
 # package's tests under the race detector — against a real PostgreSQL
-# server, Redis, etcd, a real Kafka broker, an Apache Cassandra node and
+# server, Redis, etcd (one member, and a cluster of three), a real Kafka broker, an Apache Cassandra node and
 # nginx (and a PostgreSQL
 # server and a Kafka broker that speak only TLS), which it installs, starts on
 # private ports and stops again — Confluent's Python registry client in a
@@ -49,6 +49,7 @@ cleanup() {
 	./scripts/kafka.sh stop || true
 	./scripts/cassandra.sh stop || true
 	./scripts/etcd.sh stop || true
+	./scripts/etcd.sh stop --members 3 || true
 	./scripts/redis.sh stop || true
 	./scripts/postgres.sh stop --tls || true
 	./scripts/postgres.sh stop || true
@@ -63,6 +64,9 @@ export LOGBOOK_TEST_REDIS
 log "starting etcd"
 LOGBOOK_TEST_ETCD=$(./scripts/etcd.sh start)
 export LOGBOOK_TEST_ETCD
+log "starting a three-member etcd cluster"
+LOGBOOK_TEST_ETCD_CLUSTER=$(./scripts/etcd.sh start --members 3)
+export LOGBOOK_TEST_ETCD_CLUSTER
 log "starting Cassandra"
 LOGBOOK_TEST_CASSANDRA=$(./scripts/cassandra.sh start)
 export LOGBOOK_TEST_CASSANDRA

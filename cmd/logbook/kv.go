@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/engine/auth"
@@ -33,6 +35,7 @@ entity tag, If-None-Match: * adds, If-Match compares and sets. The
 repository is kept in the embedded database in --data, or in PostgreSQL,
 Redis or etcd (--store).`,
 		Example: `  logbook kv serve --tokens ./dev-tokens
+  logbook kv serve --max-value-size 100MB --tokens ./dev-tokens
   logbook kv serve --store redis://127.0.0.1:6379 --tokens ./dev-tokens
   logbook kv serve --store etcd://127.0.0.1:2379 --tokens ./dev-tokens`,
 		Args: noArgs,
@@ -43,6 +46,7 @@ Redis or etcd (--store).`,
 	secretFlag(fs, "store")
 	addr := fs.String("addr", "127.0.0.1:8083", "address to listen on")
 	fromEnv(fs, "addr")
+	maxValue := fs.String("max-value-size", humanize.IBytes(uint64(kv.DefaultLimits.MaxValueBytes)), "largest value a key takes (as 8MiB, 100MB or bytes); a larger value is answered 413. The embedded store streams values of any size; the others hold each whole in memory, up to 4 at once, and have limits of their own (etcd 64 MiB, Cassandra 15 MiB)")
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")
@@ -53,6 +57,10 @@ Redis or etcd (--store).`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *maxConns <= 0 {
 			return usageError{Msg: "--max-conns must be positive"}
+		}
+		maxValueBytes, err := humanize.ParseBytes(*maxValue)
+		if err != nil || maxValueBytes == 0 || maxValueBytes > 1<<40 {
+			return usageError{Msg: fmt.Sprintf("--max-value-size %q: a size from 1 byte to 1 TiB, as 8MiB, 100MB or 1048576", *maxValue)}
 		}
 		tlsCfg, err := tlsf.Config()
 		if err != nil {
@@ -69,7 +77,11 @@ Redis or etcd (--store).`,
 		// A memory limit, as every server has: requests allocate
 		// briefly and the live heap is small.
 		server.TuneGC(cmd.Context())
-		repo := kv.New(b, kv.Limits{})
+		if max, why := kv.BackendValueLimit(b); max > 0 && int64(maxValueBytes) > max {
+			_ = b.Close()
+			return usageError{Msg: fmt.Sprintf("--max-value-size %s: the repository %s takes values of at most %d bytes (%s)", *maxValue, where, max, why)}
+		}
+		repo := kv.New(b, kv.Limits{MaxValueBytes: int(maxValueBytes)})
 		defer repo.Close()
 		return serveKV(cmd.Context(), e, repo, server.Config{Addr: *addr, MaxConns: *maxConns, DebugAddr: *debugAddr, Tokens: tokens, TLS: tlsCfg, LogAttrs: []any{"repository", where}})
 	}

@@ -73,3 +73,24 @@ func TestKVServeBadStore(t *testing.T) {
 		}
 	}
 }
+
+// kv serve --max-value-size: a size that is not one is bad usage, and so
+// is one larger than the backend takes (etcd's client sends 64 MiB at
+// most), said before anything is served.
+func TestKVServeMaxValueSize(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,writer-token:writer")
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--max-value-size", "lots"}, `--max-value-size "lots": a size from 1 byte to 1 TiB`},
+		{[]string{"--max-value-size", "0"}, "a size from 1 byte"},
+		{[]string{"--max-value-size", "2TiB"}, "a size from 1 byte"},
+		{[]string{"--max-value-size", "100MB", "--store", "etcd://" + strings.Join(testenv.Etcd(t), ",")}, "takes values of at most 66060288 bytes (etcd's client sends messages of at most 64 MiB)"},
+	} {
+		code, _, errOut := runCLI(t, append([]string{"kv", "serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.msg) {
+			t.Errorf("kv serve %v: exit %d, %q; want 2 and %q", c.args, code, errOut, c.msg)
+		}
+	}
+}

@@ -174,6 +174,14 @@ func Etcd(t testing.TB) []string {
 	return strings.Split(server(t, "LOGBOOK_TEST_ETCD", "etcd", "scripts/etcd.sh"), ",")
 }
 
+// EtcdCluster returns the client endpoints of the test's three-member etcd
+// cluster (scripts/etcd.sh start --members 3, LOGBOOK_TEST_ETCD_CLUSTER),
+// in member order.
+func EtcdCluster(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(server(t, "LOGBOOK_TEST_ETCD_CLUSTER", "three-member etcd cluster", "scripts/etcd.sh --members 3"), ",")
+}
+
 // Nginx returns the nginx binary the cluster tests run (LOGBOOK_TEST_NGINX,
 // default /usr/sbin/nginx, which scripts/test.sh installs), or ends the
 // test as a missing server does.

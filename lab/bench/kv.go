@@ -106,6 +106,14 @@ var kvSeed = map[string]float64{
 	"redis/connections/2": 750e3, "redis/connections/4": 646e3, "redis/connections/8": 560e3, "redis/connections/32": 960e3,
 }
 
+// hugePayload is the payload table's largest value, 100 MB.
+const hugePayload = 100_000_000
+
+// benchLimits lets the payload table's largest value through. A backend
+// that cannot store it (etcd, Cassandra: kv.ValueLimiter) lowers the limit
+// to its own, and its row says why it failed.
+var benchLimits = kv.Limits{MaxValueBytes: 128 << 20}
+
 // putter puts one batch of values under fresh ids.
 type putter interface {
 	put(ctx context.Context, ids []string, value []byte) error
@@ -135,9 +143,13 @@ func kvSettings(cfg KVConfig) []setting {
 				out = append(out, setting{table: t, name: strconv.Itoa(b), batch: b, payload: 100, clients: cfg.Clients})
 			}
 		case "payload":
-			for _, p := range []int{100, 1000, 5000, 20000, 500000, 5000000} {
+			for _, p := range []int{100, 1000, 5000, 20000, 500000, 5000000, hugePayload} {
 				b := max(1, min(256, (4<<20)/p))
-				out = append(out, setting{table: t, name: strconv.Itoa(p), batch: b, payload: p, clients: cfg.Clients})
+				c := cfg.Clients
+				if p == hugePayload {
+					c = 1 // one 100 MB value at a time, as the reference measured
+				}
+				out = append(out, setting{table: t, name: strconv.Itoa(p), batch: b, payload: p, clients: c})
 			}
 		case "connections":
 			for _, c := range []int{1, 2, 4, 8, 32, 128} {
@@ -220,7 +232,7 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		if err != nil {
 			return nil, err
 		}
-		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(context.Context) (int64, error) { return dirSize(dir) }, dir: dir}, nil
+		return &repoPutter{r: kv.New(b, benchLimits), size: func(context.Context) (int64, error) { return dirSize(dir) }, dir: dir}, nil
 	case "postgres":
 		if cfg.PG == "" {
 			return nil, errors.New("no PostgreSQL URL (--postgres)")
@@ -236,7 +248,7 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 			return nil, err
 		}
 		pool := b.Pool()
-		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(ctx context.Context) (int64, error) {
+		return &repoPutter{r: kv.New(b, benchLimits), size: func(ctx context.Context) (int64, error) {
 			var n int64
 			err := pool.QueryRow(ctx, `SELECT pg_total_relation_size('kv')`).Scan(&n)
 			return n, err
@@ -276,7 +288,7 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 			return nil, fmt.Errorf("redis persistence %s: %w", mode, err)
 		}
 		base, _ := redisMemory(ctx, b)
-		return &repoPutter{r: kv.New(b, kv.Limits{}), size: func(ctx context.Context) (int64, error) {
+		return &repoPutter{r: kv.New(b, benchLimits), size: func(ctx context.Context) (int64, error) {
 			m, err := redisMemory(ctx, b)
 			return m - base, err
 		}, cleanup: func() {
@@ -304,7 +316,7 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 			return nil, err
 		}
 		prefix := "kvbench-" + tag + "/"
-		return &repoPutter{r: kv.New(b, kv.Limits{}), cleanup: func() {
+		return &repoPutter{r: kv.New(b, benchLimits), cleanup: func() {
 			_, _ = b.Client().Delete(context.Background(), prefix, clientv3.WithPrefix())
 		}}, nil
 	case "cassandra":
@@ -330,7 +342,7 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 				return nil, err
 			}
 		}
-		return &repoPutter{r: kv.New(b, kv.Limits{}), cleanup: func() {
+		return &repoPutter{r: kv.New(b, benchLimits), cleanup: func() {
 			_ = b.Session().Query(`DELETE FROM kv WHERE part = ?`, part).Exec()
 		}}, nil
 	case "kafka":

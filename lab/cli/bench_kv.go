@@ -32,12 +32,13 @@ scripts (scripts/redis.sh, scripts/etcd.sh, scripts/postgres.sh,
 scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 		Example: `  logbook bench kv --backends embedded --table batch
   logbook bench kv --backends redis,etcd --redis 127.0.0.1:6379 --etcd 127.0.0.1:2379
-  logbook bench kv --backends embedded,cassandra --cassandra 127.0.0.1:19042 --table batch`,
+  logbook bench kv --backends embedded,cassandra --cassandra 127.0.0.1:19042 --table batch
+  logbook bench kv --backends embedded,postgres --table long --size 20GB --plot long.svg`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
-	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, or all")
+	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, or all; or long (alone): fill each backend with --size bytes, puts/s per --interval")
 	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON, cliutil.CSV)
 	plotFile := fs.String("plot", "", "also draw each table, puts/s against its setting per backend, into this .svg or .png file (with several tables, one file each: NAME-TABLE.svg)")
 	var cfg bench.KVConfig
@@ -50,15 +51,21 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 	etcd := fs.String("etcd", "", "etcd endpoints, comma-separated (default: scripts/etcd.sh start)")
 	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: scripts/kafka.sh start)")
 	cassandra := fs.String("cassandra", "", "Cassandra contact points host:port, comma-separated (default: scripts/cassandra.sh start)")
+	long := registerKVLong(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg.Backends = strings.Split(*backends, ",")
 		cfg.Tables = strings.Split(*tables, ",")
+		if *tables == "long" {
+			if err := long.check(*plotFile); err != nil {
+				return err
+			}
+		}
 		if *tables == "all" {
 			cfg.Tables = []string{"batch", "payload", "connections", "partitions", "persistence"}
 		}
 		for _, t := range cfg.Tables {
-			if !slices.Contains([]string{"batch", "payload", "connections", "partitions", "persistence"}, t) {
-				return cliutil.Usagef("--table %q: batch, payload, connections, partitions, persistence or all", t)
+			if !slices.Contains([]string{"batch", "payload", "connections", "partitions", "persistence"}, t) && *tables != "long" {
+				return cliutil.Usagef("--table %q: batch, payload, connections, partitions, persistence or all (or long, alone)", t)
 			}
 		}
 		if cfg.Duration <= 0 || cfg.Clients <= 0 || cfg.UpdateClients < 0 {
@@ -106,6 +113,9 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 		}
 		p, stop := e.ShowProgress(cmd, out.Quiet())
 		cfg.Progress = p
+		if *tables == "long" {
+			return long.run(cmd, e, cfg, out, *plotFile, stop)
+		}
 		res, err := bench.RunKV(cmd.Context(), cfg)
 		stop()
 		if err != nil {

@@ -67,6 +67,42 @@ func (e *InvalidError) Error() string { return "kv: " + e.Reason }
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
+// TooLargeError is the ErrInvalid of a value over the repository's
+// MaxValueBytes, or over what its backend can store (Why says which
+// limit). Size is -1 when the value was a stream cut off at the limit;
+// Max is 0 when the backend refused the value at a limit of its own that
+// it could not tell in advance (etcd's --max-request-bytes).
+type TooLargeError struct {
+	Size, Max int64
+	Why       string
+}
+
+func (e *TooLargeError) Error() string {
+	var s string
+	switch {
+	case e.Max <= 0: // the backend refused it, at a limit of its own
+		s = fmt.Sprintf("kv: value of %d bytes, too large", e.Size)
+	case e.Size < 0:
+		s = fmt.Sprintf("kv: value of more than %d bytes", e.Max)
+	default:
+		s = fmt.Sprintf("kv: value of %d bytes, more than %d", e.Size, e.Max)
+	}
+	if e.Why != "" {
+		s += " (" + e.Why + ")"
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *TooLargeError) Is(target error) bool { return target == ErrInvalid }
+
+// SourceError is the failure to read the stream a value was put from
+// (AddFrom, UpdateFrom): nothing was written.
+type SourceError struct{ Err error }
+
+func (e *SourceError) Error() string { return "kv: reading the value: " + e.Err.Error() }
+func (e *SourceError) Unwrap() error { return e.Err }
+
 // BatchError says which item of a batch failed. Batches are atomic: when
 // one item fails, none is written.
 type BatchError struct {
@@ -159,10 +195,41 @@ type Streamer interface {
 	Open(ctx context.Context, id string) (Reader, bool, error)
 }
 
+// StreamWriter is a Backend that can store a value read from a stream
+// without holding all of it in memory (pebblekv writes a large value to a
+// file of its own as it reads it). The Repository has checked the id and
+// version, and bounds src: reading past the limit fails, and the backend
+// must then write nothing and return the read's error.
+type StreamWriter interface {
+	AddFrom(ctx context.Context, id string, src io.Reader) error
+	UpdateFrom(ctx context.Context, id string, version uint64, src io.Reader) (uint64, error)
+}
+
+// ValueLimiter is a Backend that cannot store values over a size: etcd
+// refuses a request over its server's limit, Cassandra a mutation over
+// half its commit log segment. ValueLimit returns that size and why.
+type ValueLimiter interface {
+	ValueLimit() (max int64, why string)
+}
+
+// BackendValueLimit is the largest value b can store, and why (0 and ""
+// when b has no limit of its own).
+func BackendValueLimit(b Backend) (int64, string) {
+	if l, ok := b.(ValueLimiter); ok {
+		return l.ValueLimit()
+	}
+	return 0, ""
+}
+
 // Limits bound what one request may hold.
 type Limits struct {
-	MaxIDBytes    int // default 512
-	MaxValueBytes int // default 8 MiB
+	MaxIDBytes int // default 512
+	// MaxValueBytes is the largest value (default 8 MiB). A value put
+	// with AddFrom or UpdateFrom into a StreamWriter backend is never
+	// held whole in memory, whatever its size; into another backend it
+	// is, once, so a larger limit there is that much more memory per
+	// write in flight.
+	MaxValueBytes int
 	MaxBatchItems int // default 32,768
 	MaxBatchBytes int // values of one batch together; default 64 MiB
 }
@@ -191,11 +258,19 @@ func (l Limits) withDefaults() Limits {
 type Repository struct {
 	b   Backend
 	lim Limits
+	why string // the backend's reason for MaxValueBytes, when it lowered it
 }
 
-// New returns a repository on b.
+// New returns a repository on b. A MaxValueBytes over what b can store
+// (BackendValueLimit) is lowered to it, so that a value too large for the
+// backend is refused as a *TooLargeError, not failed by the backend.
 func New(b Backend, lim Limits) *Repository {
-	return &Repository{b: b, lim: lim.withDefaults()}
+	lim = lim.withDefaults()
+	r := &Repository{b: b, lim: lim}
+	if max, why := BackendValueLimit(b); max > 0 && int64(lim.MaxValueBytes) > max {
+		r.lim.MaxValueBytes, r.why = int(max), why
+	}
+	return r
 }
 
 // Limits returns the repository's limits.
@@ -230,7 +305,7 @@ func (r *Repository) ValidID(id string) error {
 
 func (r *Repository) validValue(v []byte) error {
 	if len(v) > r.lim.MaxValueBytes {
-		return &InvalidError{fmt.Sprintf("value of %d bytes, more than %d", len(v), r.lim.MaxValueBytes)}
+		return &TooLargeError{Size: int64(len(v)), Max: int64(r.lim.MaxValueBytes), Why: r.why}
 	}
 	return nil
 }
@@ -260,7 +335,9 @@ func (r *Repository) validBatch(items []Item, update bool) error {
 		seen[it.ID] = struct{}{}
 		total += len(it.Value)
 	}
-	if total > r.lim.MaxBatchBytes {
+	// One value is bounded by MaxValueBytes alone, which may be the
+	// larger limit.
+	if len(items) > 1 && total > r.lim.MaxBatchBytes {
 		return &InvalidError{fmt.Sprintf("batch of %d value bytes, more than %d", total, r.lim.MaxBatchBytes)}
 	}
 	return nil
@@ -281,6 +358,95 @@ func (r *Repository) Add(ctx context.Context, id string, value []byte) error {
 		return single(err)
 	}
 	return single(Classify(ctx, r.b.Add(ctx, []Item{{ID: id, Value: value}})))
+}
+
+// AddFrom adds a key whose value is read from src, to its end: as Add,
+// but on a StreamWriter backend the value is never held whole in memory.
+// A value over MaxValueBytes is a *TooLargeError and a failed read of
+// src a *SourceError; either way nothing is written.
+func (r *Repository) AddFrom(ctx context.Context, id string, src io.Reader) error {
+	if err := r.ValidID(id); err != nil {
+		return err
+	}
+	ls := r.limit(src)
+	if w, ok := r.b.(StreamWriter); ok {
+		return ls.fail(single(Classify(ctx, w.AddFrom(ctx, id, ls))))
+	}
+	value, err := io.ReadAll(ls)
+	if err != nil {
+		return ls.fail(err)
+	}
+	return r.Add(ctx, id, value)
+}
+
+// UpdateFrom is Update with the value read from src, as AddFrom.
+func (r *Repository) UpdateFrom(ctx context.Context, id string, version uint64, src io.Reader) (uint64, error) {
+	if err := r.ValidID(id); err != nil {
+		return 0, err
+	}
+	if version == 0 {
+		return 0, &InvalidError{"version 0: versions start at 1"}
+	}
+	ls := r.limit(src)
+	if w, ok := r.b.(StreamWriter); ok {
+		v, err := w.UpdateFrom(ctx, id, version, ls)
+		if err != nil {
+			return 0, ls.fail(single(Classify(ctx, err)))
+		}
+		return v, nil
+	}
+	value, err := io.ReadAll(ls)
+	if err != nil {
+		return 0, ls.fail(err)
+	}
+	return r.Update(ctx, id, version, value)
+}
+
+func (r *Repository) limit(src io.Reader) *limitedSource {
+	return &limitedSource{src: src, left: int64(r.lim.MaxValueBytes), max: int64(r.lim.MaxValueBytes), why: r.why}
+}
+
+// limitedSource reads a value's stream up to the repository's limit, and
+// remembers why a read failed: the limit, or the stream itself.
+type limitedSource struct {
+	src       io.Reader
+	left, max int64
+	why       string
+	err       error // the first failure, as the repository reports it
+}
+
+func (l *limitedSource) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	// Ask for one byte more than the limit allows: a stream that has
+	// it is too large.
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.src.Read(p)
+	if int64(n) > l.left {
+		l.err = &TooLargeError{Size: -1, Max: l.max, Why: l.why}
+		return 0, l.err
+	}
+	l.left -= int64(n)
+	if err != nil && err != io.EOF {
+		var tl *TooLargeError
+		if !errors.As(err, &tl) {
+			err = &SourceError{Err: err}
+		}
+		l.err = err
+	}
+	return n, err
+}
+
+// fail returns the stream's own failure when there was one (the backend
+// may have wrapped it), else err.
+func (l *limitedSource) fail(err error) error {
+	if err != nil && l.err != nil {
+		return l.err
+	}
+	return err
 }
 
 // AddBatch adds every item or, if one fails (a *BatchError says which),

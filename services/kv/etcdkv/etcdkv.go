@@ -13,14 +13,46 @@ package etcdkv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/logbook/logbook/services/kv"
 )
+
+// maxMessage is the largest gRPC message the client sends or takes.
+const maxMessage = 64 << 20
+
+// ValueLimit is the largest value the client sends: what fits in one of
+// its messages with room for the request around it. The server refuses
+// less than that unless it is started with a larger --max-request-bytes
+// (1.5 MiB by default; scripts/etcd.sh starts it with 32 MiB): such a
+// refusal is a *kv.TooLargeError too. etcd is made for small values —
+// each one goes through the Raft log, is held in memory by every member
+// until applied, and is sent whole to a member that falls behind — and
+// does not take values of 100 MB.
+func (b *Backend) ValueLimit() (int64, string) {
+	return maxMessage - 1<<20, "etcd's client sends messages of at most 64 MiB"
+}
+
+// tooLarge turns etcd's refusal of a request over its size limit into a
+// *kv.TooLargeError.
+func tooLarge(err error, items []kv.Item) error {
+	if !errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) && !errors.Is(err, rpctypes.ErrRequestTooLarge) && status.Code(err) != codes.ResourceExhausted {
+		return err
+	}
+	var n int64
+	for _, it := range items {
+		n += int64(len(it.Value))
+	}
+	return &kv.TooLargeError{Size: n, Why: "more than the etcd server takes in one request (its --max-request-bytes): " + err.Error()}
+}
 
 // Options configure the backend.
 type Options struct {
@@ -43,8 +75,8 @@ func Open(ctx context.Context, endpoints []string, o Options) (*Backend, error) 
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:          endpoints,
 		DialTimeout:        5 * time.Second,
-		MaxCallSendMsgSize: 64 << 20,
-		MaxCallRecvMsgSize: 64 << 20,
+		MaxCallSendMsgSize: maxMessage,
+		MaxCallRecvMsgSize: maxMessage,
 		// Failures reach the caller as errors; the client's own log
 		// would only repeat them.
 		Logger: zap.NewNop(),
@@ -94,7 +126,7 @@ func (b *Backend) Add(ctx context.Context, items []kv.Item) error {
 	}
 	r, err := b.c.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 	if err != nil {
-		return err
+		return tooLarge(err, items)
 	}
 	if r.Succeeded {
 		return nil
@@ -122,7 +154,7 @@ func (b *Backend) Update(ctx context.Context, items []kv.Item) ([]uint64, error)
 	}
 	r, err := b.c.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 	if err != nil {
-		return nil, err
+		return nil, tooLarge(err, items)
 	}
 	if r.Succeeded {
 		return versions, nil

@@ -71,14 +71,21 @@ type Options struct {
 	// that stops reading does not hold its slot and connection forever;
 	// default 30 s.
 	StallTimeout time.Duration
+	// MaxLargeWrites bounds the writes of LargeRead bytes or more (or of
+	// unknown length) in flight at once; the next waits LargeReadWait,
+	// then gets 503 with Retry-After. A backend that is not a
+	// kv.StreamWriter holds each such value whole, so this times the
+	// repository's MaxValueBytes bounds their memory. Default 4.
+	MaxLargeWrites int
 }
 
 // API serves the kv HTTP API over a repository.
 type API struct {
-	repo  *kv.Repository
-	large chan struct{} // a slot per large read in flight
-	wait  time.Duration
-	stall time.Duration
+	repo   *kv.Repository
+	large  chan struct{} // a slot per large read in flight
+	largeW chan struct{} // a slot per large write in flight
+	wait   time.Duration
+	stall  time.Duration
 }
 
 // Routes is the kv API's route table.
@@ -116,7 +123,10 @@ func MountWith(mux *http.ServeMux, repo *kv.Repository, tokens *auth.Tokens, o O
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = 30 * time.Second
 	}
-	a := &API{repo: repo, large: make(chan struct{}, o.MaxLargeReads), wait: o.LargeReadWait, stall: o.StallTimeout}
+	if o.MaxLargeWrites <= 0 {
+		o.MaxLargeWrites = 4
+	}
+	a := &API{repo: repo, large: make(chan struct{}, o.MaxLargeReads), largeW: make(chan struct{}, o.MaxLargeWrites), wait: o.LargeReadWait, stall: o.StallTimeout}
 	httpkit.Mount(mux, Routes, a, httpkit.Node{WriteModel: true, Views: true}, tokens, domainErrors)
 	// Another method on a key is answered as a problem, not as the
 	// ServeMux's plain-text 405.
@@ -200,7 +210,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if rd.Size >= LargeRead {
-		release, err := a.acquire(w, r)
+		release, err := acquire(a.large, a.wait, w, r)
 		if err != nil {
 			return err
 		}
@@ -230,30 +240,37 @@ func (s stallWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// acquire takes a large read's slot, waiting up to the API's bound.
-func (a *API) acquire(w http.ResponseWriter, r *http.Request) (release func(), err error) {
+// acquire takes one of slots, waiting up to wait.
+func acquire(slots chan struct{}, wait time.Duration, w http.ResponseWriter, r *http.Request) (release func(), err error) {
 	select {
-	case a.large <- struct{}{}:
-		return func() { <-a.large }, nil
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
 	default:
 	}
-	t := time.NewTimer(a.wait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case a.large <- struct{}{}:
-		return func() { <-a.large }, nil
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
 	case <-t.C:
 		w.Header().Set("Retry-After", "1")
-		return nil, &busyError{cap(a.large)}
+		return nil, &busyError{cap(slots), r.Method}
 	case <-r.Context().Done():
 		return nil, r.Context().Err()
 	}
 }
 
-type busyError struct{ max int }
+type busyError struct {
+	max    int
+	method string
+}
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("%d reads of large values are in flight, the most this server takes at once; retry", e.max)
+	what := "reads"
+	if e.method == http.MethodPut {
+		what = "writes"
+	}
+	return fmt.Sprintf("%d %s of large values are in flight, the most this server takes at once; retry", e.max, what)
 }
 
 func (a *API) put(w http.ResponseWriter, r *http.Request) error {
@@ -283,29 +300,51 @@ func (a *API) put(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength > max {
 		return tooLarge(r.ContentLength, max)
 	}
-	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return tooLarge(-1, max)
-	}
-	if err != nil {
-		return httpkit.BadRequest("reading the body: %v", err)
-	}
-	if add {
-		if err := a.repo.Add(r.Context(), id, value); err != nil {
+	// The value streams from the body into the backend (pebblekv writes
+	// a large one to its file as it arrives); a body of LargeRead bytes
+	// or more, or of unknown length, takes one of the large writes'
+	// slots, which bounds what a backend that holds the value whole
+	// (all but pebblekv) holds at once.
+	if r.ContentLength < 0 || r.ContentLength >= LargeRead {
+		release, err := acquire(a.largeW, a.wait, w, r)
+		if err != nil {
 			return err
+		}
+		defer release()
+	}
+	body := http.MaxBytesReader(w, r.Body, max)
+	if add {
+		if err := a.repo.AddFrom(r.Context(), id, body); err != nil {
+			return bodyError(err, max)
 		}
 		w.Header().Set("ETag", etag(1))
 		w.WriteHeader(http.StatusCreated)
 		return nil
 	}
-	v, err := a.repo.Update(r.Context(), id, match, value)
+	v, err := a.repo.UpdateFrom(r.Context(), id, match, body)
 	if err != nil {
-		return err
+		return bodyError(err, max)
 	}
 	w.Header().Set("ETag", etag(v))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// bodyError is a put's failure as answered: a body over the limit 413, a
+// body that could not be read 400, else the repository's error.
+func bodyError(err error, max int64) error {
+	var mbe *http.MaxBytesError
+	var tl *kv.TooLargeError
+	var se *kv.SourceError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge(-1, max)
+	case errors.As(err, &tl):
+		return &httpkit.Error{Status: http.StatusRequestEntityTooLarge, Type: httpkit.TypeTooLarge, Detail: tl.Error()}
+	case errors.As(err, &se):
+		return httpkit.BadRequest("reading the body: %v", se.Err)
+	}
+	return err
 }
 
 func tooLarge(n, max int64) error {
@@ -335,7 +374,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 
 // domainErrors maps the repository's errors: 400 bad input, 404 absent,
 // 412 stale (with current_version in the problem) or existing, 503
-// timeout or unavailable backend.
+// timeout or unavailable backend, 413 a value over the limit.
 func domainErrors(err error) (problem.Details, bool) {
 	var se *kv.StaleError
 	var busy *busyError
@@ -346,6 +385,8 @@ func domainErrors(err error) (problem.Details, bool) {
 		d := httpkit.Problem(http.StatusPreconditionFailed, TypePreconditionFailed, err.Error())
 		d.Extra = map[string]any{"current_version": se.Current}
 		return d, true
+	case errors.As(err, new(*kv.TooLargeError)):
+		return httpkit.Problem(http.StatusRequestEntityTooLarge, httpkit.TypeTooLarge, err.Error()), true
 	case errors.Is(err, kv.ErrInvalid):
 		return httpkit.Problem(http.StatusBadRequest, httpkit.TypeInvalidRequest, err.Error()), true
 	case errors.Is(err, kv.ErrNotFound):

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/internal/httpfuzz"
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/pebblekv"
@@ -68,4 +70,62 @@ func TestRequestAtEveryLimit(t *testing.T) {
 			t.Fatalf("PUT one byte over: %d, want 413", res.StatusCode)
 		}
 	})
+}
+
+// limitedBackend is pebblekv with a value limit of its own, as etcd and
+// Cassandra have.
+type limitedBackend struct{ *pebblekv.Backend }
+
+func (limitedBackend) ValueLimit() (int64, string) { return 2000, "the test backend's own limit" }
+
+// TestValueTooLarge: a value over the limit is answered 413 problem+json
+// however it comes — a Content-Length over it, a chunked body (no length)
+// that runs over it as it streams, a value over the backend's own limit —
+// and the key is not written.
+func TestValueTooLarge(t *testing.T) {
+	b, err := pebblekv.Open(t.TempDir(), pebblekv.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := kv.New(limitedBackend{b}, kv.Limits{MaxValueBytes: 1 << 20})
+	defer repo.Close()
+	if got := repo.Limits().MaxValueBytes; got != 2000 {
+		t.Fatalf("MaxValueBytes %d, want the backend's 2000", got)
+	}
+	tokens, err := auth.ParseEnv(writer+":"+string(Writer)+","+viewer+":viewer", Roles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(repo, tokens))
+	defer srv.Close()
+	put := func(body io.Reader, length int64) resp {
+		req, _ := http.NewRequest("PUT", srv.URL+"/api/kv/k", body)
+		req.ContentLength = length
+		req.Header.Set("Authorization", "Bearer "+writer)
+		req.Header.Set("If-None-Match", "*")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		r := resp{status: res.StatusCode}
+		b, _ := io.ReadAll(res.Body)
+		r.body = string(b)
+		if res.Header.Get("Content-Type") == "application/problem+json" {
+			_ = json.Unmarshal(b, &r.problem)
+		}
+		return r
+	}
+	for name, r := range map[string]resp{
+		"Content-Length over": put(bytes.NewReader(make([]byte, 2001)), 2001),
+		"chunked, over":       put(io.MultiReader(bytes.NewReader(make([]byte, 1500)), bytes.NewReader(make([]byte, 1500))), -1),
+	} {
+		if r.status != 413 || r.problem == nil || r.problem["type"] != httpkit.TypeTooLarge {
+			t.Fatalf("%s: %d %s, want a 413 problem", name, r.status, r.body)
+		}
+	}
+	want(t, do(t, srv, viewer, "GET", "/api/kv/k", ""), 404, "")
+	if r := put(io.MultiReader(strings.NewReader("a"), strings.NewReader(strings.Repeat("b", 1999))), -1); r.status != 201 {
+		t.Fatalf("a chunked value at the limit: %d %s", r.status, r.body)
+	}
 }

@@ -179,3 +179,63 @@ func TestStalledReaderFreesItsSlot(t *testing.T) {
 		t.Fatalf("a large read while a stalled reader held the only slot: %d, %d bytes", res.StatusCode, n)
 	}
 }
+
+// TestLargeWritesBounded: with MaxLargeWrites large writes in flight
+// (here one, whose body is still arriving), the next waits LargeReadWait
+// and is answered 503 with Retry-After; a small write still goes through,
+// and once the first ends the next large write is taken.
+func TestLargeWritesBounded(t *testing.T) {
+	b, err := pebblekv.Open(t.TempDir(), pebblekv.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := kv.New(b, kv.Limits{MaxValueBytes: 16 << 20})
+	tokens, err := auth.ParseEnv(writer+":"+string(Writer)+","+viewer+":viewer", Roles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	MountWith(mux, repo, tokens, Options{MaxLargeWrites: 1, LargeReadWait: 200 * time.Millisecond})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); repo.Close() })
+	put := func(id string, body io.Reader, length int64) (*http.Response, string) {
+		req, _ := http.NewRequest("PUT", srv.URL+"/api/kv/"+id, body)
+		req.ContentLength = length
+		req.Header.Set("Authorization", "Bearer "+writer)
+		req.Header.Set("If-None-Match", "*")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		msg, _ := io.ReadAll(res.Body)
+		return res, string(msg)
+	}
+	// The first large write: 2 MiB sent, the rest held back.
+	pr, pw := io.Pipe()
+	first := make(chan int)
+	go func() {
+		res, _ := put("first", pr, 4<<20)
+		first <- res.StatusCode
+	}()
+	if _, err := pw.Write(make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	res, body := put("second", bytes.NewReader(make([]byte, 2<<20)), 2<<20)
+	if res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || !strings.Contains(body, TypeBusy) || !strings.Contains(body, "writes") {
+		t.Fatalf("a large write while the only slot is taken: %d, Retry-After %q, %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if res, body := put("small", strings.NewReader("s"), 1); res.StatusCode != 201 {
+		t.Fatalf("a small write while the large slot is taken: %d %s", res.StatusCode, body)
+	}
+	if _, err := pw.Write(make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if code := <-first; code != 201 {
+		t.Fatalf("the first large write: %d", code)
+	}
+	if res, body := put("second", bytes.NewReader(make([]byte, 2<<20)), 2<<20); res.StatusCode != 201 {
+		t.Fatalf("a large write after the slot was freed: %d %s", res.StatusCode, body)
+	}
+}

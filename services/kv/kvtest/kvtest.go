@@ -61,6 +61,11 @@ func Run(t *testing.T, open func(t *testing.T) kv.Backend, o Options) {
 	t.Run("Values", func(t *testing.T) { testValues(t, repo(t)) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, repo(t)) })
 	t.Run("Typed", func(t *testing.T) { testTyped(t, repo(t)) })
+	t.Run("Streams", func(t *testing.T) {
+		r := kv.New(open(t), kv.Limits{MaxValueBytes: streamLimit})
+		t.Cleanup(func() { _ = r.Close() })
+		testStreams(t, r)
+	})
 	t.Run("ContendedCAS", func(t *testing.T) { testContended(t, repo(t), o.Contenders, o.ContendedUpdates) })
 	t.Run("Linearizable", func(t *testing.T) { testLinearizable(t, repo(t), o.LinearClients, o.LinearOps) })
 }
@@ -238,6 +243,86 @@ func testValues(t *testing.T, r *kv.Repository) {
 	}
 	if e, ok, _ := r.Get(c, "ünï/cödé ☃"); !ok || !bytes.Equal(e.Value, []byte{0}) {
 		t.Fatalf("unicode id: %+v", e)
+	}
+}
+
+// streamLimit is the Streams test's value limit: over pebblekv's 1 MiB
+// threshold, so a streamed value there goes to a file of its own.
+const streamLimit = 3 << 20
+
+// brokenReader gives n bytes, then fails.
+type brokenReader struct{ n int }
+
+var errBroken = errors.New("kvtest: the stream broke")
+
+func (b *brokenReader) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, errBroken
+	}
+	n := min(len(p), b.n)
+	clear(p[:n])
+	b.n -= n
+	return n, nil
+}
+
+// testStreams: values put from a stream (AddFrom, UpdateFrom) are stored
+// as Add and Update store them, with the same versions and failures; a
+// stream over the limit is a *TooLargeError and one that fails to read a
+// *SourceError, and neither leaves a key behind.
+func testStreams(t *testing.T, r *kv.Repository) {
+	c := ctx(t)
+	small := []byte("small value")
+	big := bytes.Repeat([]byte{7, 0, 0xfe, 3}, streamLimit/4) // exactly the limit
+	must(t, r.AddFrom(c, "s/small", bytes.NewReader(small)))
+	must(t, r.AddFrom(c, "s/big", bytes.NewReader(big[:5<<19])))
+	if e, ok, err := r.Get(c, "s/small"); err != nil || !ok || e.Version != 1 || !bytes.Equal(e.Value, small) {
+		t.Fatalf("small streamed value: %v %v %d bytes", ok, err, len(e.Value))
+	}
+	if e, ok, err := r.Get(c, "s/big"); err != nil || !ok || e.Version != 1 || !bytes.Equal(e.Value, big[:5<<19]) {
+		t.Fatalf("large streamed value: %v %v %d bytes", ok, err, len(e.Value))
+	}
+	wantErr(t, r.AddFrom(c, "s/big", bytes.NewReader(small)), kv.ErrExists)
+	v, err := r.UpdateFrom(c, "s/big", 1, bytes.NewReader(big))
+	if err != nil || v != 2 {
+		t.Fatalf("UpdateFrom: %d %v", v, err)
+	}
+	rd, ok, err := r.Open(c, "s/big")
+	if err != nil || !ok {
+		t.Fatalf("Open: %v %v", ok, err)
+	}
+	var got bytes.Buffer
+	_, err = got.ReadFrom(rd)
+	_ = rd.Close()
+	if err != nil || rd.Version != 2 || rd.Size != int64(len(big)) || !bytes.Equal(got.Bytes(), big) {
+		t.Fatalf("the updated value, read as a stream: version %d, size %d, %d bytes read, %v", rd.Version, rd.Size, got.Len(), err)
+	}
+	_, err = r.UpdateFrom(c, "s/big", 1, bytes.NewReader(small))
+	wantErr(t, err, kv.ErrStale)
+	_, err = r.UpdateFrom(c, "s/none", 1, bytes.NewReader(small))
+	wantErr(t, err, kv.ErrNotFound)
+
+	over := append(big, 1)
+	err = r.AddFrom(c, "s/over", bytes.NewReader(over))
+	var tl *kv.TooLargeError
+	if !errors.As(err, &tl) || tl.Max != streamLimit {
+		t.Fatalf("a stream of %d bytes, over the limit of %d: %v", len(over), streamLimit, err)
+	}
+	_, err = r.UpdateFrom(c, "s/big", 2, bytes.NewReader(over))
+	if !errors.As(err, &tl) {
+		t.Fatalf("an update from a stream over the limit: %v", err)
+	}
+	err = r.AddFrom(c, "s/broken", &brokenReader{n: 2 << 20})
+	var se *kv.SourceError
+	if !errors.As(err, &se) || !errors.Is(err, errBroken) {
+		t.Fatalf("a stream that broke: %v", err)
+	}
+	for _, id := range []string{"s/over", "s/broken"} {
+		if _, ok, err := r.Get(c, id); err != nil || ok {
+			t.Fatalf("%s after a failed AddFrom: ok=%v err=%v", id, ok, err)
+		}
+	}
+	if e, _, err := r.Get(c, "s/big"); err != nil || e.Version != 2 || !bytes.Equal(e.Value, big) {
+		t.Fatalf("s/big after failed updates: version %d, %v", e.Version, err)
 	}
 }
 

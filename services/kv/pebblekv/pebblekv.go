@@ -213,6 +213,111 @@ func (b *Backend) writeBlobs(r *request) error {
 	return nil
 }
 
+// AddFrom adds the key with its value read from src: a value of blobMin
+// bytes or more is copied to its blob file as it is read, so the backend
+// holds blobMin bytes of it at most.
+func (b *Backend) AddFrom(ctx context.Context, id string, src io.Reader) error {
+	r, err := b.fromStream(id, 0, src)
+	if err != nil {
+		return err
+	}
+	r.kind = opAdd
+	_, err = b.do(ctx, r)
+	return err
+}
+
+// UpdateFrom compares-and-sets the key with its value read from src, as
+// AddFrom.
+func (b *Backend) UpdateFrom(ctx context.Context, id string, version uint64, src io.Reader) (uint64, error) {
+	r, err := b.fromStream(id, version, src)
+	if err != nil {
+		return 0, err
+	}
+	r.kind = opUpdate
+	vs, err := b.do(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	return vs[0], nil
+}
+
+// fromStream reads a value: the first blobMin bytes into memory and, if
+// there are more, all of it into a new blob file, synced with its
+// directory. The request names the file; nothing of a failed read stays.
+func (b *Backend) fromStream(id string, version uint64, src io.Reader) (*request, error) {
+	head := make([]byte, blobMin)
+	n, err := io.ReadFull(src, head)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return &request{items: []kv.Item{{ID: id, Version: version, Value: head[:n]}}}, nil
+	case err != nil:
+		return nil, err
+	}
+	var rnd [16]byte
+	_, _ = rand.Read(rnd[:])
+	name := hex.EncodeToString(rnd[:])
+	path := filepath.Join(b.blobs, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pebblekv: blob: %w", kv.ErrUnavailable, err)
+	}
+	failed := func(err error) (*request, error) {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, err
+	}
+	if _, err := f.Write(head); err != nil {
+		return failed(fmt.Errorf("%w: pebblekv: blob: %w", kv.ErrUnavailable, err))
+	}
+	// The copy reads src into head again: no second buffer. A write
+	// error is the disk's; a read error, the stream's.
+	if _, err := io.CopyBuffer(onlyWriter{f}, onlyReader{src}, head); err != nil {
+		var we *writeError
+		if errors.As(err, &we) {
+			return failed(fmt.Errorf("%w: pebblekv: blob: %w", kv.ErrUnavailable, we.err))
+		}
+		return failed(err)
+	}
+	if err := f.Sync(); err != nil {
+		return failed(fmt.Errorf("%w: pebblekv: blob: %w", kv.ErrUnavailable, err))
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("%w: pebblekv: blob: %w", kv.ErrUnavailable, err)
+	}
+	d, err := os.Open(b.blobs)
+	if err == nil {
+		err = d.Sync()
+		_ = d.Close()
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("%w: pebblekv: blob directory: %w", kv.ErrUnavailable, err)
+	}
+	return &request{items: []kv.Item{{ID: id, Version: version}}, blobs: []string{name}}, nil
+}
+
+// onlyWriter hides the file's ReadFrom (which would bring its own
+// buffer) and marks its failures apart from the source's.
+type onlyWriter struct{ f *os.File }
+
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+
+func (w onlyWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil {
+		err = &writeError{err}
+	}
+	return n, err
+}
+
+// onlyReader hides a source's WriteTo, for the same reason.
+type onlyReader struct{ r io.Reader }
+
+func (r onlyReader) Read(p []byte) (int, error) { return r.r.Read(p) }
+
 func writeSynced(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -361,7 +466,7 @@ var errClosed = fmt.Errorf("%w: pebblekv: closed", kv.ErrUnavailable)
 
 func (b *Backend) do(ctx context.Context, r *request) ([]uint64, error) {
 	r.done = make(chan struct{})
-	if r.kind != opDelete {
+	if r.kind != opDelete && r.blobs == nil { // a streamed value's file is written
 		if err := b.writeBlobs(r); err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
 
 	"github.com/logbook/logbook/services/kv"
 	"github.com/logbook/logbook/services/kv/kvtest"
@@ -185,5 +186,54 @@ func TestOpenStreamsAcrossReplace(t *testing.T) {
 	}
 	if err := r.Healthy(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStreamedValuesLeaveNoFiles: a value streamed into its blob file
+// that is then refused — over the limit, a stream that broke, a key that
+// exists, a stale version — leaves no file behind; a stored one leaves
+// exactly one, and its update replaces it.
+func TestStreamedValuesLeaveNoFiles(t *testing.T) {
+	dir := t.TempDir()
+	b, err := pebblekv.Open(dir, pebblekv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kv.New(b, kv.Limits{MaxValueBytes: 4 << 20})
+	defer r.Close()
+	ctx := t.Context()
+	files := func() int {
+		t.Helper()
+		es, err := os.ReadDir(filepath.Join(dir, "blobs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	big := bytes.Repeat([]byte{9}, 3<<20)
+	if err := r.AddFrom(ctx, "k", bytes.NewReader(big)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddFrom(ctx, "k", bytes.NewReader(big)); !errors.Is(err, kv.ErrExists) {
+		t.Fatalf("AddFrom of an existing key: %v", err)
+	}
+	if _, err := r.UpdateFrom(ctx, "k", 5, bytes.NewReader(big)); !errors.Is(err, kv.ErrStale) {
+		t.Fatalf("stale UpdateFrom: %v", err)
+	}
+	var tl *kv.TooLargeError
+	if err := r.AddFrom(ctx, "over", bytes.NewReader(make([]byte, 4<<20+1))); !errors.As(err, &tl) {
+		t.Fatalf("AddFrom over the limit: %v", err)
+	}
+	if err := r.AddFrom(ctx, "broken", io.MultiReader(bytes.NewReader(big), iotest.ErrReader(io.ErrClosedPipe))); !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("AddFrom of a broken stream: %v", err)
+	}
+	if n := files(); n != 1 {
+		t.Fatalf("%d blob files after one stored value and four refused, want 1", n)
+	}
+	if _, err := r.UpdateFrom(ctx, "k", 1, bytes.NewReader(big[:2<<20])); err != nil {
+		t.Fatal(err)
+	}
+	if n := files(); n != 1 {
+		t.Fatalf("%d blob files after an update, want 1", n)
 	}
 }

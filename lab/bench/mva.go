@@ -99,3 +99,90 @@ func Open(stations []Station, lambda float64) OpenPrediction {
 	p.P99 = resp * math.Log(100)
 	return p
 }
+
+// LDStation is a load-dependent service centre: with j requests present
+// it completes Rate(j) of them a second (Rate(j) > 0 for j ≥ 1).
+type LDStation struct {
+	Name string
+	Rate func(j int) float64
+}
+
+// MVALD is MVA with one load-dependent station besides the fixed-rate
+// ones: its residence time is Σ j ÷ Rate(j) × P(j−1 there with one
+// customer fewer), and the marginal probabilities P(j) follow from the
+// throughput (exact MVA for load-dependent stations, Reiser and
+// Lavenberg). The load-dependent station is the last in Queue and Util.
+func MVALD(stations []Station, ld LDStation, think float64, n int) (MVAResult, error) {
+	if n < 1 || think < 0 || ld.Rate == nil {
+		return MVAResult{}, errors.New("mva: want at least one customer, a load-dependent rate, and no negative think time")
+	}
+	q := make([]float64, len(stations))
+	r := make([]float64, len(stations))
+	p := []float64{1} // P(j at the load-dependent station), one customer fewer
+	var x, total, rld float64
+	for k := 1; k <= n; k++ {
+		total = 0
+		for i, s := range stations {
+			r[i] = s.time() * (1 + q[i])
+			total += r[i]
+		}
+		rld = 0
+		for j := 1; j <= k; j++ {
+			rld += float64(j) / ld.Rate(j) * p[j-1]
+		}
+		total += rld
+		x = float64(k) / (think + total)
+		for i := range stations {
+			q[i] = x * r[i]
+		}
+		next := make([]float64, k+1)
+		var busy float64
+		for j := 1; j <= k; j++ {
+			next[j] = x / ld.Rate(j) * p[j-1]
+			busy += next[j]
+		}
+		next[0] = math.Max(0, 1-busy)
+		p = next
+	}
+	u := make([]float64, len(stations), len(stations)+1)
+	for i, s := range stations {
+		u[i] = x * s.time()
+	}
+	return MVAResult{Throughput: x, Response: total, Queue: append(q, x*rld), Util: append(u, 1-p[0])}, nil
+}
+
+// BatchingStore is PostgreSQL under logbook's appenders: the commands at
+// the store, j of them spread evenly over n writing processes, travel in
+// batches, one transaction each, and each process has at most perProcess
+// batches in flight. A transaction costs txCPU CPU-seconds whatever it
+// carries (what an append adds is small beside a commit's fixed cost), so
+// with B batches in flight the store, at cpus, completes cpus ÷ txCPU
+// transactions a second, each carrying j ÷ B commands. More processes
+// sharing the same commands make more, smaller batches: the store's
+// demand per command grows with n unless the commands at it grow too.
+func BatchingStore(n, perProcess int, txCPU, cpus float64) LDStation {
+	return LDStation{Name: "store", Rate: func(j int) float64 {
+		return cpus / txCPU * float64(j) / expectedBatches(j, n, perProcess)
+	}}
+}
+
+// expectedBatches is the mean number of batches in flight when j commands
+// are spread at random over n processes with at most per batches each:
+// n × E[min(C, per)], C binomial (j, 1/n).
+func expectedBatches(j, n, per int) float64 {
+	if n <= 1 {
+		return float64(min(j, per))
+	}
+	pr := 1 / float64(n)
+	var e float64
+	// P(C = c) for c = 0 … per−1; the rest of the mass counts per.
+	pc := math.Pow(1-pr, float64(j)) // c = 0
+	rest := 1.0
+	for c := 0; c < per && c <= j; c++ {
+		e += float64(c) * pc
+		rest -= pc
+		pc *= float64(j-c) / float64(c+1) * pr / (1 - pr)
+	}
+	e += float64(per) * math.Max(0, rest)
+	return float64(n) * e
+}

@@ -59,3 +59,41 @@ func TestOpenUtilisationLaw(t *testing.T) {
 		t.Errorf("past saturation: %+v", p)
 	}
 }
+
+// TestMVALD: a load-dependent station of constant rate is a fixed-rate
+// station (the same solution as MVA); one whose rate grows as min(j, 2)
+// (two servers) bounds throughput at twice a server's rate; and the
+// batching store's expected batches in flight are those of its
+// definition.
+func TestMVALD(t *testing.T) {
+	two := []Station{{Name: "a", Demand: 1, CPUs: 1}, {Name: "b", Demand: 2, CPUs: 1}}
+	for _, n := range []int{1, 2, 5, 40} {
+		want, _ := MVA(two, 0.5, n)
+		got, err := MVALD(two[:1], LDStation{Name: "b", Rate: func(int) float64 { return 0.5 }}, 0.5, n)
+		if err != nil || !near(got.Throughput, want.Throughput) || !near(got.Response, want.Response) || !near(got.Queue[1], want.Queue[1]) || math.Abs(got.Util[1]-want.Util[1]) > 1e-9 {
+			t.Errorf("N=%d: %+v, want %+v", n, got, want)
+		}
+	}
+	r, _ := MVALD(nil, LDStation{Rate: func(j int) float64 { return float64(min(j, 2)) }}, 0, 200)
+	if math.Abs(r.Throughput-2) > 1e-6 {
+		t.Errorf("two servers of rate 1: X = %v, want 2", r.Throughput)
+	}
+	for j := 1; j < 6; j++ {
+		if got := expectedBatches(j, 1, 2); got != float64(min(j, 2)) {
+			t.Errorf("one process, %d commands: %v batches, want %d", j, got, min(j, 2))
+		}
+		// One batch per process: the processes with a command.
+		want := 4 * (1 - math.Pow(0.75, float64(j)))
+		if got := expectedBatches(j, 4, 1); !near(got, want) {
+			t.Errorf("four processes, %d commands: %v batches, want %v", j, got, want)
+		}
+	}
+	if got := expectedBatches(1000, 4, 2); !near(got, 8) {
+		t.Errorf("many commands: %v batches, want 8", got)
+	}
+	// More processes for the same commands: smaller batches, a slower
+	// store per command.
+	if a, b := BatchingStore(1, 1, 0.003, 0.4).Rate(12), BatchingStore(4, 1, 0.003, 0.4).Rate(12); !(b < a) {
+		t.Errorf("12 commands over 4 processes served at %v/s, over 1 at %v/s: want slower", b, a)
+	}
+}

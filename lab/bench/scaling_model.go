@@ -25,6 +25,7 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 	// Calibrate from the one-node row with the most work done below the
 	// knee (capacity), or the one-node row of each scenario (write).
 	calib := map[string]map[string]float64{}
+	txPerCmd := map[string]float64{} // write: appending transactions per command at one node
 	for _, r := range res.Rows {
 		if r.Nodes != 1 || r.AchievedPerSec <= 0 {
 			continue
@@ -37,6 +38,7 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 			d[k] = c.Cores / r.AchievedPerSec
 		}
 		calib[r.Scenario] = d
+		txPerCmd[r.Scenario] = r.StoreTxPerCommand
 	}
 	d0, ok := calib[""]
 	if cfg.Mode == "write" {
@@ -64,7 +66,16 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 		var x, p99 float64
 		if cfg.Mode == "write" {
 			users := max(1, int(math.Round(float64(scenarioUsers(r.Scenario))*cfg.Scale)))
-			m, err := MVA(st, 0, users)
+			var m MVAResult
+			var err error
+			if t := txPerCmd[r.Scenario]; t > 0 {
+				// The store's demand per command depends on how the
+				// commands at it are batched (BatchingStore), calibrated
+				// per transaction at one node.
+				m, err = MVALD(st[:len(st)-1], BatchingStore(r.Nodes, batchesPerProcess(r.Nodes), d["store"]/t, q(cfg.Budget.Store)), 0, users)
+			} else {
+				m, err = MVA(st, 0, users)
+			}
 			if err != nil {
 				continue
 			}
@@ -93,6 +104,15 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 				PerSec: math.Round(p.Throughput), Bottleneck: p.Bottleneck, StoreUtil: math.Round(100*p.Throughput*d0["store"]/storeCPUs) / 100})
 		}
 	}
+}
+
+// batchesPerProcess is what pgstore keeps in flight per process: two
+// alone on the log, one while other processes append.
+func batchesPerProcess(n int) int {
+	if n <= 1 {
+		return 2
+	}
+	return 1
 }
 
 func scenarioUsers(name string) int {

@@ -66,16 +66,15 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 		var x, p99 float64
 		if cfg.Mode == "write" {
 			users := max(1, int(math.Round(float64(scenarioUsers(r.Scenario))*cfg.Scale)))
-			var m MVAResult
-			var err error
-			if t := txPerCmd[r.Scenario]; t > 0 {
-				// The store's demand per command depends on how the
-				// commands at it are batched (BatchingStore), calibrated
-				// per transaction at one node.
-				m, err = MVALD(st[:len(st)-1], BatchingStore(r.Nodes, batchesPerProcess(r.Nodes), d["store"]/t, q(cfg.Budget.Store)), 0, users)
-			} else {
-				m, err = MVA(st, 0, users)
+			if t1, t := txPerCmd[r.Scenario], r.StoreTxPerCommand; t1 > 0 && t > 0 {
+				// PostgreSQL's CPU goes per appending transaction, not
+				// per command: calibrated per transaction at one node,
+				// its demand per command is that × this row's measured
+				// transactions per command (fewer commands a batch, more
+				// CPU a command).
+				st[len(st)-1].Demand = d["store"] / t1 * t
 			}
+			m, err := MVA(st, 0, users)
 			if err != nil {
 				continue
 			}
@@ -104,15 +103,6 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 				PerSec: math.Round(p.Throughput), Bottleneck: p.Bottleneck, StoreUtil: math.Round(100*p.Throughput*d0["store"]/storeCPUs) / 100})
 		}
 	}
-}
-
-// batchesPerProcess is what pgstore keeps in flight per process: two
-// alone on the log, one while other processes append.
-func batchesPerProcess(n int) int {
-	if n <= 1 {
-		return 2
-	}
-	return 1
 }
 
 func scenarioUsers(name string) int {

@@ -66,8 +66,12 @@ type ScalingRow struct {
 	Efficiency     float64                    `json:"efficiency"`
 	CPU            map[string]cluster.KindCPU `json:"cpu"`
 	StoreSaturated bool                       `json:"store_saturated"`
-	Predicted      *float64                   `json:"predicted_per_sec,omitempty"`
-	PredictedP99   *float64                   `json:"predicted_p99_ms,omitempty"`
+	// StoreTxPerCommand (write) is the appending transactions PostgreSQL
+	// committed per command: 1 ÷ the commands a batch carried on average
+	// (0: unknown, PostgreSQL without pg_stat_statements).
+	StoreTxPerCommand float64  `json:"store_transactions_per_command,omitempty"`
+	Predicted         *float64 `json:"predicted_per_sec,omitempty"`
+	PredictedP99      *float64 `json:"predicted_p99_ms,omitempty"`
 	// Warm-up (write): the first run on the fresh cluster.
 	WarmupPerSec float64 `json:"warmup_per_sec,omitempty"`
 	WarmupP99    float64 `json:"warmup_p99_ms,omitempty"`
@@ -485,16 +489,27 @@ func (s *scalingRig) writeOnce(ctx context.Context, c *cluster.Cluster, n int, s
 		return ScalingRow{}, ctx.Err()
 	}
 	wcfg.RunID = fmt.Sprintf("meas%d%s%d", n, scenario, time.Now().UnixNano())
+	probe := pgProbe{url: s.store}
+	if err := probe.reset(ctx); err != nil {
+		s.logf("PostgreSQL's statistics (pg_stat_statements): %v", err)
+	}
 	u0 := s.run.Usage()
 	r, err := loadtest.RunWrite(ctx, client, wcfg)
 	if err != nil {
 		return ScalingRow{}, err
 	}
 	u1 := s.run.Usage()
+	appendTx, err := probe.dump(ctx, filepath.Join(s.cfg.Dir, fmt.Sprintf("pgstats-%s-%d.txt", scenario, n)), r.Requests)
+	if err != nil {
+		s.logf("PostgreSQL's statistics (pg_stat_statements): %v", err)
+	}
 	row := ScalingRow{Nodes: n, Scenario: scenario, OfferedPerSec: 0, AchievedPerSec: r.CommandsPerSec,
 		P50: r.P50, P75: r.P75, P95: r.P95, P99: r.P99, Max: r.Max, Requests: r.Requests, Failures: r.Failures,
 		CPU: s.run.CPUByKind(u0, u1), WarmupPerSec: warm.CommandsPerSec, WarmupP99: warm.P99}
 	row.StoreSaturated = saturated(row.CPU)
+	if appendTx > 0 && r.Requests > 0 {
+		row.StoreTxPerCommand = round3(float64(appendTx) / float64(r.Requests))
+	}
 	s.logf("write %s, %d node(s): %.0f commands/s, p99 %.1f ms (warm-up %.0f/s, p99 %.1f ms), %d failures",
 		scenario, n, row.AchievedPerSec, row.P99, warm.CommandsPerSec, warm.P99, r.Failures)
 	return row, nil

@@ -25,6 +25,7 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 	// Calibrate from the one-node row with the most work done below the
 	// knee (capacity), or the one-node row of each scenario (write).
 	calib := map[string]map[string]float64{}
+	txPerCmd := map[string]float64{} // write: appending transactions per command at one node
 	for _, r := range res.Rows {
 		if r.Nodes != 1 || r.AchievedPerSec <= 0 {
 			continue
@@ -37,6 +38,7 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 			d[k] = c.Cores / r.AchievedPerSec
 		}
 		calib[r.Scenario] = d
+		txPerCmd[r.Scenario] = r.StoreTxPerCommand
 	}
 	d0, ok := calib[""]
 	if cfg.Mode == "write" {
@@ -64,6 +66,14 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 		var x, p99 float64
 		if cfg.Mode == "write" {
 			users := max(1, int(math.Round(float64(scenarioUsers(r.Scenario))*cfg.Scale)))
+			if t1, t := txPerCmd[r.Scenario], r.StoreTxPerCommand; t1 > 0 && t > 0 {
+				// PostgreSQL's CPU goes per appending transaction, not
+				// per command: calibrated per transaction at one node,
+				// its demand per command is that × this row's measured
+				// transactions per command (fewer commands a batch, more
+				// CPU a command).
+				st[len(st)-1].Demand = d["store"] / t1 * t
+			}
 			m, err := MVA(st, 0, users)
 			if err != nil {
 				continue

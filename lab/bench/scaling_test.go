@@ -48,3 +48,28 @@ func TestPredictReads(t *testing.T) {
 		t.Errorf("paper table %+v", res.Prediction)
 	}
 }
+
+// TestPredictWritesPerTransaction: PostgreSQL's demand is calibrated per
+// appending transaction at one node (0.5 ms a command at 0.2
+// transactions a command: 2.5 ms a transaction) and charged per command
+// at each row's own transactions per command. A row whose batches
+// carried half as many commands (0.4 a command) has twice the store
+// demand; with the store as the bottleneck (0.4 CPUs, 1 ms a command)
+// the prediction is its 400 commands/s, not the fixed demand's 800.
+func TestPredictWritesPerTransaction(t *testing.T) {
+	cpu := map[string]cluster.KindCPU{"node": {Cores: 0.04}, "proxy": {Cores: 0.01}, "store": {Cores: 0.2}}
+	res := ScalingResult{Mode: "write", Machine: 2, Rows: []ScalingRow{
+		{Nodes: 1, Scenario: "lower", AchievedPerSec: 400, CPU: cpu, StoreTxPerCommand: 0.2},
+		{Nodes: 8, Scenario: "lower", StoreTxPerCommand: 0.4},
+		{Nodes: 8, Scenario: "lower"}, // not known: the fixed demand
+	}}
+	predict(&res, ScalingConfig{Mode: "write", Scale: 1, Budget: Budget{Node: 1, Store: 0.4, Proxy: 1}})
+	for i, want := range []float64{0, 400, 800} {
+		if i == 0 {
+			continue
+		}
+		if p := res.Rows[i].Predicted; p == nil || math.Abs(*p-want) > 0.02*want {
+			t.Errorf("row %d: predicted %v, want about %v", i, p, want)
+		}
+	}
+}

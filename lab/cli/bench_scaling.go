@@ -201,6 +201,9 @@ func printScaling(e *env, res bench.ScalingResult) {
 		if r.WarmupPerSec > 0 {
 			fmt.Fprintf(w, "       warm-up run: %.0f/s, p99 %.1f ms\n", r.WarmupPerSec, r.WarmupP99)
 		}
+		if r.StoreTxPerCommand > 0 {
+			fmt.Fprintf(w, "       PostgreSQL: %.3f appending transactions per command (%.1f commands a batch)\n", r.StoreTxPerCommand, 1/r.StoreTxPerCommand)
+		}
 	}
 	if len(res.Demands) > 0 {
 		fmt.Fprint(w, "service demands (CPU-ms per request):")

@@ -105,6 +105,11 @@ func StartPostgres(ctx context.Context, run *Run, dir string, cpus float64) (*St
 	args := append(setpriv, filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", data,
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=400", "-c", "shared_buffers=256MB",
 		"-c", "max_wal_size=4GB", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "logging_collector=off")
+	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err == nil {
+		// Statements counted and timed, for the benchmarks that read what
+		// PostgreSQL did per request (bench scaling's write mode).
+		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements", "-c", "pg_stat_statements.track=all")
+	}
 	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
 	if err != nil {
 		return nil, err

@@ -58,11 +58,13 @@ func (s *Store) listen(ctx context.Context) error {
 		case err == nil:
 			nt, ok := parseNotice(n.Payload)
 			if !ok {
+				s.heardForeign()
 				break // a payload of another version: read the head
 			}
 			if nt.sender == s.instance {
 				continue // this process's appender publishes what it wrote
 			}
+			s.heardForeign()
 			if nt.head <= s.knownHead() {
 				continue
 			}

@@ -95,6 +95,15 @@ type Store struct {
 	reqs     chan *appendReq
 	followed chan struct{} // closed when the follower stops
 
+	// foreignAt is when (UnixNano) this process last heard of an append
+	// by another process; while that is recent, its appenders keep one
+	// batch in flight, not two (see appender). oneBatch is the turn they
+	// take then.
+	foreignAt atomic.Int64
+	oneBatch  sync.Mutex
+	// Batches written, and the most ever in flight at once; for tests.
+	batches, inFlight, maxInFlight atomic.Int64
+
 	closeMu sync.RWMutex
 	closed  bool
 	closing <-chan struct{} // closed by Close

@@ -185,7 +185,8 @@ type Config struct {
 	// Hold is how long a fault lasts before its heal (default 2 s);
 	// Quiet the pause after a heal before the next fault (default 2 s).
 	Hold, Quiet time.Duration
-	// PauseTimeout is how long a node stays stopped (default 8 s).
+	// PauseTimeout is how long a node stays stopped (default 12 s: past
+	// the store's 10 s idle-in-transaction timeout and the lock's 5 s ping).
 	PauseTimeout time.Duration
 	// Clients of the flights workload (default 4).
 	Clients int
@@ -296,7 +297,7 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	}
 	cfg.Hold = orDefault(cfg.Hold, 2*time.Second)
 	cfg.Quiet = orDefault(cfg.Quiet, 2*time.Second)
-	cfg.PauseTimeout = orDefault(cfg.PauseTimeout, 8*time.Second)
+	cfg.PauseTimeout = orDefault(cfg.PauseTimeout, 12*time.Second)
 	cfg.ConvergeWithin = orDefault(cfg.ConvergeWithin, 60*time.Second)
 	if cfg.Clients <= 0 {
 		cfg.Clients = 4

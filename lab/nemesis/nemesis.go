@@ -177,6 +177,9 @@ type Config struct {
 	Seed      uint64
 	// Duration of the fault schedule; the checks come after it.
 	Duration time.Duration
+	// MinRounds: the schedule goes on past Duration until this many
+	// rounds (every chosen kind once each) are done.
+	MinRounds int
 	// Kinds of faults to inject (nil: every built-in and Extra one).
 	Kinds []string
 	// Faults and Workloads are added to the built-in ones.
@@ -342,10 +345,11 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	time.Sleep(min(cfg.Quiet, time.Until(rec.start.Add(cfg.Duration))))
 	end := rec.start.Add(cfg.Duration)
 	var timeline []FaultRecord
+	more := func(round int) bool { return round < cfg.MinRounds || time.Now().Before(end) }
 schedule:
-	for time.Now().Before(end) {
+	for round := 0; more(round); round++ {
 		for _, i := range rng.Perm(len(faults)) {
-			if !time.Now().Before(end) || ctx.Err() != nil {
+			if !more(round) || ctx.Err() != nil {
 				break schedule
 			}
 			f := faults[i]

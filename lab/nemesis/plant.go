@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -35,6 +36,7 @@ func startSkipper() (*skipper, error) {
 	p := &skipper{URL: "http://" + l.Addr().String()}
 	rp := &httputil.ReverseProxy{
 		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0), // the followed node's kills are expected
 		Rewrite: func(r *httputil.ProxyRequest) {
 			u, _ := url.Parse(p.target)
 			r.SetURL(u)

@@ -93,6 +93,16 @@ func (pauseNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, 
 	// Past the lock's own ping timeout, the server ends the sessions.
 	sleepCtx(ctx, min(2*time.Second, env.PauseTimeout/2))
 	terminate(ctx, env, "logbook-"+n.Name)
+	if n.Name == trimApp(holder) {
+		// The lock should pass to another write node meanwhile.
+		for time.Since(stopped) < env.PauseTimeout-time.Second && ctx.Err() == nil {
+			if h := publisherHolder(ctx, env); h != "" && h != holder {
+				target = n.Name + " (publisher; lock passed to " + trimApp(h) + ")"
+				break
+			}
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+	}
 	return target, func(ctx context.Context) error {
 		if d := env.PauseTimeout - time.Since(stopped); d > 0 {
 			sleepCtx(ctx, d)

@@ -364,8 +364,9 @@ schedule:
 				break schedule
 			}
 			sleepCtx(ctx, cfg.Hold)
-			// The heal runs even if ctx ended, on a context of its own.
-			hctx, hcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			// On Ctrl-C (ctx ends) the heal gives up at once: everything
+			// is about to be stopped anyway.
+			hctx, hcancel := context.WithTimeout(ctx, 3*time.Minute)
 			err = heal(hctx)
 			hcancel()
 			fr.Healed = time.Now()

@@ -100,8 +100,6 @@ type Env struct {
 	// Plant is the planted bug, for the test that shows the checks
 	// catch one ("" none).
 	Plant string
-
-	mu sync.Mutex
 }
 
 // Summary is the run's outcome, as `logbook nemesis --json` prints it.

@@ -2,11 +2,13 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,13 +40,38 @@ func needs(t *testing.T) (libs, nginx string) {
 	return libs, nginx
 }
 
+// buildBinary builds the logbook command once for the package's tests.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "logbook")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/logbook/logbook/cmd/logbook").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.Do(func() {
+		dir, err := os.MkdirTemp("", "logbook-nemesis-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(dir, "logbook")
+		if out, err := exec.Command("go", "build", "-o", built.bin, "github.com/logbook/logbook/cmd/logbook").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+var built struct {
+	sync.Once
+	bin string
+	err error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.bin != "" {
+		os.RemoveAll(filepath.Dir(built.bin))
+	}
+	os.Exit(code)
 }
 
 func logsOnFailure(t *testing.T, dir string) {

@@ -515,7 +515,12 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 			return nil, nil, err
 		}
 		stops = append(stops, p.Close)
-		ccfg.ReplicaOf = func(writers []*cluster.Node) string { p.target = writers[0].URL; return p.URL }
+		ccfg.ReplicaOf = func(writers []*cluster.Node) string {
+			if err := p.follow(writers[0].URL); err != nil {
+				sfErr = err
+			}
+			return p.URL
+		}
 	}
 	env.Cluster, err = cluster.Start(ctx, ccfg)
 	if sfErr != nil && err == nil {

@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 )
 
 // skipper is the planted bug "skip-event": a proxy between the HTTP-fed
@@ -22,7 +23,7 @@ import (
 // test that the checks catch such a replica uses it.
 type skipper struct {
 	URL    string
-	target string // set before the replica starts
+	target atomic.Pointer[url.URL] // set before the replica starts
 	srv    *http.Server
 }
 
@@ -37,10 +38,7 @@ func startSkipper() (*skipper, error) {
 	rp := &httputil.ReverseProxy{
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0), // the followed node's kills are expected
-		Rewrite: func(r *httputil.ProxyRequest) {
-			u, _ := url.Parse(p.target)
-			r.SetURL(u)
-		},
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(p.target.Load()) },
 		ModifyResponse: func(res *http.Response) error {
 			if strings.HasPrefix(res.Request.URL.Path, "/queries/all") {
 				res.Body = skipLines(res.Body)
@@ -54,6 +52,16 @@ func startSkipper() (*skipper, error) {
 }
 
 func (p *skipper) Close() { _ = p.srv.Close() }
+
+// follow points the proxy at the node the replica follows.
+func (p *skipper) follow(target string) error {
+	u, err := url.Parse(target)
+	if err != nil {
+		return err
+	}
+	p.target.Store(u)
+	return nil
+}
 
 // skipLines rewrites an NDJSON stream of events, line by line.
 func skipLines(body io.ReadCloser) io.ReadCloser {

@@ -38,6 +38,12 @@ var (
 	ErrGap = errors.New("replica: gap in the primary's stream")
 )
 
+// ErrPrimary is an error the primary reported in its stream, after its
+// 200 (its store failed in the middle of a query, say): a read returns it
+// with what came before; a subscription reconnects, as when the stream
+// breaks.
+var ErrPrimary = errors.New("replica: the primary's query failed")
+
 // errMalformed is a line of the stream that is not an event: the
 // subscription logs it and reconnects.
 var errMalformed = errors.New("replica: malformed event line")
@@ -420,9 +426,19 @@ func (st *stream) next() (ev eventstore.Event, removedThrough uint64, err error)
 		var j struct {
 			query.EventJSON
 			query.Removed
+			// Error: the primary's query failed after its 200 (see
+			// engine/query: {"error": problem}).
+			Error json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal(line, &j); err != nil {
 			return eventstore.Event{}, 0, fmt.Errorf("%w: %v", errMalformed, err)
+		}
+		if len(j.Error) > 0 && string(j.Error) != "null" {
+			var p struct {
+				Detail string `json:"detail"`
+			}
+			_ = json.Unmarshal(j.Error, &p)
+			return eventstore.Event{}, 0, fmt.Errorf("%w: %s", ErrPrimary, p.Detail)
 		}
 		if j.Through > 0 {
 			return eventstore.Event{}, j.Through, nil

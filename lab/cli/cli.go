@@ -23,5 +23,6 @@ func Commands(e *cliutil.Env) []*cobra.Command {
 		newPepaCmd(e),
 		newTortureCmd(e),
 		newClusterCmd(e),
+		newNemesisCmd(e),
 	}
 }

@@ -60,6 +60,18 @@ type Config struct {
 	Run       *Run
 	NodeCPUs  float64
 	ProxyCPUs float64
+	// StoreFor, if set, gives each node's store URL by the node's name
+	// (writer-1, replica-2, …) instead of Store: a fault-injecting
+	// proxy can then stand between one node and the store.
+	StoreFor func(node string) string
+	// HTTPReplicas are replicas fed over HTTP (flights serve
+	// --replica-of), started after the others, named replica-N too,
+	// and served by nginx with them. Each follows the URL ReplicaOf
+	// returns given the write nodes (nil: the first write node's),
+	// with ReplicaToken, a token of the viewer role.
+	HTTPReplicas int
+	ReplicaOf    func(writers []*Node) string
+	ReplicaToken string
 }
 
 // Node is one logbook process.
@@ -71,12 +83,15 @@ type Node struct {
 	ReadOnly bool
 	// CommandsOnly: a write node without a validation view.
 	CommandsOnly bool
-	args         []string
-	env          []string
-	logPath      string
-	client       *http.Client // for WaitReady
-	group        *cgroup.Group
-	run          *Run
+	// HTTPFed: a replica fed over HTTP by another node, not by the
+	// store or the bus.
+	HTTPFed bool
+	args    []string
+	env     []string
+	logPath string
+	client  *http.Client // for WaitReady
+	group   *cgroup.Group
+	run     *Run
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -108,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Nginx == "" {
 		cfg.Nginx = "/usr/sbin/nginx"
 	}
-	if cfg.Writers < 1 || cfg.Replicas < 0 {
+	if cfg.Writers < 1 || cfg.Replicas < 0 || cfg.HTTPReplicas < 0 {
 		return nil, errors.New("cluster: want at least one write node and no negative replica count")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
@@ -130,32 +145,57 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		client.Transport = &http.Transport{TLSClientConfig: c.ClientTLS}
 		scheme = "https://"
 	}
-	for i := range cfg.Writers + cfg.Replicas {
+	for i := range cfg.Writers + cfg.Replicas + cfg.HTTPReplicas {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		// The store's URL and the bus's, which may carry a password,
-		// go in the environment: a command line is visible to every
-		// user in ps.
-		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: append([]string{"LOGBOOK_STORE=" + cfg.Store}, cfg.Env...)}
+		n := &Node{Addr: "127.0.0.1:" + strconv.Itoa(port), env: append([]string(nil), cfg.Env...)}
 		n.URL, n.client = scheme+n.Addr, client
 		n.args = []string{"flights", "serve", "--addr", n.Addr, "--tokens", tokens}
 		if cfg.TLS {
 			n.args = append(n.args, "--tls-cert", c.certs.nodeCert, "--tls-key", c.certs.nodeKey, "--tls-client-ca", c.certs.ca)
 		}
-		if cfg.Bus != "" {
-			n.env = append(n.env, "LOGBOOK_BUS="+cfg.Bus)
+		switch {
+		case i >= cfg.Writers+cfg.Replicas:
+			n.Name = nameOf(i, cfg)
+			n.ReadOnly, n.HTTPFed = true, true
+			of := ""
+			if cfg.ReplicaOf != nil {
+				of = cfg.ReplicaOf(c.Writers)
+			} else {
+				of = c.Writers[0].URL
+			}
+			// The token goes in the environment, like the URLs below.
+			n.env = append(n.env, "LOGBOOK_REPLICA_OF="+of, "LOGBOOK_REPLICA_TOKEN="+cfg.ReplicaToken)
+			if cfg.TLS {
+				n.args = append(n.args, "--follow-ca", c.certs.ca)
+			}
+			c.Replicas = append(c.Replicas, n)
+		default:
+			// The store's URL and the bus's, which may carry a
+			// password, go in the environment: a command line is
+			// visible to every user in ps.
+			store := cfg.Store
+			if cfg.StoreFor != nil {
+				store = cfg.StoreFor(nameOf(i, cfg))
+			}
+			n.env = append(n.env, "LOGBOOK_STORE="+store)
+			if cfg.Bus != "" {
+				n.env = append(n.env, "LOGBOOK_BUS="+cfg.Bus)
+			}
 		}
-		if i < cfg.Writers {
-			n.Name = fmt.Sprintf("writer-%d", i+1)
-			if cfg.Replicas > 0 && !cfg.WriterViews {
+		switch {
+		case n.HTTPFed: // named and listed above
+		case i < cfg.Writers:
+			n.Name = nameOf(i, cfg)
+			if cfg.Replicas+cfg.HTTPReplicas > 0 && !cfg.WriterViews {
 				n.args = append(n.args, "--commands-only")
 				n.CommandsOnly = true
 			}
 			c.Writers = append(c.Writers, n)
-		} else {
-			n.Name = fmt.Sprintf("replica-%d", i-cfg.Writers+1)
+		default:
+			n.Name = nameOf(i, cfg)
 			n.ReadOnly = true
 			n.args = append(n.args, "--read-only")
 			c.Replicas = append(c.Replicas, n)
@@ -191,6 +231,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// nameOf is the name Start gives its i-th node.
+func nameOf(i int, cfg Config) string {
+	if i < cfg.Writers {
+		return fmt.Sprintf("writer-%d", i+1)
+	}
+	return fmt.Sprintf("replica-%d", i-cfg.Writers+1)
 }
 
 // Nodes lists the write nodes, then the replicas.
@@ -285,6 +333,17 @@ func (n *Node) Stop() {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// Signal sends sig to the node's process (SIGSTOP and SIGCONT pause and
+// resume it); it does nothing if the node does not run.
+func (n *Node) Signal(sig syscall.Signal) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return nil
+	}
+	return n.cmd.Process.Signal(sig)
 }
 
 // Running reports whether the process is alive.

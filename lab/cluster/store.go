@@ -27,6 +27,14 @@ type Store struct {
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// what Restart needs to start the server again
+	args    []string
+	cred    *syscall.Credential
+	group   *cgroup.Group
+	run     *Run
+	logPath string
+	setpriv int    // the length of the setpriv prefix of args
+	addr    string // host:port
 }
 
 // postgresBin is the newest installed PostgreSQL's bin directory
@@ -110,63 +118,169 @@ func StartPostgres(ctx context.Context, run *Run, dir string, cpus float64) (*St
 		// PostgreSQL did per request (bench scaling's write mode).
 		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements", "-c", "pg_stat_statements.track=all")
 	}
-	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
-	if err != nil {
+	s := &Store{URL: fmt.Sprintf("postgres://logbook@127.0.0.1:%d/postgres?sslmode=disable", port), dir: data, addr: "127.0.0.1:" + strconv.Itoa(port),
+		args: args, cred: cred, group: group, run: run, logPath: filepath.Join(dir, "postgres.log"), setpriv: len(setpriv)}
+	if err := s.start(ctx); err != nil {
+		s.Stop()
 		return nil, err
 	}
-	cmd := groupCommand(group, args[0], args[1:]...)
-	if group == nil && cred != nil {
-		cmd = exec.Command(args[len(setpriv)], args[len(setpriv)+1:]...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	return s, nil
+}
+
+// start starts the server on its data directory and waits until it
+// accepts connections.
+func (s *Store) start(ctx context.Context) error {
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	args := s.args
+	cmd := groupCommand(s.group, args[0], args[1:]...)
+	if s.group == nil && s.cred != nil {
+		cmd = exec.Command(args[s.setpriv], args[s.setpriv+1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("cluster: start PostgreSQL: %w", err)
+		return fmt.Errorf("cluster: start PostgreSQL: %w", err)
 	}
-	if run != nil {
-		run.Track("postgres", cmd.Process.Pid)
+	if s.run != nil {
+		s.run.Track("postgres", cmd.Process.Pid)
 	}
-	s := &Store{URL: fmt.Sprintf("postgres://logbook@127.0.0.1:%d/postgres?sslmode=disable", port), dir: data, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(s.done) }()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	s.cmd, s.done = cmd, done
+	addr := s.addr
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
-		case <-s.done:
-			out, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-			return nil, fmt.Errorf("cluster: PostgreSQL exited: %s", tail(string(out), 2000))
+		case <-done:
+			out, _ := os.ReadFile(s.logPath)
+			return fmt.Errorf("cluster: PostgreSQL exited: %s", tail(string(out), 2000))
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			conn, err := pgx.Connect(cctx, s.URL)
 			cancel()
 			if err == nil {
 				_ = conn.Close(ctx)
-				return s, nil
+				return nil
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.Stop()
-			return nil, errors.New("cluster: PostgreSQL did not accept connections within 60s")
+			return errors.New("cluster: PostgreSQL did not accept connections within 60s")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// Stop shuts PostgreSQL down (fast shutdown: SIGINT) and removes its data
-// directory.
-func (s *Store) Stop() {
-	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+// Restart starts a server that Kill or Halt ended, on the same data
+// directory and port: after Kill, PostgreSQL recovers from its
+// write-ahead log first.
+func (s *Store) Restart(ctx context.Context) error {
+	if s.Running() {
+		return errors.New("cluster: PostgreSQL still runs")
+	}
+	return s.start(ctx)
+}
+
+// Running reports whether the server's main process is alive.
+func (s *Store) Running() bool {
+	if s == nil || s.done == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Pid is the server's main process (the postmaster), 0 if none runs.
+func (s *Store) Pid() int {
+	if !s.Running() {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Kill crashes the server: the postmaster is stopped, every process it
+// started is killed with SIGKILL, then the postmaster too — no
+// checkpoint, no shutdown, as a power cut of the database's machine
+// (its disk's cache aside) would leave it. It waits until all are gone.
+func (s *Store) Kill() {
+	if !s.Running() {
+		return
+	}
+	pid := s.cmd.Process.Pid
+	_ = syscall.Kill(pid, syscall.SIGSTOP) // no new backend forks meanwhile
+	children := childrenOf(pid)
+	for _, c := range children {
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	// The backends must be gone before a restart, or PostgreSQL finds
+	// their shared memory still attached.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, c := range children {
+		for syscall.Kill(c, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// Halt shuts the server down cleanly (smart shutdown is too polite for
+// a pool that never disconnects: fast, SIGINT, which ends the sessions
+// and checkpoints) and keeps its data directory for Restart.
+func (s *Store) Halt() {
+	if !s.Running() {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-s.done:
 	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
+		s.Kill()
+	}
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name, in parentheses, may hold spaces: the fields
+		// follow its last ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Stop shuts PostgreSQL down (fast shutdown: SIGINT) and removes its data
+// directory.
+func (s *Store) Stop() {
+	if s == nil || s.dir == "" {
+		return
+	}
+	if s.Running() {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT) // a stopped server cannot shut down
+		s.Halt()
 	}
 	parent := filepath.Dir(s.dir)
 	if !strings.HasPrefix(filepath.Base(parent), pgDirPrefix) {

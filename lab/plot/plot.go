@@ -8,6 +8,7 @@ package plot
 import (
 	"errors"
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,15 @@ type Series struct {
 type Panel struct {
 	YLabel string
 	Series []Series
+	// Bands shades intervals of x behind the lines (faults, say), each
+	// band's name once in the legend.
+	Bands []Band
+}
+
+// Band is an interval of x shaded in a panel.
+type Band struct {
+	Name     string
+	From, To float64
 }
 
 // Figure is one or more panels stacked top to bottom over one x axis.
@@ -48,6 +58,38 @@ var formats = map[string]string{".svg": "svg", ".png": "png"}
 func CheckFile(file string) error {
 	if _, ok := formats[strings.ToLower(filepath.Ext(file))]; !ok {
 		return fmt.Errorf("%q: the file name must end in .svg or .png", file)
+	}
+	return nil
+}
+
+// addBands shades the panel's bands, from 0 to the top of its lines,
+// one colour per band name.
+func addBands(p *gonum.Plot, panel Panel) error {
+	top := 1.0
+	for _, s := range panel.Series {
+		for _, y := range s.Y {
+			top = max(top, y)
+		}
+	}
+	colours := map[string]int{}
+	for _, b := range panel.Bands {
+		i, seen := colours[b.Name]
+		if !seen {
+			i = len(colours)
+			colours[b.Name] = i
+		}
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: b.From, Y: 0}, {X: b.To, Y: 0}, {X: b.To, Y: top}, {X: b.From, Y: top}})
+		if err != nil {
+			return fmt.Errorf("plot: band %q: %w", b.Name, err)
+		}
+		c := plotutil.Color(i + 3)
+		r, g, bl, _ := c.RGBA()
+		poly.Color = color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(bl >> 8), A: 60}
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		if !seen {
+			p.Legend.Add(b.Name, poly)
+		}
 	}
 	return nil
 }
@@ -78,6 +120,9 @@ func Save(file string, f Figure) error {
 		p.Y.Label.Text = panel.YLabel
 		p.Y.Min = 0
 		p.Add(plotter.NewGrid())
+		if err := addBands(p, panel); err != nil {
+			return err
+		}
 		p.Legend.Top = true
 		p.Legend.Left = true
 		for j, s := range panel.Series {

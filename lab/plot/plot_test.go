@@ -68,3 +68,23 @@ func TestBadInput(t *testing.T) {
 		t.Error("a series with fewer y than x values saved")
 	}
 }
+
+// A panel's bands are drawn: the figure with one is larger than without.
+func TestBandsAreDrawn(t *testing.T) {
+	dir := t.TempDir()
+	f := Figure{Title: "t", XLabel: "s", Panels: []Panel{{YLabel: "ops/s", Series: []Series{{Name: "ops", X: []float64{0, 1, 2, 3}, Y: []float64{5, 6, 0, 5}}}}}}
+	plain := filepath.Join(dir, "plain.svg")
+	if err := Save(plain, f); err != nil {
+		t.Fatal(err)
+	}
+	f.Panels[0].Bands = []Band{{Name: "kill", From: 1, To: 2}, {Name: "kill", From: 2.5, To: 3}}
+	banded := filepath.Join(dir, "banded.svg")
+	if err := Save(banded, f); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(plain)
+	b, _ := os.ReadFile(banded)
+	if strings.Count(string(b), "kill") != 1 || len(b) <= len(a) {
+		t.Fatalf("banded figure: %d bytes (plain %d), %d legend entries for the band", len(b), len(a), strings.Count(string(b), "kill"))
+	}
+}

@@ -152,7 +152,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
-	cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
+	// The URL may name the process (application_name=…), which then
+	// tells it apart from the others in pg_stat_activity.
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
+	}
 	// An append holds the head's lock until it commits: a process that
 	// stalls inside its transaction (a partition, a stopped VM) must not
 	// hold every writer for longer than this.

@@ -1,0 +1,554 @@
+// Package nemesis tests logbook's multi-node deployment the way Jepsen
+// tests databases: it runs a real cluster — its own PostgreSQL as the
+// shared store, its own Kafka broker as the bus, write nodes publishing
+// to it, a replica fed by Kafka and one fed over HTTP, nginx in front —
+// drives client workloads through nginx that record every operation
+// (invocation, completion or timeout, result), injects faults on a seeded
+// random schedule, heals each, and after the last heal checks what
+// cannot be argued with: every acknowledged write is in the store and
+// answered by the API, a command retried with its idempotency key took
+// effect once, the replicas converge to the store's view, the Kafka
+// topic holds the log with no gap and no duplicate, and the publisher
+// resumed. `logbook nemesis` runs it.
+//
+// # Extending it
+//
+// Faults and workloads are plug-ins, given in Config.Faults and
+// Config.Workloads beside the built-in ones:
+//
+//   - A Fault has a Kind (its name in --faults and in the summary's
+//     count) and Inject, which breaks something in the running Env and
+//     returns the heal. The runner records both times; it injects one
+//     fault at a time, in a seeded random order that gives every kind
+//     its turn each round.
+//   - A Workload runs clients until its context ends (Run), recording
+//     every operation in the Recorder, and afterwards checks its own
+//     history against the healed cluster (Check), filling its fields of
+//     the Summary and returning its violations.
+//
+// Network faults need to stand between one node and the store: set
+// Config.StoreFor, which gives each node's store URL (a proxy's, say)
+// from the node's name and the store's own URL; the default adds only
+// application_name=<node> (the pause fault finds a node's sessions by
+// it). Env gives a fault or a workload everything running: the cluster,
+// the store, the broker, the binary, a client.
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/logbook/logbook/lab/cluster"
+)
+
+// Fault is one kind of fault and its heal.
+type Fault interface {
+	// Kind names the fault: kill-writer, pause-node, …
+	Kind() string
+	// Inject breaks something, returns what it broke (a node's name,
+	// say) and the function that heals it. The heal must leave the
+	// cluster as it found it: processes running, connections allowed.
+	Inject(ctx context.Context, env *Env, rng *rand.Rand) (target string, heal func(context.Context) error, err error)
+}
+
+// Workload is a client workload and its check.
+type Workload interface {
+	Name() string
+	// Run runs clients until ctx ends, recording every operation.
+	Run(ctx context.Context, env *Env, rec *Recorder) error
+	// Check runs after the last heal, once every process is up: it
+	// checks the history against the cluster, fills its fields of sum,
+	// and returns what does not hold.
+	Check(ctx context.Context, env *Env, rec *Recorder, sum *Summary) []Violation
+}
+
+// Violation is a check that does not hold.
+type Violation struct {
+	Check  string `json:"check"`
+	Detail string `json:"detail"`
+}
+
+func (v Violation) String() string { return v.Check + ": " + v.Detail }
+
+// Env is the running system, as faults and workloads see it.
+type Env struct {
+	Cluster *cluster.Cluster
+	Store   *cluster.Store
+	Broker  *Broker
+	Binary  string
+	Dir     string
+	// Bus is the kafka:// URL of the log's topic.
+	Bus string
+	// Token is a bearer token with the roles planner and viewer's
+	// (role planner; every token is a viewer), AdminToken of role admin.
+	Token, AdminToken string
+	Log               *slog.Logger
+	// Client is what workloads use: short timeouts, keep-alive.
+	Client *http.Client
+	// PauseTimeout is how long the pause fault holds a node stopped.
+	PauseTimeout time.Duration
+	// Plant is the planted bug, for the test that shows the checks
+	// catch one ("" none).
+	Plant string
+}
+
+// Summary is the run's outcome, as `logbook nemesis --json` prints it.
+type Summary struct {
+	Seed       uint64 `json:"seed"`
+	Seconds    float64
+	Operations int `json:"operations"`
+	// Acknowledged writes, and those missing from the store or from the
+	// API's answer after the last heal.
+	Acknowledged     int `json:"acknowledged"`
+	LostAcknowledged int `json:"lost_acknowledged"`
+	// DuplicateEffects counts commands that took effect more than once.
+	DuplicateEffects int `json:"duplicate_effects"`
+	// Linearizable is the verdict of a workload that checks
+	// linearizability; null when none ran (not checked).
+	Linearizable      *bool          `json:"linearizable"`
+	ReplicasConverged bool           `json:"replicas_converged"`
+	KafkaGaps         int            `json:"kafka_gaps"`
+	KafkaDuplicates   int            `json:"kafka_duplicates"`
+	Faults            map[string]int `json:"faults"`
+	MaxRecoveryS      float64        `json:"max_recovery_s"`
+	Violations        []Violation    `json:"violations"`
+	// Timeline is every fault injected, in order.
+	Timeline []FaultRecord `json:"timeline"`
+	rec      *Recorder
+}
+
+// summaryJSON is the --json form: exactly the documented keys, then the
+// timeline.
+type summaryJSON struct {
+	Operations        int            `json:"operations"`
+	Acknowledged      int            `json:"acknowledged"`
+	LostAcknowledged  int            `json:"lost_acknowledged"`
+	DuplicateEffects  int            `json:"duplicate_effects"`
+	Linearizable      *bool          `json:"linearizable"`
+	ReplicasConverged bool           `json:"replicas_converged"`
+	KafkaGaps         int            `json:"kafka_gaps"`
+	KafkaDuplicates   int            `json:"kafka_duplicates"`
+	Faults            map[string]int `json:"faults"`
+	MaxRecoveryS      float64        `json:"max_recovery_s"`
+	Violations        []Violation    `json:"violations"`
+}
+
+// JSON is the summary with exactly the keys of `logbook nemesis --json`.
+func (s *Summary) JSON() any {
+	v := s.Violations
+	if v == nil {
+		v = []Violation{}
+	}
+	return summaryJSON{s.Operations, s.Acknowledged, s.LostAcknowledged, s.DuplicateEffects, s.Linearizable,
+		s.ReplicasConverged, s.KafkaGaps, s.KafkaDuplicates, s.Faults, s.MaxRecoveryS, v}
+}
+
+// FaultRecord is one injected fault.
+type FaultRecord struct {
+	Kind   string    `json:"kind"`
+	Target string    `json:"target"`
+	Start  time.Time `json:"start"`
+	Healed time.Time `json:"healed"` // when the heal finished
+	// RecoveryS is the time from the heal to the first write acknowledged
+	// after it.
+	RecoveryS float64 `json:"recovery_s"`
+	Err       string  `json:"err,omitempty"`
+}
+
+// Config configures a run.
+type Config struct {
+	Binary    string // the logbook binary the nodes run
+	Nginx     string // default /usr/sbin/nginx
+	KafkaLibs string // the broker's jars (KafkaLibs)
+	Dir       string // logs and data; a temporary directory if empty (removed unless Keep)
+	Keep      bool
+	Seed      uint64
+	// Duration of the fault schedule; the checks come after it.
+	Duration time.Duration
+	// MinRounds: the schedule goes on past Duration until this many
+	// rounds (every chosen kind once each) are done.
+	MinRounds int
+	// Kinds of faults to inject (nil: every built-in and Extra one).
+	Kinds []string
+	// Faults and Workloads are added to the built-in ones.
+	Faults    []Fault
+	Workloads []Workload
+	// Hold is how long a fault lasts before its heal (default 2 s);
+	// Quiet the pause after a heal before the next fault (default 2 s).
+	Hold, Quiet time.Duration
+	// PauseTimeout is how long a node stays stopped (default 12 s: past
+	// the store's 10 s idle-in-transaction timeout and the lock's 5 s ping).
+	PauseTimeout time.Duration
+	// Clients of the flights workload (default 4).
+	Clients int
+	// StoreFor gives a node's store URL from its name and the store's
+	// own URL (see the package doc).
+	StoreFor func(node, store string) (string, error)
+	// ConvergeWithin bounds the time the replicas and the publisher
+	// have after the last heal (default 60 s).
+	ConvergeWithin time.Duration
+	// Plant plants a bug for the test that the checks catch one:
+	// "skip-event" puts a proxy between the HTTP-fed replica and the
+	// node it follows that drops an event of the live stream now and
+	// then (a replica that skips an event). Never set outside that
+	// test.
+	Plant string
+	Log   *slog.Logger
+	// Progress, if set, receives a line per fault.
+	Progress func(string)
+}
+
+// Kinds lists the built-in faults' kinds.
+func Kinds() []string {
+	var out []string
+	for _, f := range builtinFaults() {
+		out = append(out, f.Kind())
+	}
+	return out
+}
+
+// Recorder is the history of a run: every operation of every workload,
+// as it was invoked and completed.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []*Op
+}
+
+// Outcome is how an operation ended.
+type Outcome string
+
+const (
+	OK      Outcome = "ok"      // acknowledged
+	Fail    Outcome = "fail"    // definitely not applied (the server said so)
+	Unknown Outcome = "unknown" // timed out or failed in a way that leaves it open
+)
+
+// Op is one operation of a workload.
+type Op struct {
+	Workload string
+	Client   int
+	Kind     string // create, add-leg, read, …
+	Write    bool
+	Key      string // idempotency key, or what names the operation
+	Value    string
+	Invoke   time.Time
+	Complete time.Time
+	Outcome  Outcome
+	Result   string // position, answer, or error
+	Attempts int
+}
+
+// Invoke records an operation's invocation.
+func (r *Recorder) Invoke(op *Op) *Op {
+	op.Invoke = time.Now()
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+	return op
+}
+
+// Complete records its completion.
+func (r *Recorder) Complete(op *Op, out Outcome, result string) {
+	r.mu.Lock()
+	op.Complete, op.Outcome, op.Result = time.Now(), out, result
+	r.mu.Unlock()
+}
+
+// Ops returns the history so far (the operations are shared, not copied:
+// read them once the workloads have stopped).
+func (r *Recorder) Ops() []*Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ops)
+}
+
+// firstWriteAfter is the completion time of the first write acknowledged
+// after t, or the zero time.
+func (r *Recorder) firstWriteAfter(t time.Time) time.Time {
+	var first time.Time
+	for _, op := range r.Ops() {
+		if op.Write && op.Outcome == OK && op.Complete.After(t) && (first.IsZero() || op.Complete.Before(first)) {
+			first = op.Complete
+		}
+	}
+	return first
+}
+
+// Run starts the cluster, runs the workloads under the fault schedule,
+// heals, checks, stops everything and returns the summary. An error is
+// a run that could not be made (no PostgreSQL, a cluster that would not
+// start); what the checks find is in Summary.Violations.
+func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = func(string) {}
+	}
+	cfg.Hold = orDefault(cfg.Hold, 2*time.Second)
+	cfg.Quiet = orDefault(cfg.Quiet, 2*time.Second)
+	cfg.PauseTimeout = orDefault(cfg.PauseTimeout, 12*time.Second)
+	cfg.ConvergeWithin = orDefault(cfg.ConvergeWithin, 60*time.Second)
+	if cfg.Clients <= 0 {
+		cfg.Clients = 4
+	}
+	faults, err := selectFaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	libs, err := KafkaLibs(cfg.KafkaLibs)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "logbook-nemesis-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir = d
+		if !cfg.Keep {
+			defer os.RemoveAll(d)
+		}
+	}
+	env, stop, err := startEnv(ctx, cfg, libs)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	workloads := append([]Workload{&Flights{Clients: cfg.Clients}}, cfg.Workloads...)
+	rec := &Recorder{start: time.Now()}
+	sum = &Summary{Seed: cfg.Seed, Faults: map[string]int{}, ReplicasConverged: true}
+	wctx, wcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	werrs := make([]error, len(workloads))
+	for i, w := range workloads {
+		wg.Go(func() { werrs[i] = w.Run(wctx, env, rec) })
+	}
+
+	// The schedule: rounds, each every chosen kind once in a seeded
+	// random order, until the duration is spent.
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	time.Sleep(min(cfg.Quiet, time.Until(rec.start.Add(cfg.Duration))))
+	end := rec.start.Add(cfg.Duration)
+	var timeline []FaultRecord
+	more := func(round int) bool { return round < cfg.MinRounds || time.Now().Before(end) }
+schedule:
+	for round := 0; more(round); round++ {
+		for _, i := range rng.Perm(len(faults)) {
+			if !more(round) || ctx.Err() != nil {
+				break schedule
+			}
+			f := faults[i]
+			fr := FaultRecord{Kind: f.Kind(), Start: time.Now()}
+			target, heal, err := f.Inject(ctx, env, rng)
+			fr.Target = target
+			if err != nil {
+				fr.Err = err.Error()
+				fr.Healed = time.Now()
+				timeline = append(timeline, fr)
+				sum.Violations = append(sum.Violations, Violation{"fault", fmt.Sprintf("%s: inject: %v", f.Kind(), err)})
+				break schedule
+			}
+			sleepCtx(ctx, cfg.Hold)
+			// On Ctrl-C (ctx ends) the heal gives up at once: everything
+			// is about to be stopped anyway.
+			hctx, hcancel := context.WithTimeout(ctx, 3*time.Minute)
+			err = heal(hctx)
+			hcancel()
+			fr.Healed = time.Now()
+			if err != nil {
+				fr.Err = err.Error()
+				sum.Violations = append(sum.Violations, Violation{"heal", fmt.Sprintf("%s %s: %v", f.Kind(), target, err)})
+			}
+			sum.Faults[f.Kind()]++
+			timeline = append(timeline, fr)
+			cfg.Progress(fmt.Sprintf("%6.1fs %-13s %-10s %.1fs", fr.Start.Sub(rec.start).Seconds(), fr.Kind, target, fr.Healed.Sub(fr.Start).Seconds()))
+			if err != nil {
+				break schedule
+			}
+			sleepCtx(ctx, cfg.Quiet)
+		}
+	}
+	// A little traffic after the last heal, so that its recovery is seen.
+	sleepCtx(ctx, 3*time.Second)
+	wcancel()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	for i, err := range werrs {
+		if err != nil {
+			sum.Violations = append(sum.Violations, Violation{"workload", fmt.Sprintf("%s: %v", workloads[i].Name(), err)})
+		}
+	}
+	sum.Seconds = time.Since(rec.start).Seconds()
+
+	// Recovery: from each heal to the first write acknowledged after it.
+	for i := range timeline {
+		fr := &timeline[i]
+		first := rec.firstWriteAfter(fr.Healed)
+		if first.IsZero() {
+			sum.Violations = append(sum.Violations, Violation{"recovery", fmt.Sprintf("no write acknowledged after the heal of %s %s", fr.Kind, fr.Target)})
+			continue
+		}
+		fr.RecoveryS = first.Sub(fr.Healed).Seconds()
+		sum.MaxRecoveryS = max(sum.MaxRecoveryS, round2(fr.RecoveryS))
+	}
+	sum.Timeline = timeline
+
+	cctx, ccancel := context.WithTimeout(ctx, cfg.ConvergeWithin+2*time.Minute)
+	defer ccancel()
+	for _, w := range workloads {
+		sum.Violations = append(sum.Violations, w.Check(cctx, env, rec, sum)...)
+	}
+	sum.Violations = append(sum.Violations, checkCluster(cctx, env, cfg.ConvergeWithin, sum)...)
+	sum.Operations = len(rec.Ops())
+	sum.rec = rec
+	return sum, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// selectFaults picks the faults cfg.Kinds names, built-in or extra.
+func selectFaults(cfg Config) ([]Fault, error) {
+	all := append(builtinFaults(), cfg.Faults...)
+	if len(cfg.Kinds) == 0 {
+		return all, nil
+	}
+	byKind := map[string]Fault{}
+	var names []string
+	for _, f := range all {
+		byKind[f.Kind()] = f
+		names = append(names, f.Kind())
+	}
+	var out []Fault
+	for _, k := range cfg.Kinds {
+		f, ok := byKind[k]
+		if !ok {
+			return nil, fmt.Errorf("nemesis: no fault %q; the faults are %s", k, strings.Join(names, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+const (
+	plannerToken = "nemesis-planner"
+	adminToken   = "nemesis-admin"
+	viewerToken  = "nemesis-viewer"
+)
+
+// startEnv starts PostgreSQL, the broker, the cluster and nginx; stop
+// ends them all, whatever happened.
+func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	env = &Env{Dir: cfg.Dir, Binary: cfg.Binary, Token: plannerToken, AdminToken: adminToken, Log: cfg.Log,
+		PauseTimeout: cfg.PauseTimeout, Plant: cfg.Plant,
+		Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	env.Store, err = cluster.StartPostgres(ctx, nil, cfg.Dir, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, env.Store.Stop)
+	env.Broker, err = StartBroker(ctx, libs, filepath.Join(cfg.Dir, "kafka"))
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, env.Broker.Stop)
+	env.Bus = "kafka://" + env.Broker.Addr + "/nemesis"
+	storeFor := cfg.StoreFor
+	if storeFor == nil {
+		storeFor = func(node, store string) (string, error) { return store, nil }
+	}
+	var sfErr error
+	ccfg := cluster.Config{Binary: cfg.Binary, Store: env.Store.URL, Bus: env.Bus, Writers: 2, Replicas: 1, HTTPReplicas: 1,
+		Dir: filepath.Join(cfg.Dir, "cluster"), Nginx: cfg.Nginx, ReplicaToken: viewerToken,
+		Tokens: plannerToken + " planner\n" + adminToken + " admin\n" + viewerToken + " viewer\n",
+		StoreFor: func(node string) string {
+			u, err := storeFor(node, withAppName(env.Store.URL, node))
+			if err != nil {
+				sfErr = err
+			}
+			return u
+		}}
+	if cfg.Plant == "skip-event" {
+		p, err := startSkipper()
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, p.Close)
+		ccfg.ReplicaOf = func(writers []*cluster.Node) string {
+			if err := p.follow(writers[0].URL); err != nil {
+				sfErr = err
+			}
+			return p.URL
+		}
+	}
+	env.Cluster, err = cluster.Start(ctx, ccfg)
+	if sfErr != nil && err == nil {
+		env.Cluster.Stop()
+		err = sfErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, func() {
+		// A paused node cannot stop: resume every one first.
+		for _, n := range env.Cluster.Nodes() {
+			_ = n.Signal(sigCont)
+		}
+		env.Cluster.Stop()
+	})
+	return env, stop, nil
+}
+
+// withAppName adds application_name=name to a postgres:// URL: each
+// node's sessions then say whose they are in pg_stat_activity.
+func withAppName(raw, name string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set("application_name", "logbook-"+name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

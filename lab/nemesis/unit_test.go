@@ -1,0 +1,74 @@
+package nemesis
+
+import (
+	"encoding/json"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The --json summary has exactly the documented keys, violations an
+// empty list when all holds, linearizable null when not checked.
+func TestSummaryJSONKeys(t *testing.T) {
+	b, err := json.Marshal((&Summary{Faults: map[string]int{"kill-writer": 2}, ReplicasConverged: true}).JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"acknowledged", "duplicate_effects", "faults", "kafka_duplicates", "kafka_gaps", "linearizable",
+		"lost_acknowledged", "max_recovery_s", "operations", "replicas_converged", "violations"}
+	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, want) {
+		t.Fatalf("keys %v, want %v", got, want)
+	}
+	if string(m["violations"]) != "[]" || string(m["linearizable"]) != "null" {
+		t.Fatalf("violations %s, linearizable %s", m["violations"], m["linearizable"])
+	}
+}
+
+func TestSelectFaults(t *testing.T) {
+	all, err := selectFaults(Config{})
+	if err != nil || len(all) != len(Kinds()) || len(Kinds()) != 6 {
+		t.Fatalf("%d faults, %v", len(all), err)
+	}
+	some, err := selectFaults(Config{Kinds: []string{"kill-kafka", "pause-node", "kill-kafka"}})
+	if err != nil || len(some) != 2 || some[0].Kind() != "kill-kafka" {
+		t.Fatalf("%v %v", some, err)
+	}
+	if _, err := selectFaults(Config{Kinds: []string{"flood"}}); err == nil || !strings.Contains(err.Error(), "kill-writer") {
+		t.Fatalf("an unknown fault: %v", err)
+	}
+}
+
+func TestWithAppName(t *testing.T) {
+	got := withAppName("postgres://logbook@127.0.0.1:5/postgres?sslmode=disable", "writer-1")
+	if !strings.Contains(got, "application_name=logbook-writer-1") || !strings.Contains(got, "sslmode=disable") {
+		t.Fatal(got)
+	}
+}
+
+// The planted bug's proxy turns every skipEvery-th LegsAdded event into a
+// removal line and passes everything else as it is.
+func TestSkipLines(t *testing.T) {
+	in := `{"position":49,"type":"LegsAdded"}
+{"position":50,"type":"LegsAdded"}
+{"position":100,"type":"RotationCreated"}
+heartbeat
+`
+	out, err := io.ReadAll(skipLines(io.NopCloser(strings.NewReader(in))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"position":49,"type":"LegsAdded"}
+{"removed_through":50}
+{"position":100,"type":"RotationCreated"}
+heartbeat
+`
+	if string(out) != want {
+		t.Fatalf("got\n%s", out)
+	}
+}

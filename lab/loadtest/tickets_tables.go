@@ -448,7 +448,7 @@ func (r TableResult) Table() string {
 	if !r.Calibrated {
 		how = "given"
 	}
-	fmt.Fprintf(&b, "\narch %s, %s model, %d users per cold group, think %v, %d loops per user, meters sampled every %gs, %d run(s), %.0f s\n",
+	fmt.Fprintf(&b, "\narch %s, %s model, %d users per cold group, think %v, %d loops per user, meters sampled every %.3gs, %d run(s), %.0f s\n",
 		p.Arch, r.Model, p.ColdUsers, p.Think, r.Loops, r.Tick, r.Runs, r.Seconds)
 	if r.ReplicaChoice != "" {
 		fmt.Fprintf(&b, "replica choice %s\n", r.ReplicaChoice)

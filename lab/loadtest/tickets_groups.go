@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -369,4 +371,101 @@ func (r *groupsRun) do(gi int, rng *rand.Rand) {
 	if r.firstErr == nil {
 		r.firstErr = err
 	}
+}
+
+// RampConfig is a ramp of thread groups against a running tickets
+// server: one experiment per entry of HotUsers, the hot sport's group
+// with that many users and every other sport of the server's a group of
+// ColdUsers; the rest as in GroupsConfig (Window the moving average's,
+// sampled every Window/6).
+type RampConfig struct {
+	Hot       string
+	HotUsers  []int
+	ColdUsers int
+	Model     string
+	Control   bool
+	Think     time.Duration
+	Loops     int
+	Window    time.Duration
+	Seed      uint64
+}
+
+// RampStep is one experiment of a ramp.
+type RampStep struct {
+	Users int `json:"users"`
+	GroupsResult
+}
+
+// RunTicketRamp runs cfg's experiments in turn against the server c
+// talks to.
+func RunTicketRamp(ctx context.Context, c *TicketsClient, cfg RampConfig) ([]RampStep, error) {
+	st, err := c.stats()
+	if err != nil {
+		return nil, fmt.Errorf("server not ready: %w", err)
+	}
+	if _, ok := st.Sports[cfg.Hot]; !ok {
+		return nil, fmt.Errorf("loadtest tickets: the server has no sport %q", cfg.Hot)
+	}
+	sports := make([]string, 0, len(st.Sports))
+	for s := range st.Sports {
+		sports = append(sports, s)
+	}
+	slices.Sort(sports)
+	var steps []RampStep
+	for i, users := range cfg.HotUsers {
+		g := GroupsConfig{Model: cfg.Model, Control: cfg.Control, Think: cfg.Think, Loops: cfg.Loops, Tick: cfg.Window / 6, Window: cfg.Window, Seed: cfg.Seed}
+		if g.Seed != 0 {
+			g.Seed += uint64(i)
+		}
+		for _, s := range sports {
+			n := cfg.ColdUsers
+			if s == cfg.Hot {
+				n = users
+			}
+			g.Groups = append(g.Groups, TicketGroup{Sport: s, Users: n})
+		}
+		res, err := RunTicketGroups(ctx, c, g)
+		if err != nil {
+			return steps, err
+		}
+		steps = append(steps, RampStep{Users: users, GroupsResult: res})
+	}
+	return steps, nil
+}
+
+// RampTable renders a ramp: per experiment the hot group's users, each
+// sport's figure, their total, control, and each node's.
+func RampTable(hot string, steps []RampStep) string {
+	if len(steps) == 0 {
+		return ""
+	}
+	var sports, nodes []string
+	for s := range steps[0].Sports {
+		sports = append(sports, s)
+	}
+	for n := range steps[0].Nodes {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(sports)
+	slices.SortFunc(nodes, func(a, b string) int { return nodeNum(a) - nodeNum(b) })
+	head := append(append(append([]string{hot + " users"}, sports...), "total", "control"), nodes...)
+	head = append(head, "failures", "rejected")
+	rows := [][]string{head}
+	for _, s := range steps {
+		row := []string{strconv.Itoa(s.Users)}
+		total := 0.0
+		for _, sp := range sports {
+			row = append(row, fmtF(s.Sports[sp]))
+			total += s.Sports[sp]
+		}
+		row = append(row, fmtF(stats.Round(total, 2)), fmtF(s.Control))
+		for _, n := range nodes {
+			row = append(row, fmtF(s.Nodes[n]))
+		}
+		row = append(row, strconv.Itoa(s.Failures), strconv.Itoa(s.Rejected))
+		rows = append(rows, row)
+	}
+	var b strings.Builder
+	writeTable(&b, rows)
+	return b.String()
 }

@@ -266,3 +266,28 @@ func TestPaperTableShortRun(t *testing.T) {
 		}
 	}
 }
+
+// A ramp against a running server: one experiment per hot users, every
+// sport of the server a group, the hot one's users as given.
+func TestTicketRamp(t *testing.T) {
+	p := newProbe(5 * time.Millisecond)
+	c := serveProbe(t, p)
+	steps, err := RunTicketRamp(context.Background(), c, RampConfig{Hot: "athletics", HotUsers: []int{2, 6}, ColdUsers: 2,
+		Think: 5 * time.Millisecond, Loops: 10, Window: 120 * time.Millisecond, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 2 || steps[1].Users != 6 || steps[1].MaxInFlight["athletics"] > 6 || steps[1].MaxInFlight["cycling"] > 2 {
+		t.Fatalf("steps %+v", steps)
+	}
+	if n := len(p.arrived[0]); n != (2+6)*10 {
+		t.Errorf("athletics sent %d requests, want (2+6) users × 10 loops", n)
+	}
+	// Six users against 5 ms requests: more than the two users did.
+	if steps[1].Sports["athletics"] <= steps[0].Sports["athletics"] {
+		t.Errorf("athletics %.1f/s with 6 users, %.1f/s with 2", steps[1].Sports["athletics"], steps[0].Sports["athletics"])
+	}
+	if out := RampTable("athletics", steps); !strings.Contains(out, "athletics users") || !strings.Contains(out, "cycling") {
+		t.Errorf("table:\n%s", out)
+	}
+}

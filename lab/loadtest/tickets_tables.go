@@ -231,7 +231,14 @@ func RunPaperTable(ctx context.Context, cfg TableConfig) (TableResult, error) {
 			if control && rate == 0 {
 				rate = 1 // control requests touch no node
 			}
-			srv, err := startRig(ctx, t, rate, res.ReplicaChoice, t.ColdUsers*(len(t.Sports)-1)+slices.Max(t.HotUsers))
+			// A connection per request outstanding: a user's (closed),
+			// or any of the open model's (at most MaxInFlight), so that
+			// no request waits for a connection in the client.
+			conns := t.ColdUsers*(len(t.Sports)-1) + slices.Max(t.HotUsers)
+			if cfg.Model == ModelOpen {
+				conns = 8192
+			}
+			srv, err := startRig(ctx, t, rate, res.ReplicaChoice, conns)
 			if err != nil {
 				return res, err
 			}

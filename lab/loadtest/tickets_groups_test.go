@@ -291,3 +291,42 @@ func TestTicketRamp(t *testing.T) {
 		t.Errorf("table:\n%s", out)
 	}
 }
+
+// Where each column comes from: Table 9's control columns are each
+// group's own answers in the control run (the paper's per-worker
+// meters), its search columns the server's sport meters; Table 11's
+// control is the server's control meter, its total the sports' sum, its
+// ratio athletics over cycling, its db columns the nodes'.
+func TestTableColumnsFromMeters(t *testing.T) {
+	ctrl := GroupsResult{Groups: map[string]float64{"athletics": 40, "cycling": 20}, Control: 61, Sports: map[string]float64{"athletics": 0, "cycling": 0}}
+	search := GroupsResult{Groups: map[string]float64{"athletics": 35, "cycling": 19}, Sports: map[string]float64{"athletics": 30, "cycling": 10},
+		Nodes: map[string]float64{"db1": 10, "db2": 30}, Control: 0}
+	f := map[string][]float64{}
+	PaperTables[9].collect(f, ctrl, true)
+	PaperTables[9].collect(f, search, false)
+	want9 := map[string]float64{"athletics control": 40, "cycling control": 20, "athletics search": 30, "cycling search": 10}
+	for col, v := range want9 {
+		if len(f[col]) != 1 || f[col][0] != v {
+			t.Errorf("table 9 %s: %v, want [%v]", col, f[col], v)
+		}
+	}
+	if len(f) != 4 {
+		t.Errorf("table 9: columns %v, want only its four", f)
+	}
+	f = map[string][]float64{}
+	PaperTables[11].collect(f, ctrl, true)
+	PaperTables[11].collect(f, search, false)
+	want11 := map[string]float64{"athletics": 30, "cycling": 10, "total": 40, "control": 61, "ratio": 3, "db1": 10, "db2": 30}
+	for col, v := range want11 {
+		if len(f[col]) != 1 || f[col][0] != v {
+			t.Errorf("table 11 %s: %v, want [%v]", col, f[col], v)
+		}
+	}
+	// Two runs: the mean, and the spread printed.
+	two := 2.0
+	r := TableResult{Paper: PaperTables[11], Runs: 2, Columns: []string{"athletics"}, Rows: []TableRow{{Users: 15,
+		Cells: map[string]TableCell{"athletics": {Mean: 95, Min: 90, Max: 100, Runs: []float64{90, 100}, Paper: &two}}}}}
+	if out := r.Table(); !strings.Contains(out, "95 (2)") || !strings.Contains(out, "90–100") {
+		t.Errorf("two runs:\n%s", out)
+	}
+}

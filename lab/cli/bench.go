@@ -24,9 +24,11 @@ func newBenchCmd(e *env) *cobra.Command {
 		newBenchCDCCmd(e),
 		newBenchNotifyCmd(e),
 		newBenchScalingCmd(e),
+		newBenchTicketsCmd(e),
 	)
 	g.Long = `Benchmarks of the event store and the runtimes (append, read, commands,
-crush, registry, windows) and of the services' backends (kv, cdc, notify).
+crush, registry, windows), of the services' backends (kv, cdc, notify) and of
+the ticketing paper's measured tables (tickets).
 Each prints its figures as a table, or with -o json or -o csv for a machine.`
 	cliutil.ProfileFlags(g)
 	return g

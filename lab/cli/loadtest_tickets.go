@@ -21,9 +21,18 @@ func newLoadtestTicketsCmd(e *env) *cobra.Command {
 and simulation of skewed demand in complex systems" (2017) on the tickets
 service: the cold sports at a constant rate, the hot one at multiples of it,
 one step each (an open model). Prints each sport's throughput and latency
-per step; -o json is what logbook pepa predict reads.`,
+per step; -o json is what logbook pepa predict reads.
+
+--model closed runs the paper's own load instead: JMeter-style thread
+groups, one per sport, each user looping exponential think time → request
+(waiting for the answer) --loops times; the hot group's users ramp through
+--hot-users, every other group has --users; each figure is the largest
+moving average over --minute of the server's meters, sampled every sixth
+of it. (logbook bench tickets reruns the paper's tables this way in
+process, its values beside ours.)`,
 		Example: `  logbook loadtest tickets --url http://127.0.0.1:8081 --token VIEWER --step 30s
-  logbook loadtest tickets --url http://127.0.0.1:8081 --token BOOKER --ops book -o json > run.json`,
+  logbook loadtest tickets --url http://127.0.0.1:8081 --token BOOKER --ops book -o json > run.json
+  logbook loadtest tickets --url http://127.0.0.1:8081 --token VIEWER --model closed --users 15 --hot-users 15,75,150 --think 100ms --loops 1500`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -50,8 +59,15 @@ per step; -o json is what logbook pepa predict reads.`,
 	plotFile := fs.String("plot", "", "also draw throughput per sport and per node, and p99 per sport, against the multiplier into this .svg or .png file")
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions([]string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("ops", cobra.FixedCompletions([]string{"search", "book", "mixed"}, cobra.ShellCompDirectiveNoFileComp))
+	closed := closedTicketsFlags(cmd)
 	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if closed.model != loadtest.ModelOpen {
+			return closed.run(cmd, e, out, *u, *token, cfg.Hot, cfg.Seed)
+		}
+		if err := closed.refuseUnderOpen(cmd); err != nil {
+			return err
+		}
 		if *plotFile != "" {
 			if err := plot.CheckFile(*plotFile); err != nil {
 				return cliutil.Usagef("--plot %v", err)

@@ -38,7 +38,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"bench", "nope"}, 2, `unknown command "nope" for "logbook bench"`},
 		{[]string{"bench", "apend"}, 2, "did you mean append?"},
-		{[]string{"bench"}, 2, "which bench command? (append, cdc, commands, crush, kv, notify, peers, produce, read, registry, scaling, windows)"},
+		{[]string{"bench"}, 2, "which bench command? (append, cdc, commands, crush, kv, notify, peers, produce, read, registry, scaling, tickets, windows)"},
 		{[]string{"bench", "append", "--events", "-1"}, 2, "must be positive"},
 		{[]string{"bench", "append", "--events", "many"}, 2, `invalid argument "many" for "--events"`},
 		{[]string{"bench", "append", "--bogus"}, 2, "unknown flag: --bogus"},

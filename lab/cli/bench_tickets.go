@@ -18,7 +18,7 @@ import (
 func newBenchTicketsCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tickets --table 9|11|13",
-		Short: "Rerun a measured table of the skewed-demand ticketing paper, its values beside ours",
+		Short: "Rerun a ticketing paper table (9, 11, 13), its values beside ours",
 		Long: `Reruns Table 9 (microservices), 11 (shared queue, partitioned store) or 13
 (shared queue, two replicas) of "Performance modelling and simulation of
 skewed demand in complex systems" (Shephard, 2017) on the tickets service

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -34,8 +35,13 @@ import (
 // KVConfig is the kv benchmark: puts per second into each backend, by
 // batch size, payload, connections and persistence mode.
 type KVConfig struct {
-	Backends []string // embedded, postgres, redis, etcd, cassandra, kafka
-	Tables   []string // batch, payload, connections, partitions, persistence
+	// Backends: embedded, postgres, redis, etcd, cassandra, kafka, and
+	// cassandra-blobs (the published Cassandra workload, see blobs.go).
+	Backends []string
+	// Tables: batch, payload, connections, partitions, persistence,
+	// replicas (Kafka, cassandra-blobs), consistency and space
+	// (cassandra-blobs).
+	Tables []string
 	// Duration of each measurement (each row).
 	Duration time.Duration
 	// Clients put concurrently (except in the connections table).
@@ -61,9 +67,12 @@ type KVRow struct {
 	OpsPerSec       float64 `json:"ops_per_sec"`
 	P99Ms           float64 `json:"p99_ms"`
 	BytesPerMessage float64 `json:"bytes_per_message"`
-	// Seed is the published figure for the same setting, for Redis and
-	// Kafka, where it has one (0: none).
+	// Seed is the published figure for the same setting, for Redis,
+	// Kafka and Cassandra, where it has one (0: none).
 	Seed float64 `json:"seed,omitempty"`
+	// SeedBytesPerMessage is the published bytes per message, where the
+	// row measures it (0: none).
+	SeedBytesPerMessage float64 `json:"seed_bytes_per_message,omitempty"`
 	// Error says why the setting could not be measured.
 	Error string `json:"error,omitempty"`
 }
@@ -85,6 +94,9 @@ func (r *KVResult) Table() [][]string {
 		if row.BytesPerMessage > 0 {
 			bpm = fmt.Sprintf("%.0f", row.BytesPerMessage)
 		}
+		if row.SeedBytesPerMessage > 0 {
+			bpm += fmt.Sprintf(" (reference %.0f)", row.SeedBytesPerMessage)
+		}
 		if row.Error != "" {
 			out = append(out, []string{row.Table, row.Setting, row.Backend, "failed: " + row.Error, "", "", seed})
 			continue
@@ -104,7 +116,18 @@ var kvSeed = map[string]float64{
 	"kafka/payload/100": 640e3, "kafka/payload/20000": 6e3, "kafka/payload/500000": 314,
 	"redis/persistence/none": 960e3, "redis/persistence/everysec": 800e3, "redis/persistence/always": 330e3,
 	"redis/connections/2": 750e3, "redis/connections/4": 646e3, "redis/connections/8": 560e3, "redis/connections/32": 960e3,
+	"redis/connections/128": 998e3,
+	// Kafka's connections table was published per connection (84k, 74k,
+	// 62k, 58k, 37k and 17k for 1, 2, 4, 8, 16, 32, batches of 512):
+	// here the total over all connections.
+	"kafka/connections/1": 84e3, "kafka/connections/2": 148e3, "kafka/connections/4": 248e3,
+	"kafka/connections/8": 464e3, "kafka/connections/32": 544e3,
+	"kafka/replicas/1": 577e3, "kafka/replicas/2": 536e3,
 }
+
+// kvSeedBytes is the published bytes per 100-byte message (Redis: in
+// memory; Kafka and Cassandra: on disk).
+var kvSeedBytes = map[string]float64{"redis": 152, "kafka": 183, "cassandra-blobs": blobSeedBytes}
 
 // putter puts one batch of values under fresh ids.
 type putter interface {
@@ -124,6 +147,13 @@ type setting struct {
 	// key prefixes the ids are spread over (where the data resides). 0:
 	// the default (8 topic partitions, one prefix per client).
 	partitions int
+	// replicas: Kafka's replication factor, Cassandra's (cassandra-blobs);
+	// 0: the default (Kafka: the broker's).
+	replicas int
+	// consistency of cassandra-blobs' writes: any, one, two.
+	consistency string
+	// minDuration: the setting measures at least this long.
+	minDuration time.Duration
 }
 
 func kvSettings(cfg KVConfig) []setting {
@@ -152,6 +182,13 @@ func kvSettings(cfg KVConfig) []setting {
 			for _, m := range []string{"sync", "nosync", "none", "everysec", "always", "batch", "periodic"} {
 				out = append(out, setting{table: t, name: m, batch: 256, payload: 100, clients: cfg.Clients, mode: m})
 			}
+		case "replicas":
+			// Kafka's replication factor, 100-byte messages, 8 topics'
+			// worth of clients; the published run's batches are not
+			// stated: 256 as in the other tables.
+			for _, r := range []int{1, 2} {
+				out = append(out, setting{table: t, name: strconv.Itoa(r), batch: 256, payload: 100, clients: cfg.Clients, replicas: r})
+			}
 		}
 	}
 	return out
@@ -167,8 +204,15 @@ func RunKV(ctx context.Context, cfg KVConfig) (*KVResult, error) {
 	}
 	res := &KVResult{}
 	for _, b := range cfg.Backends {
-		for _, s := range kvSettings(cfg) {
+		settings := kvSettings(cfg)
+		if b == "cassandra-blobs" {
+			settings = blobSettings(cfg)
+		}
+		for _, s := range settings {
 			if s.mode != "" && !modeApplies(b, s.mode) {
+				continue
+			}
+			if s.replicas > 0 && b != "kafka" && b != "cassandra-blobs" {
 				continue
 			}
 			row, err := measure(ctx, cfg, b, s)
@@ -337,9 +381,11 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		if len(cfg.Kafka) == 0 {
 			return nil, errors.New("no Kafka brokers (--kafka)")
 		}
-		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag, cmp.Or(s.partitions, 8))
+		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag, cmp.Or(s.partitions, 8), s.replicas)
+	case "cassandra-blobs":
+		return openBlobs(ctx, cfg.Cassandra, s)
 	}
-	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, cassandra, kafka)", backend)
+	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, cassandra, cassandra-blobs, kafka)", backend)
 }
 
 func redisMemory(ctx context.Context, b *rediskv.Backend) (int64, error) {
@@ -405,22 +451,40 @@ func (p *repoPutter) close() error {
 }
 
 type kafkaPutter struct {
-	cl    *kgo.Client
-	topic string
+	cl       *kgo.Client
+	topic    string
+	replicas int
 }
 
-func openKafka(ctx context.Context, brokers []string, topic string, partitions int) (*kafkaPutter, error) {
+// openKafka makes the topic with partitions and the replication factor
+// replicas (0: the broker's default).
+func openKafka(ctx context.Context, brokers []string, topic string, partitions, replicas int) (*kafkaPutter, error) {
+	// No compression, as the published producers (Kafka 0.8's default):
+	// the one value every record repeats would otherwise shrink the log
+	// to a few bytes per message.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(0))
+		kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		return nil, err
 	}
 	mmb := strconv.Itoa(16 << 20)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, map[string]*string{"max.message.bytes": &mmb}, topic); err != nil {
+	rf := int16(-1)
+	if replicas > 0 {
+		rf = int16(replicas)
+	}
+	created, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), rf, map[string]*string{"max.message.bytes": &mmb}, topic)
+	if err == nil {
+		err = created.Err
+	}
+	if err != nil {
 		cl.Close()
+		if replicas > 1 && errors.Is(err, kerr.InvalidReplicationFactor) {
+			return nil, fmt.Errorf("replication factor %d needs %d brokers (scripts/kafka.sh start --brokers %d): %w", replicas, replicas, replicas, err)
+		}
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	k := &kafkaPutter{cl: cl, topic: topic}
+	k := &kafkaPutter{cl: cl, topic: topic, replicas: max(1, int(created.ReplicationFactor))}
 	// A new topic's partitions have no leader for a moment: produce to
 	// every partition once before the clock starts.
 	warm := make([]*kgo.Record, partitions)
@@ -450,7 +514,29 @@ func (k *kafkaPutter) put(ctx context.Context, ids []string, value []byte) error
 	return k.cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
-func (k *kafkaPutter) bytes(context.Context) (int64, error) { return 0, nil }
+// bytes is the topic's log size on disk (every partition's segments, as
+// the brokers report them) divided by its replication factor: the bytes
+// of one copy.
+func (k *kafkaPutter) bytes(ctx context.Context) (int64, error) {
+	dirs, err := kadm.NewClient(k.cl).DescribeAllLogDirs(ctx, kadm.TopicsSet{k.topic: nil})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, byDir := range dirs {
+		for _, d := range byDir {
+			if d.Err != nil {
+				return 0, d.Err
+			}
+			d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+				if p.Topic == k.topic {
+					n += p.Size
+				}
+			})
+		}
+	}
+	return n / int64(k.replicas), nil
+}
 
 func (k *kafkaPutter) close() error {
 	_, _ = kadm.NewClient(k.cl).DeleteTopics(context.Background(), k.topic)
@@ -471,7 +557,7 @@ func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRo
 	var puts atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
-	deadline := time.Now().Add(cfg.Duration)
+	deadline := time.Now().Add(max(cfg.Duration, s.minDuration))
 	errs := make(chan error, s.clients)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -513,8 +599,14 @@ func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRo
 	}
 	row := KVRow{Backend: backend, Table: s.table, Setting: s.name, OpsPerSec: float64(puts.Load()) / elapsed.Seconds(),
 		P99Ms: p99(lat), Seed: kvSeed[backend+"/"+s.table+"/"+s.name]}
+	if backend == "cassandra-blobs" {
+		row.Seed = blobSeed[s.table+"/"+s.name]
+	}
 	if n, err := p.bytes(ctx); err == nil && n > 0 && puts.Load() > 0 {
 		row.BytesPerMessage = float64(n) / float64(puts.Load())
+		if s.payload == 100 {
+			row.SeedBytesPerMessage = kvSeedBytes[backend]
+		}
 	}
 	return row, nil
 }

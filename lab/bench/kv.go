@@ -222,7 +222,7 @@ func RunKV(ctx context.Context, cfg KVConfig) (*KVResult, error) {
 				if ctx.Err() != nil {
 					return res, ctx.Err()
 				}
-				row = KVRow{Backend: b, Table: s.table, Setting: s.name, Error: err.Error()}
+				row = KVRow{Backend: b, Table: s.table, Setting: s.name, Error: err.Error(), Seed: seedFor(b, s)}
 			}
 			res.Rows = append(res.Rows, row)
 		}
@@ -451,9 +451,10 @@ func (p *repoPutter) close() error {
 }
 
 type kafkaPutter struct {
-	cl       *kgo.Client
-	topic    string
-	replicas int
+	cl         *kgo.Client
+	topic      string
+	partitions int
+	replicas   int
 }
 
 // openKafka makes the topic with partitions and the replication factor
@@ -484,7 +485,7 @@ func openKafka(ctx context.Context, brokers []string, topic string, partitions, 
 		}
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	k := &kafkaPutter{cl: cl, topic: topic, replicas: max(1, int(created.ReplicationFactor))}
+	k := &kafkaPutter{cl: cl, topic: topic, partitions: partitions, replicas: max(1, int(created.ReplicationFactor))}
 	// A new topic's partitions have no leader for a moment: produce to
 	// every partition once before the clock starts.
 	warm := make([]*kgo.Record, partitions)
@@ -518,7 +519,12 @@ func (k *kafkaPutter) put(ctx context.Context, ids []string, value []byte) error
 // the brokers report them) divided by its replication factor: the bytes
 // of one copy.
 func (k *kafkaPutter) bytes(ctx context.Context) (int64, error) {
-	dirs, err := kadm.NewClient(k.cl).DescribeAllLogDirs(ctx, kadm.TopicsSet{k.topic: nil})
+	// Every partition named: a topic with none asks for none.
+	var set kadm.TopicsSet
+	for p := range k.partitions {
+		set.Add(k.topic, int32(p))
+	}
+	dirs, err := kadm.NewClient(k.cl).DescribeAllLogDirs(ctx, set)
 	if err != nil {
 		return 0, err
 	}
@@ -598,10 +604,7 @@ func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRo
 		return KVRow{}, err
 	}
 	row := KVRow{Backend: backend, Table: s.table, Setting: s.name, OpsPerSec: float64(puts.Load()) / elapsed.Seconds(),
-		P99Ms: p99(lat), Seed: kvSeed[backend+"/"+s.table+"/"+s.name]}
-	if backend == "cassandra-blobs" {
-		row.Seed = blobSeed[s.table+"/"+s.name]
-	}
+		P99Ms: p99(lat), Seed: seedFor(backend, s)}
 	if n, err := p.bytes(ctx); err == nil && n > 0 && puts.Load() > 0 {
 		row.BytesPerMessage = float64(n) / float64(puts.Load())
 		if s.payload == 100 {
@@ -609,6 +612,14 @@ func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRo
 		}
 	}
 	return row, nil
+}
+
+// seedFor is the published puts/s for the setting on the backend (0: none).
+func seedFor(backend string, s setting) float64 {
+	if backend == "cassandra-blobs" {
+		return blobSeed[s.table+"/"+s.name]
+	}
+	return kvSeed[backend+"/"+s.table+"/"+s.name]
 }
 
 func p99(lat []time.Duration) float64 {

@@ -692,6 +692,9 @@ var kvAxis = map[string]string{
 	"partitions":  "partitions (Kafka: topic partitions; others: key prefixes)",
 	"persistence": "persistence mode",
 	"cas":         "compare-and-set clients",
+	"replicas":    "replication factor",
+	"consistency": "write consistency level",
+	"space":       "blob size, bytes",
 }
 
 // Figures draws each table of the run as the storage benchmarks draw
@@ -717,9 +720,15 @@ func (r *KVResult) Figures() map[string]plot.Figure {
 				numeric = false
 			}
 		}
-		xLabel := kvAxis[t]
+		// cassandra-blobs' tables are split by blob size: batch-100B-8c.
+		family, _, _ := strings.Cut(t, "-")
+		axis := kvAxis[family]
+		xLabel := axis
 		if xLabel == "" {
 			xLabel = t
+		}
+		if family != t {
+			xLabel += " (" + strings.TrimPrefix(t, family+"-") + ")"
 		}
 		if !numeric {
 			names := make([]string, len(settings[t]))
@@ -750,7 +759,7 @@ func (r *KVResult) Figures() map[string]plot.Figure {
 		for _, b := range order {
 			panel.Series = append(panel.Series, *byBackend[b])
 		}
-		out[t] = plot.Figure{Title: "kv: puts per second by " + kvAxis[t], XLabel: xLabel, Panels: []plot.Panel{panel}}
+		out[t] = plot.Figure{Title: "kv: puts per second by " + cmp.Or(axis, t), XLabel: xLabel, Panels: []plot.Panel{panel}}
 	}
 	return out
 }

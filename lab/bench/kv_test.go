@@ -74,3 +74,21 @@ func TestKVCassandraBlobs(t *testing.T) {
 		t.Fatalf("rows %v", got)
 	}
 }
+
+// A table split by blob size is drawn against its own setting, named
+// for what it varies and for the blob size.
+func TestKVFiguresSplitTables(t *testing.T) {
+	res := &bench.KVResult{Rows: []bench.KVRow{
+		{Backend: "cassandra-blobs", Table: "batch-100B-8c", Setting: "128", OpsPerSec: 10},
+		{Backend: "cassandra-blobs", Table: "batch-100B-8c", Setting: "256", OpsPerSec: 20},
+		{Backend: "cassandra-blobs", Table: "consistency", Setting: "any", OpsPerSec: 30},
+	}}
+	figs := res.Figures()
+	f, ok := figs["batch-100B-8c"]
+	if !ok || f.XLabel != "puts per batch (100B-8c)" || f.Panels[0].Series[0].X[1] != 256 {
+		t.Fatalf("figures %+v", figs)
+	}
+	if c := figs["consistency"]; !strings.HasPrefix(c.XLabel, "write consistency level (1 = any") {
+		t.Errorf("consistency figure's x axis %q", c.XLabel)
+	}
+}

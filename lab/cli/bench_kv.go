@@ -45,7 +45,7 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 	}
 	fs := cmd.Flags()
 	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
-	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, replicas, consistency, space, or all")
+	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, replicas (kafka, cassandra-blobs), consistency and space (cassandra-blobs), or all")
 	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON, cliutil.CSV)
 	plotFile := fs.String("plot", "", "also draw each table, puts/s against its setting per backend, into this .svg or .png file (with several tables, one file each: NAME-TABLE.svg)")
 	var cfg bench.KVConfig

@@ -487,7 +487,17 @@ func openKafka(ctx context.Context, brokers []string, topic string, partitions, 
 	}
 	k := &kafkaPutter{cl: cl, topic: topic, partitions: partitions, replicas: max(1, int(created.ReplicationFactor))}
 	// A new topic's partitions have no leader for a moment: produce to
-	// every partition once before the clock starts.
+	// every partition once before the clock starts. The records name
+	// their partition, which only a manual partitioner honours (the
+	// measuring client hashes keys): a partition left cold made the
+	// first batches sent to it wait for a metadata refresh, seconds.
+	warmer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		k.close()
+		return nil, err
+	}
+	defer warmer.Close()
 	warm := make([]*kgo.Record, partitions)
 	for i := range warm {
 		warm[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("warm-up")}
@@ -495,9 +505,9 @@ func openKafka(ctx context.Context, brokers []string, topic string, partitions, 
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		err := cl.ProduceSync(wctx, warm...).FirstErr()
+		err := warmer.ProduceSync(wctx, warm...).FirstErr()
 		if err == nil {
-			return k, nil
+			break
 		}
 		if wctx.Err() != nil {
 			k.close()
@@ -505,6 +515,12 @@ func openKafka(ctx context.Context, brokers []string, topic string, partitions, 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The measuring client learns the leaders now that all are elected.
+	if err := cl.ProduceSync(wctx, &kgo.Record{Topic: topic, Value: []byte("warm-up")}).FirstErr(); err != nil {
+		k.close()
+		return nil, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	return k, nil
 }
 
 func (k *kafkaPutter) put(ctx context.Context, ids []string, value []byte) error {

@@ -25,6 +25,15 @@
 # PORT. The node is given HOST:ADVERTISED_PORT as its bootstrap address.
 #   KAFKA_NODE_LISTENERS="W1:19111:127.0.0.1:19121 W2:19112:127.0.0.1:19122"
 #
+# With --brokers N (2 or 3; start --brokers 3, stop --brokers 3) it runs
+# N brokers, each its own controller too, in one cluster: broker n listens
+# on KAFKA_PORT + 100·(n−1) (19092, 19192, 19292) and its controller on
+# KAFKA_CONTROLLER_PORT + 100·(n−1); broker 1 lives in .cache/kafka as
+# the single broker does, broker n in .cache/kafka/brokerN. It prints every
+# bootstrap address, comma-separated. Topics made without a replication
+# factor still get one replica (offsets and transactions too): a test of
+# replication asks for it (the kv benchmark's replicas table does).
+#
 # With --tls (start --tls, stop --tls) it runs a second broker beside that
 # one, in .cache/kafka-tls, which speaks only TLS: a throwaway CA made by
 # openssl signs its certificate (127.0.0.1 and localhost) and a client
@@ -42,14 +51,40 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 TLS=""
+BROKERS=1
 ARGS=()
-for a in "$@"; do
-	case "$a" in
-	--tls) TLS=1 ;;
-	*) ARGS+=("$a") ;;
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--tls)
+		TLS=1
+		shift
+		;;
+	--brokers)
+		BROKERS="${2:-}"
+		shift 2 || true
+		;;
+	--brokers=*)
+		BROKERS="${1#--brokers=}"
+		shift
+		;;
+	*)
+		ARGS+=("$1")
+		shift
+		;;
 	esac
 done
 set -- "${ARGS[@]}"
+case "$BROKERS" in
+1 | 2 | 3) ;;
+*)
+	echo "kafka.sh: --brokers is 1, 2 or 3, not '$BROKERS'" >&2
+	exit 2
+	;;
+esac
+if [ -n "$TLS" ] && [ "$BROKERS" != 1 ]; then
+	echo "kafka.sh: --tls runs one broker; --brokers is for the plain listener" >&2
+	exit 2
+fi
 
 PORT="${KAFKA_PORT:-19092}"
 CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
@@ -61,36 +96,52 @@ if [ -n "$TLS" ]; then
 	CONTROLLER_PORT="${KAFKA_TLS_CONTROLLER_PORT:-19096}"
 	STATE="$PWD/.cache/kafka-tls"
 fi
-PIDFILE="$STATE/broker.pid"
-LOGFILE="$STATE/broker.log"
 LIBS="$HERE/target/libs"
 
-# is_ours reports whether the pid file names a live broker this script
-# started: the pid alone might since have been reused by another process.
+# dir_of N is broker N's state directory; port_of N and cport_of N its
+# listener's and its controller's ports.
+dir_of() {
+	if [ "$1" = 1 ]; then echo "$STATE"; else echo "$STATE/broker$1"; fi
+}
+port_of() { echo $((PORT + 100 * ($1 - 1))); }
+cport_of() { echo $((CONTROLLER_PORT + 100 * ($1 - 1))); }
+
+# is_ours reports whether broker N's pid file names a live broker this
+# script started: the pid alone might since have been reused by another
+# process.
 is_ours() {
-	[ -s "$PIDFILE" ] || return 1
-	local pid
-	pid=$(cat "$PIDFILE")
+	local d pid
+	d=$(dir_of "$1")
+	[ -s "$d/broker.pid" ] || return 1
+	pid=$(cat "$d/broker.pid")
 	kill -0 "$pid" 2>/dev/null || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $STATE/server.properties"
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $d/server.properties"
 }
 
-stop() {
-	if is_ours; then
-		local pid
-		pid=$(cat "$PIDFILE")
-		log "stopping the Kafka broker (pid $pid)"
+stop_broker() {
+	local d pid
+	d=$(dir_of "$1")
+	if is_ours "$1"; then
+		pid=$(cat "$d/broker.pid")
+		log "stopping Kafka broker $1 (pid $pid)"
 		kill -TERM "$pid"
 		for _ in $(seq 1 150); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
 		done
 		if kill -0 "$pid" 2>/dev/null; then
-			log "broker did not stop in 15 s; killing it"
+			log "broker $1 did not stop in 15 s; killing it"
 			kill -KILL "$pid" 2>/dev/null || true
 		fi
 	fi
-	rm -f "$PIDFILE"
+	rm -f "$d/broker.pid"
+}
+
+# stop stops every broker this script started here, whatever --brokers says.
+stop() {
+	for n in 3 2 1; do
+		stop_broker "$n"
+	done
 }
 
 fetch_jars() {
@@ -172,16 +223,22 @@ node_listeners() {
 
 start() {
 	stop
-	for p in "$PORT" "$CONTROLLER_PORT" ${SASL_PORT:+"$SASL_PORT"}; do
-		if port_busy "$p"; then
-			echo "kafka.sh: port $p is taken by something this script did not start" >&2
-			exit 1
-		fi
+	local n
+	for n in $(seq 1 "$BROKERS"); do
+		for p in "$(port_of "$n")" "$(cport_of "$n")" ${SASL_PORT:+"$SASL_PORT"}; do
+			if port_busy "$p"; then
+				echo "kafka.sh: port $p is taken by something this script did not start" >&2
+				exit 1
+			fi
+		done
 	done
 	fetch_jars
 	mkdir -p "$STATE"
-	rm -rf "$STATE/data"
-	local format_args=()
+	rm -rf "$STATE/data" "$STATE/broker2" "$STATE/broker3"
+	local format_args=() voters=""
+	for n in $(seq 1 "$BROKERS"); do
+		voters="${voters:+$voters,}$n@127.0.0.1:$(cport_of "$n")"
+	done
 	if [ -n "$TLS" ]; then
 		make_tls
 		local pw
@@ -197,40 +254,71 @@ start() {
 		format_args=(--add-scram "SCRAM-SHA-512=[name=logbook,password=$pw]"
 			--add-scram "SCRAM-SHA-256=[name=logbook,password=$pw]")
 	else
-		sed -e "s#@LOG_DIR@#$STATE/data#" -e "s#@PORT@#$PORT#g" -e "s#@CONTROLLER_PORT@#$CONTROLLER_PORT#g" \
-			"$HERE/server.properties.in" >"$STATE/server.properties"
-		node_listeners "$STATE/server.properties"
+		for n in $(seq 1 "$BROKERS"); do
+			local d
+			d=$(dir_of "$n")
+			mkdir -p "$d"
+			sed -e "s#@LOG_DIR@#$d/data#" -e "s#@PORT@#$(port_of "$n")#g" -e "s#@CONTROLLER_PORT@#$(cport_of "$n")#g" \
+				-e "s#@NODE_ID@#$n#" -e "s#@VOTERS@#$voters#" \
+				"$HERE/server.properties.in" >"$d/server.properties"
+			if [ "$n" = 1 ]; then node_listeners "$d/server.properties"; fi
+		done
 	fi
 	local cp="$LIBS/*"
 	local cid
 	cid=$(java -cp "$cp" -Dlog4j2.configurationFile="$HERE/warn.yaml" kafka.tools.StorageTool random-uuid)
-	java -cp "$cp" -Dlog4j2.configurationFile="$HERE/warn.yaml" kafka.tools.StorageTool format \
-		-t "$cid" -c "$STATE/server.properties" "${format_args[@]}" >/dev/null
-	log "starting the Kafka broker on 127.0.0.1:$PORT${SASL_PORT:+ and :$SASL_PORT} (log: $LOGFILE)"
-	# setsid: the broker outlives this script and the shell that ran it.
-	setsid java -Xms256m -Xmx512m -cp "$cp" -Dlog4j2.configurationFile="$HERE/log4j2.yaml" \
-		kafka.Kafka "$STATE/server.properties" >"$LOGFILE" 2>&1 </dev/null &
-	echo $! >"$PIDFILE"
-	for _ in $(seq 1 600); do
-		if grep -q "Kafka Server started" "$LOGFILE" 2>/dev/null; then
-			if [ -n "$TLS" ]; then
-				local t="$STATE/tls"
-				printf '{"ssl":"127.0.0.1:%s","sasl_ssl":"127.0.0.1:%s","ca":"%s","cert":"%s","key":"%s","user":"logbook","password_file":"%s"}\n' \
-					"$PORT" "$SASL_PORT" "$t/ca.pem" "$t/client.pem" "$t/client.key" "$t/password"
-			else
-				echo "127.0.0.1:$PORT"
-			fi
+	# Every broker of a cluster is formatted with the same cluster id.
+	for n in $(seq 1 "$BROKERS"); do
+		java -cp "$cp" -Dlog4j2.configurationFile="$HERE/warn.yaml" kafka.tools.StorageTool format \
+			-t "$cid" -c "$(dir_of "$n")/server.properties" "${format_args[@]}" >/dev/null
+	done
+	# Every broker starts before any is waited for: the controllers
+	# elect a leader only once a majority of them runs.
+	for n in $(seq 1 "$BROKERS"); do
+		local d
+		d=$(dir_of "$n")
+		log "starting Kafka broker $n on 127.0.0.1:$(port_of "$n")${SASL_PORT:+ and :$SASL_PORT} (log: $d/broker.log)"
+		# setsid: the broker outlives this script and the shell that ran it.
+		setsid java -Xms256m -Xmx512m -cp "$cp" -Dlog4j2.configurationFile="$HERE/log4j2.yaml" \
+			kafka.Kafka "$d/server.properties" >"$d/broker.log" 2>&1 </dev/null &
+		echo $! >"$d/broker.pid"
+	done
+	for n in $(seq 1 "$BROKERS"); do
+		wait_broker "$n"
+	done
+	if [ -n "$TLS" ]; then
+		local t="$STATE/tls"
+		printf '{"ssl":"127.0.0.1:%s","sasl_ssl":"127.0.0.1:%s","ca":"%s","cert":"%s","key":"%s","user":"logbook","password_file":"%s"}\n' \
+			"$PORT" "$SASL_PORT" "$t/ca.pem" "$t/client.pem" "$t/client.key" "$t/password"
+	else
+		local out=""
+		for n in $(seq 1 "$BROKERS"); do
+			out="${out:+$out,}127.0.0.1:$(port_of "$n")"
+		done
+		echo "$out"
+	fi
+}
+
+# wait_broker waits for broker N to say it started (a loaded machine takes
+# a while); on failure it stops every broker and exits.
+wait_broker() {
+	local d log
+	d=$(dir_of "$1")
+	log="$d/broker.log"
+	for _ in $(seq 1 1200); do
+		if grep -q "Kafka Server started" "$log" 2>/dev/null; then
 			return
 		fi
-		if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-			echo "kafka.sh: the broker exited while starting; last lines of $LOGFILE:" >&2
-			tail -n 30 "$LOGFILE" >&2
-			rm -f "$PIDFILE"
+		if ! kill -0 "$(cat "$d/broker.pid")" 2>/dev/null; then
+			echo "kafka.sh: broker $1 exited while starting; last lines of $log:" >&2
+			tail -n 30 "$log" >&2
+			rm -f "$d/broker.pid"
+			stop
 			exit 1
 		fi
 		sleep 0.1
 	done
-	echo "kafka.sh: the broker did not start in 60 s; see $LOGFILE" >&2
+	echo "kafka.sh: broker $1 did not start in 120 s; see $log" >&2
 	stop
 	exit 1
 }
@@ -239,7 +327,7 @@ case "${1:-}" in
 start) start ;;
 stop) stop ;;
 *)
-	echo "usage: $0 start|stop [--tls]" >&2
+	echo "usage: $0 start|stop [--tls | --brokers 1|2|3]" >&2
 	exit 2
 	;;
 esac

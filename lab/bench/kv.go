@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -34,8 +35,13 @@ import (
 // KVConfig is the kv benchmark: puts per second into each backend, by
 // batch size, payload, connections and persistence mode.
 type KVConfig struct {
-	Backends []string // embedded, postgres, redis, etcd, cassandra, kafka
-	Tables   []string // batch, payload, connections, partitions, persistence
+	// Backends: embedded, postgres, redis, etcd, cassandra, kafka, and
+	// cassandra-blobs (the published Cassandra workload, see blobs.go).
+	Backends []string
+	// Tables: batch, payload, connections, partitions, persistence,
+	// replicas (Kafka, cassandra-blobs), consistency and space
+	// (cassandra-blobs).
+	Tables []string
 	// Duration of each measurement (each row).
 	Duration time.Duration
 	// Clients put concurrently (except in the connections table).
@@ -61,9 +67,12 @@ type KVRow struct {
 	OpsPerSec       float64 `json:"ops_per_sec"`
 	P99Ms           float64 `json:"p99_ms"`
 	BytesPerMessage float64 `json:"bytes_per_message"`
-	// Seed is the published figure for the same setting, for Redis and
-	// Kafka, where it has one (0: none).
+	// Seed is the published figure for the same setting, for Redis,
+	// Kafka and Cassandra, where it has one (0: none).
 	Seed float64 `json:"seed,omitempty"`
+	// SeedBytesPerMessage is the published bytes per message, where the
+	// row measures it (0: none).
+	SeedBytesPerMessage float64 `json:"seed_bytes_per_message,omitempty"`
 	// Error says why the setting could not be measured.
 	Error string `json:"error,omitempty"`
 }
@@ -85,6 +94,9 @@ func (r *KVResult) Table() [][]string {
 		if row.BytesPerMessage > 0 {
 			bpm = fmt.Sprintf("%.0f", row.BytesPerMessage)
 		}
+		if row.SeedBytesPerMessage > 0 {
+			bpm += fmt.Sprintf(" (reference %.0f)", row.SeedBytesPerMessage)
+		}
 		if row.Error != "" {
 			out = append(out, []string{row.Table, row.Setting, row.Backend, "failed: " + row.Error, "", "", seed})
 			continue
@@ -104,6 +116,13 @@ var kvSeed = map[string]float64{
 	"kafka/payload/100": 640e3, "kafka/payload/20000": 6e3, "kafka/payload/500000": 314,
 	"redis/persistence/none": 960e3, "redis/persistence/everysec": 800e3, "redis/persistence/always": 330e3,
 	"redis/connections/2": 750e3, "redis/connections/4": 646e3, "redis/connections/8": 560e3, "redis/connections/32": 960e3,
+	"redis/connections/128": 998e3,
+	// Kafka's connections table was published per connection (84k, 74k,
+	// 62k, 58k, 37k and 17k for 1, 2, 4, 8, 16, 32, batches of 512):
+	// here the total over all connections.
+	"kafka/connections/1": 84e3, "kafka/connections/2": 148e3, "kafka/connections/4": 248e3,
+	"kafka/connections/8": 464e3, "kafka/connections/32": 544e3,
+	"kafka/replicas/1": 577e3, "kafka/replicas/2": 536e3,
 }
 
 // hugePayload is the payload table's largest value, 100 MB.
@@ -113,6 +132,10 @@ const hugePayload = 100_000_000
 // that cannot store it (etcd, Cassandra: kv.ValueLimiter) lowers the limit
 // to its own, and its row says why it failed.
 var benchLimits = kv.Limits{MaxValueBytes: 128 << 20}
+
+// kvSeedBytes is the published bytes per 100-byte message (Redis: in
+// memory; Kafka and Cassandra: on disk).
+var kvSeedBytes = map[string]float64{"redis": 152, "kafka": 183, "cassandra-blobs": blobSeedBytes}
 
 // putter puts one batch of values under fresh ids.
 type putter interface {
@@ -132,6 +155,13 @@ type setting struct {
 	// key prefixes the ids are spread over (where the data resides). 0:
 	// the default (8 topic partitions, one prefix per client).
 	partitions int
+	// replicas: Kafka's replication factor, Cassandra's (cassandra-blobs);
+	// 0: the default (Kafka: the broker's).
+	replicas int
+	// consistency of cassandra-blobs' writes: any, one, two.
+	consistency string
+	// minDuration: the setting measures at least this long.
+	minDuration time.Duration
 }
 
 func kvSettings(cfg KVConfig) []setting {
@@ -164,6 +194,13 @@ func kvSettings(cfg KVConfig) []setting {
 			for _, m := range []string{"sync", "nosync", "none", "everysec", "always", "batch", "periodic"} {
 				out = append(out, setting{table: t, name: m, batch: 256, payload: 100, clients: cfg.Clients, mode: m})
 			}
+		case "replicas":
+			// Kafka's replication factor, 100-byte messages, 8 topics'
+			// worth of clients; the published run's batches are not
+			// stated: 256 as in the other tables.
+			for _, r := range []int{1, 2} {
+				out = append(out, setting{table: t, name: strconv.Itoa(r), batch: 256, payload: 100, clients: cfg.Clients, replicas: r})
+			}
 		}
 	}
 	return out
@@ -179,8 +216,15 @@ func RunKV(ctx context.Context, cfg KVConfig) (*KVResult, error) {
 	}
 	res := &KVResult{}
 	for _, b := range cfg.Backends {
-		for _, s := range kvSettings(cfg) {
+		settings := kvSettings(cfg)
+		if b == "cassandra-blobs" {
+			settings = blobSettings(cfg)
+		}
+		for _, s := range settings {
 			if s.mode != "" && !modeApplies(b, s.mode) {
+				continue
+			}
+			if s.replicas > 0 && b != "kafka" && b != "cassandra-blobs" {
 				continue
 			}
 			row, err := measure(ctx, cfg, b, s)
@@ -190,7 +234,7 @@ func RunKV(ctx context.Context, cfg KVConfig) (*KVResult, error) {
 				if ctx.Err() != nil {
 					return res, ctx.Err()
 				}
-				row = KVRow{Backend: b, Table: s.table, Setting: s.name, Error: err.Error()}
+				row = KVRow{Backend: b, Table: s.table, Setting: s.name, Error: err.Error(), Seed: seedFor(b, s)}
 			}
 			res.Rows = append(res.Rows, row)
 		}
@@ -349,9 +393,11 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		if len(cfg.Kafka) == 0 {
 			return nil, errors.New("no Kafka brokers (--kafka)")
 		}
-		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag, cmp.Or(s.partitions, 8))
+		return openKafka(ctx, cfg.Kafka, "kvbench-"+tag, cmp.Or(s.partitions, 8), s.replicas)
+	case "cassandra-blobs":
+		return openBlobs(ctx, cfg.Cassandra, s)
 	}
-	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, cassandra, kafka)", backend)
+	return nil, fmt.Errorf("unknown backend %q (embedded, postgres, redis, etcd, cassandra, cassandra-blobs, kafka)", backend)
 }
 
 func redisMemory(ctx context.Context, b *rediskv.Backend) (int64, error) {
@@ -417,24 +463,53 @@ func (p *repoPutter) close() error {
 }
 
 type kafkaPutter struct {
-	cl    *kgo.Client
-	topic string
+	cl         *kgo.Client
+	topic      string
+	partitions int
+	replicas   int
 }
 
-func openKafka(ctx context.Context, brokers []string, topic string, partitions int) (*kafkaPutter, error) {
+// openKafka makes the topic with partitions and the replication factor
+// replicas (0: the broker's default).
+func openKafka(ctx context.Context, brokers []string, topic string, partitions, replicas int) (*kafkaPutter, error) {
+	// No compression, as the published producers (Kafka 0.8's default):
+	// the one value every record repeats would otherwise shrink the log
+	// to a few bytes per message.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(0))
+		kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedRecords(1<<20), kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		return nil, err
 	}
 	mmb := strconv.Itoa(16 << 20)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, map[string]*string{"max.message.bytes": &mmb}, topic); err != nil {
+	rf := int16(-1)
+	if replicas > 0 {
+		rf = int16(replicas)
+	}
+	created, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), rf, map[string]*string{"max.message.bytes": &mmb}, topic)
+	if err == nil {
+		err = created.Err
+	}
+	if err != nil {
 		cl.Close()
+		if replicas > 1 && errors.Is(err, kerr.InvalidReplicationFactor) {
+			return nil, fmt.Errorf("replication factor %d needs %d brokers (scripts/kafka.sh start --brokers %d): %w", replicas, replicas, replicas, err)
+		}
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	k := &kafkaPutter{cl: cl, topic: topic}
+	k := &kafkaPutter{cl: cl, topic: topic, partitions: partitions, replicas: max(1, int(created.ReplicationFactor))}
 	// A new topic's partitions have no leader for a moment: produce to
-	// every partition once before the clock starts.
+	// every partition once before the clock starts. The records name
+	// their partition, which only a manual partitioner honours (the
+	// measuring client hashes keys): a partition left cold made the
+	// first batches sent to it wait for a metadata refresh, seconds.
+	warmer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		k.close()
+		return nil, err
+	}
+	defer warmer.Close()
 	warm := make([]*kgo.Record, partitions)
 	for i := range warm {
 		warm[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("warm-up")}
@@ -442,9 +517,9 @@ func openKafka(ctx context.Context, brokers []string, topic string, partitions i
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		err := cl.ProduceSync(wctx, warm...).FirstErr()
+		err := warmer.ProduceSync(wctx, warm...).FirstErr()
 		if err == nil {
-			return k, nil
+			break
 		}
 		if wctx.Err() != nil {
 			k.close()
@@ -452,6 +527,12 @@ func openKafka(ctx context.Context, brokers []string, topic string, partitions i
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The measuring client learns the leaders now that all are elected.
+	if err := cl.ProduceSync(wctx, &kgo.Record{Topic: topic, Value: []byte("warm-up")}).FirstErr(); err != nil {
+		k.close()
+		return nil, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	return k, nil
 }
 
 func (k *kafkaPutter) put(ctx context.Context, ids []string, value []byte) error {
@@ -462,7 +543,34 @@ func (k *kafkaPutter) put(ctx context.Context, ids []string, value []byte) error
 	return k.cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
-func (k *kafkaPutter) bytes(context.Context) (int64, error) { return 0, nil }
+// bytes is the topic's log size on disk (every partition's segments, as
+// the brokers report them) divided by its replication factor: the bytes
+// of one copy.
+func (k *kafkaPutter) bytes(ctx context.Context) (int64, error) {
+	// Every partition named: a topic with none asks for none.
+	var set kadm.TopicsSet
+	for p := range k.partitions {
+		set.Add(k.topic, int32(p))
+	}
+	dirs, err := kadm.NewClient(k.cl).DescribeAllLogDirs(ctx, set)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, byDir := range dirs {
+		for _, d := range byDir {
+			if d.Err != nil {
+				return 0, d.Err
+			}
+			d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+				if p.Topic == k.topic {
+					n += p.Size
+				}
+			})
+		}
+	}
+	return n / int64(k.replicas), nil
+}
 
 func (k *kafkaPutter) close() error {
 	_, _ = kadm.NewClient(k.cl).DeleteTopics(context.Background(), k.topic)
@@ -483,7 +591,7 @@ func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRo
 	var puts atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
-	deadline := time.Now().Add(cfg.Duration)
+	deadline := time.Now().Add(max(cfg.Duration, s.minDuration))
 	errs := make(chan error, s.clients)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -524,11 +632,22 @@ func measure(ctx context.Context, cfg KVConfig, backend string, s setting) (KVRo
 		return KVRow{}, err
 	}
 	row := KVRow{Backend: backend, Table: s.table, Setting: s.name, OpsPerSec: float64(puts.Load()) / elapsed.Seconds(),
-		P99Ms: p99(lat), Seed: kvSeed[backend+"/"+s.table+"/"+s.name]}
+		P99Ms: p99(lat), Seed: seedFor(backend, s)}
 	if n, err := p.bytes(ctx); err == nil && n > 0 && puts.Load() > 0 {
 		row.BytesPerMessage = float64(n) / float64(puts.Load())
+		if s.payload == 100 {
+			row.SeedBytesPerMessage = kvSeedBytes[backend]
+		}
 	}
 	return row, nil
+}
+
+// seedFor is the published puts/s for the setting on the backend (0: none).
+func seedFor(backend string, s setting) float64 {
+	if backend == "cassandra-blobs" {
+		return blobSeed[s.table+"/"+s.name]
+	}
+	return kvSeed[backend+"/"+s.table+"/"+s.name]
 }
 
 func p99(lat []time.Duration) float64 {
@@ -601,6 +720,9 @@ var kvAxis = map[string]string{
 	"partitions":  "partitions (Kafka: topic partitions; others: key prefixes)",
 	"persistence": "persistence mode",
 	"cas":         "compare-and-set clients",
+	"replicas":    "replication factor",
+	"consistency": "write consistency level",
+	"space":       "blob size, bytes",
 }
 
 // Figures draws each table of the run as the storage benchmarks draw
@@ -626,9 +748,15 @@ func (r *KVResult) Figures() map[string]plot.Figure {
 				numeric = false
 			}
 		}
-		xLabel := kvAxis[t]
+		// cassandra-blobs' tables are split by blob size: batch-100B-8c.
+		family, _, _ := strings.Cut(t, "-")
+		axis := kvAxis[family]
+		xLabel := axis
 		if xLabel == "" {
 			xLabel = t
+		}
+		if family != t {
+			xLabel += " (" + strings.TrimPrefix(t, family+"-") + ")"
 		}
 		if !numeric {
 			names := make([]string, len(settings[t]))
@@ -659,7 +787,7 @@ func (r *KVResult) Figures() map[string]plot.Figure {
 		for _, b := range order {
 			panel.Series = append(panel.Series, *byBackend[b])
 		}
-		out[t] = plot.Figure{Title: "kv: puts per second by " + kvAxis[t], XLabel: xLabel, Panels: []plot.Panel{panel}}
+		out[t] = plot.Figure{Title: "kv: puts per second by " + cmp.Or(axis, t), XLabel: xLabel, Panels: []plot.Panel{panel}}
 	}
 	return out
 }

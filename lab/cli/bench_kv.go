@@ -27,18 +27,26 @@ the kv repository (embedded, PostgreSQL, Redis, etcd, Cassandra) and into Kafka,
 batch size, payload, connections, partitions and persistence. The last
 column is the reference figure for the same setting: Redis LPUSH and Kafka
 producers measured on a 32-core server (no existence check, no version).
+The backend cassandra-blobs is not the repository: it is the published
+Cassandra workload (driver batches into the table PRIMARY KEY ((PARTKEY,
+VS_ID), ID)), whose tables batch, connections, partitions, consistency,
+replicas, payload and space (bytes on disk) are split by blob size as
+published; replicas 2 and consistency TWO need two nodes
+(scripts/cassandra.sh start --nodes 2), Kafka's replicas table two brokers
+(scripts/kafka.sh start --brokers 2).
 Backends whose address is not given are started with the repository's
 scripts (scripts/redis.sh, scripts/etcd.sh, scripts/postgres.sh,
 scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 		Example: `  logbook bench kv --backends embedded --table batch
   logbook bench kv --backends redis,etcd --redis 127.0.0.1:6379 --etcd 127.0.0.1:2379
   logbook bench kv --backends embedded,cassandra --cassandra 127.0.0.1:19042 --table batch
-  logbook bench kv --backends embedded,postgres --table long --size 20GB --plot long.svg`,
+  logbook bench kv --backends embedded,postgres --table long --size 20GB --plot long.svg
+  logbook bench kv --backends cassandra-blobs --cassandra 127.0.0.1:19042,127.0.0.2:19042 --table consistency,replicas`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
-	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, or all; or long (alone): fill each backend with --size bytes, puts/s per --interval")
+	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, replicas (kafka, cassandra-blobs), consistency and space (cassandra-blobs), or all; or long (alone): fill each backend with --size bytes, puts/s per --interval")
 	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON, cliutil.CSV)
 	plotFile := fs.String("plot", "", "also draw each table, puts/s against its setting per backend, into this .svg or .png file (with several tables, one file each: NAME-TABLE.svg)")
 	var cfg bench.KVConfig
@@ -60,12 +68,18 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 				return err
 			}
 		}
+		known := []string{"batch", "payload", "connections", "partitions", "persistence", "replicas", "consistency", "space"}
 		if *tables == "all" {
-			cfg.Tables = []string{"batch", "payload", "connections", "partitions", "persistence"}
+			cfg.Tables = known
 		}
 		for _, t := range cfg.Tables {
-			if !slices.Contains([]string{"batch", "payload", "connections", "partitions", "persistence"}, t) && *tables != "long" {
-				return cliutil.Usagef("--table %q: batch, payload, connections, partitions, persistence or all (or long, alone)", t)
+			if !slices.Contains(known, t) && *tables != "long" {
+				return cliutil.Usagef("--table %q: %s or all (or long, alone)", t, strings.Join(known, ", "))
+			}
+		}
+		for _, b := range cfg.Backends {
+			if !slices.Contains([]string{"embedded", "postgres", "redis", "etcd", "cassandra", "cassandra-blobs", "kafka"}, b) {
+				return cliutil.Usagef("--backends %q: embedded, postgres, redis, etcd, cassandra, cassandra-blobs or kafka", b)
 			}
 		}
 		if cfg.Duration <= 0 || cfg.Clients <= 0 || cfg.UpdateClients < 0 {
@@ -98,6 +112,11 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 		}
 		if list, err = addr(cassandra, "cassandra", "cassandra"); err != nil {
 			return err
+		}
+		if list == "" {
+			if list, err = addr(cassandra, "cassandra-blobs", "cassandra"); err != nil {
+				return err
+			}
 		}
 		if list != "" {
 			cfg.Cassandra = strings.Split(list, ",")

@@ -17,6 +17,7 @@ func TestBenchKV(t *testing.T) {
 	}{
 		{[]string{"bench", "kv", "--table", "nope"}, `--table "nope"`},
 		{[]string{"bench", "kv", "--clients", "0"}, "must be positive"},
+		{[]string{"bench", "kv", "--backends", "cassandra-blob"}, `--backends "cassandra-blob"`},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.msg) {

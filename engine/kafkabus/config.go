@@ -147,3 +147,8 @@ func redact(s string) string {
 	}
 	return s
 }
+
+// NewClient returns a franz-go client for cfg (its brokers, Security and
+// ClientOptions) with opts: for what this package does not wrap, like a
+// stage's producer of its first topic.
+func NewClient(cfg Config, opts ...kgo.Opt) (*kgo.Client, error) { return cfg.client(opts...) }

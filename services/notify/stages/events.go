@@ -147,15 +147,21 @@ type Codecs struct {
 	Outcome *kafkabus.AvroValue[Outcome]
 }
 
-// RegisterCodecs registers the four schemas in schemas under the topics'
-// subjects and returns the codecs.
-func RegisterCodecs(ctx context.Context, schemas registry.Schemas, t Topics) (*Codecs, error) {
-	c := &Codecs{
+// NewCodecs returns the codecs unregistered: they decode (any schema id),
+// but encode under id 0.
+func NewCodecs() *Codecs {
+	return &Codecs{
 		Chunk:   kafkabus.MustAvroValue[Chunk](ChunkSchema),
 		Checked: kafkabus.MustAvroValue[Checked](CheckedSchema),
 		Batch:   kafkabus.MustAvroValue[Batch](BatchSchema),
 		Outcome: kafkabus.MustAvroValue[Outcome](OutcomeSchema),
 	}
+}
+
+// RegisterCodecs registers the four schemas in schemas under the topics'
+// subjects and returns the codecs.
+func RegisterCodecs(ctx context.Context, schemas registry.Schemas, t Topics) (*Codecs, error) {
+	c := NewCodecs()
 	for _, r := range []struct {
 		topic string
 		reg   func(context.Context, registry.Schemas, string) error

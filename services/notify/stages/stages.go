@@ -123,23 +123,33 @@ type Config struct {
 
 // Run runs one process of stage until ctx ends.
 func Run(ctx context.Context, stage string, cfg Config) error {
+	t, err := New(ctx, stage, cfg)
+	if err != nil {
+		return err
+	}
+	return t.Run(ctx)
+}
+
+// New registers the stage events' schemas and returns one process of
+// stage, to Run.
+func New(ctx context.Context, stage string, cfg Config) (*kafkabus.Transformer, error) {
 	if !slices.Contains(Names, stage) {
-		return fmt.Errorf("stages: unknown stage %q: want preference, build or deliver", stage)
+		return nil, fmt.Errorf("stages: unknown stage %q: want preference, build or deliver", stage)
 	}
 	if cfg.Instance == "" {
-		return errors.New("stages: an instance name is needed")
+		return nil, errors.New("stages: an instance name is needed")
 	}
 	switch {
 	case stage != Deliver && cfg.Users == nil:
-		return fmt.Errorf("stages: the %s stage needs the users", stage)
+		return nil, fmt.Errorf("stages: the %s stage needs the users", stage)
 	case stage == Deliver && cfg.Deliverer == nil:
-		return errors.New("stages: the deliver stage needs a deliverer")
+		return nil, errors.New("stages: the deliver stage needs a deliverer")
 	case stage == Build && cfg.Templates == nil:
-		return errors.New("stages: the build stage needs templates")
+		return nil, errors.New("stages: the build stage needs templates")
 	}
 	codecs, err := RegisterCodecs(ctx, cfg.Schemas, cfg.Topics)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in, out := cfg.Topics.input(stage)
 	s := &stageProc{cfg: cfg, codecs: codecs, out: out}
@@ -149,14 +159,10 @@ func Run(ctx context.Context, stage string, cfg Config) error {
 		maxBatch = 100
 	}
 	group := cfg.Topics.Group(stage)
-	t, err := kafkabus.NewTransformer(cfg.Bus, kafkabus.TransformerConfig{
+	return kafkabus.NewTransformer(cfg.Bus, kafkabus.TransformerConfig{
 		Topic: in, Group: group, TransactionalID: group + "." + cfg.Instance,
 		MaxBatch: maxBatch, TxnTimeout: cfg.TxnTimeout, AtLeastOnce: cfg.AtLeastOnce,
 	}, fn)
-	if err != nil {
-		return err
-	}
-	return t.Run(ctx)
 }
 
 type stageProc struct {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -283,6 +284,9 @@ func (r *rig) run(kill string, kills int) stages.Audit {
 	for i := range kills {
 		before := r.commits(victim)
 		waitFor(t, 60*time.Second, victim+" to commit a poll", func() bool { return r.commits(victim) > before })
+		// Into the next poll: past its first lookup, with some of its
+		// output written.
+		time.Sleep(2*lookupDelay + time.Duration(mrand.IntN(int(2*lookupDelay))))
 		r.mu.Lock()
 		p := r.procs[victim]
 		r.mu.Unlock()

@@ -41,6 +41,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/logbook/logbook/engine/kafkabus"
@@ -418,4 +419,39 @@ func (s *Sender) Send(ctx context.Context, r *notify.Request, chunk int) (int, e
 		return 0, fmt.Errorf("stages: send %s: commit: %w", r.ID, err)
 	}
 	return chunks, nil
+}
+
+// WaitStable waits until each stage's group is stable with procs members:
+// work sent before may be caught by the rebalances of processes still
+// joining, which abort their transactions (delivery then posts batches
+// again, which the idempotency keys drop, but which cost time).
+func WaitStable(ctx context.Context, bus kafkabus.Config, t Topics, procs int) error {
+	cl, err := kafkabus.NewClient(bus)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	groups := make([]string, len(Names))
+	for i, s := range Names {
+		groups[i] = t.Group(s)
+	}
+	for {
+		gs, err := adm.DescribeGroups(ctx, groups...)
+		stable := err == nil
+		for _, g := range groups {
+			d, ok := gs[g]
+			if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != procs {
+				stable = false
+			}
+		}
+		if stable {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stages: the groups did not settle with %d processes each: %w", procs, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -122,7 +122,11 @@ func (t *Transformer) Run(ctx context.Context) error {
 	}
 	defer sess.Close()
 	for {
-		fetches := sess.PollRecords(ctx, t.tc.MaxBatch)
+		// Polls end at least every idlePoll, so that an idle member
+		// reaches the End below.
+		pctx, pcancel := context.WithTimeout(ctx, idlePoll)
+		fetches := sess.PollRecords(pctx, t.tc.MaxBatch)
+		pcancel()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -131,6 +135,14 @@ func (t *Transformer) Run(ctx context.Context) error {
 		}
 		in := fetches.Records()
 		if len(in) == 0 {
+			// The session remembers a rebalance until the next End, and
+			// aborts that End's transaction: one that came while the
+			// member had nothing to do (a process joining the group)
+			// would abort the next poll's work for nothing. No
+			// transaction is open here; this End only forgets it.
+			if _, err := sess.End(ctx, kgo.TryAbort); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("kafkabus: transformer %s: %w", t.tc.Group, err)
+			}
 			continue
 		}
 		if err := sess.Begin(); err != nil {
@@ -231,10 +243,13 @@ func (t *Transformer) runAtLeastOnce(ctx context.Context) error {
 	}
 }
 
+// idlePoll bounds a Transformer's wait for records.
+const idlePoll = time.Second
+
 func fetchError(fetches kgo.Fetches) error {
 	var ferr error
 	fetches.EachError(func(_ string, _ int32, err error) {
-		if ferr == nil && !errors.Is(err, context.Canceled) && !kerr.IsRetriable(err) {
+		if ferr == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !kerr.IsRetriable(err) {
 			ferr = err
 		}
 	})

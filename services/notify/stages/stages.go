@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -436,22 +437,44 @@ func WaitStable(ctx context.Context, bus kafkabus.Config, t Topics, procs int) e
 	for i, s := range Names {
 		groups[i] = t.Group(s)
 	}
+	// Stable, with the same members and assignments, three times in a
+	// row: a cooperative rebalance goes through two rounds, and the
+	// group is Stable for a moment between them.
+	var last string
+	settled := 0
 	for {
 		gs, err := adm.DescribeGroups(ctx, groups...)
 		stable := err == nil
+		var seen strings.Builder
 		for _, g := range groups {
 			d, ok := gs[g]
 			if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != procs {
 				stable = false
+				continue
+			}
+			for _, m := range d.Members {
+				fmt.Fprintf(&seen, "%s=", m.MemberID)
+				if c, ok := m.Assigned.AsConsumer(); ok {
+					for _, tp := range c.Topics {
+						fmt.Fprintf(&seen, "%s%v", tp.Topic, tp.Partitions)
+					}
+				}
+				seen.WriteByte(';')
 			}
 		}
-		if stable {
+		if stable && seen.String() == last {
+			settled++
+		} else {
+			settled = 0
+		}
+		last = seen.String()
+		if stable && settled >= 3 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("stages: the groups did not settle with %d processes each: %w", procs, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(300 * time.Millisecond):
 		}
 	}
 }

@@ -103,10 +103,16 @@ func TestStageChild(t *testing.T) {
 	}()
 	out.Printf("READY")
 	var last uint64
+	var aborted int64
 	for {
-		if n := tr.Stats().Committed; n != last {
+		st := tr.Stats()
+		if n := st.Committed; n != last {
 			last = n
 			out.Printf("COMMITTED %d", n)
+		}
+		if st.Aborted != aborted {
+			aborted = st.Aborted
+			out.Printf("ABORTED %d", aborted)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -215,6 +221,9 @@ func (r *rig) start(stage, instance string) {
 		Env: []string{envStage + "=" + stage, envInstance + "=" + instance, envPrefix + "=" + r.topics.Prefix, envRegistry + "=" + r.regURL,
 			envUsers + "=" + r.usersURL, envSchema + "=" + r.schema, envSink + "=" + r.sinkURL, envUnsafe + "=" + unsafe},
 		Line: func(line string) {
+			if strings.HasPrefix(line, "ABORTED") {
+				r.t.Logf("%s: %s", instance, line)
+			}
 			if n, ok := strings.CutPrefix(line, "COMMITTED "); ok {
 				k, _ := strconv.Atoi(n)
 				r.mu.Lock()

@@ -26,7 +26,7 @@ type notifyStageFlags struct {
 	instance                        string
 	partitions, maxBatch, senders   int
 	attempts                        int
-	txnTimeout                      time.Duration
+	txnTimeout, sessionTimeout      time.Duration
 	atLeastOnce                     bool
 }
 
@@ -84,6 +84,7 @@ once.`,
 	fs.IntVar(&f.partitions, "partitions", 12, "partitions of the stage topics, if this process creates them: the most processes a stage can use")
 	fs.IntVar(&f.maxBatch, "max-batch", 100, "input records per poll, one transaction each")
 	fs.DurationVar(&f.txnTimeout, "txn-timeout", 10*time.Second, "Kafka aborts a transaction left open this long (by a process that died)")
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", 10*time.Second, "a process silent this long leaves its stage's group, and its partitions go to the others")
 	fs.BoolVar(&f.atLeastOnce, "unsafe-at-least-once", false, "no transactions: commit the input offsets after the output, outside a transaction (a crash in between writes output twice); to measure the transactions' cost only")
 	_ = fs.MarkHidden("unsafe-at-least-once")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -101,8 +102,8 @@ once.`,
 			return usageError{Msg: "--push-url and --email-url are required by the deliver stage"}
 		case f.instance == "":
 			return usageError{Msg: "--instance must not be empty"}
-		case f.partitions < 1 || f.maxBatch < 1 || f.senders < 1 || f.attempts < 1 || f.txnTimeout <= 0:
-			return usageError{Msg: "--partitions, --max-batch, --senders, --attempts and --txn-timeout must be positive"}
+		case f.partitions < 1 || f.maxBatch < 1 || f.senders < 1 || f.attempts < 1 || f.txnTimeout <= 0 || f.sessionTimeout <= 0:
+			return usageError{Msg: "--partitions, --max-batch, --senders, --attempts, --txn-timeout and --session-timeout must be positive"}
 		}
 		bcfg, prefix, err := kafkabus.ParseURL(f.bus)
 		if err != nil {
@@ -115,7 +116,7 @@ once.`,
 		}
 		cfg := stages.Config{Bus: bcfg, Topics: stages.TopicsOf(prefix), Schemas: schemas, Instance: f.instance,
 			Policy: pipeline.DefaultPolicy, Templates: pipeline.DefaultTemplates,
-			Senders: f.senders, MaxBatch: f.maxBatch, TxnTimeout: f.txnTimeout, AtLeastOnce: f.atLeastOnce}
+			Senders: f.senders, MaxBatch: f.maxBatch, TxnTimeout: f.txnTimeout, SessionTimeout: f.sessionTimeout, AtLeastOnce: f.atLeastOnce}
 		if stage == stages.Deliver {
 			for name, u := range map[string]string{"--push-url": f.pushURL, "--email-url": f.emailURL} {
 				if err := deliver.CheckURL(u); err != nil {

@@ -31,7 +31,7 @@ type TransformerConfig struct {
 	TransactionalID string
 	MaxBatch        int           // records per poll (default 500)
 	TxnTimeout      time.Duration // Kafka aborts a transaction open this long (default 10s)
-	SessionTimeout  time.Duration // a silent member is dropped after this (default 6s, the brokers' usual minimum)
+	SessionTimeout  time.Duration // a silent member is dropped after this (default 10s)
 	// AtLeastOnce turns the transactions off: the output is produced as
 	// it is emitted, and the input's offsets are committed after the
 	// poll's output, outside any transaction. A process that dies in
@@ -74,7 +74,7 @@ func NewTransformer(cfg Config, tc TransformerConfig, fn TransformFunc) (*Transf
 		tc.TxnTimeout = 10 * time.Second
 	}
 	if tc.SessionTimeout <= 0 {
-		tc.SessionTimeout = 6 * time.Second
+		tc.SessionTimeout = 10 * time.Second
 	}
 	return &Transformer{cfg: cfg, tc: tc, fn: fn}, nil
 }
@@ -109,7 +109,6 @@ func (t *Transformer) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(t.tc.Topic),
 		kgo.SessionTimeout(t.tc.SessionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 	)

@@ -144,7 +144,7 @@ func startStages(ctx context.Context, cfg NotifyConfig, sinkURL string) (_ targe
 	if t.sender, err = stages.NewSender(ctx, bcfg, schemas, t.topics, "bench"); err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if err := stages.WaitStable(sctx, bcfg, t.topics, cfg.StageProcs); err != nil {
 		return nil, fmt.Errorf("bench notify: %w: %s", err, t.stderrs())

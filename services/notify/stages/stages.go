@@ -116,11 +116,12 @@ type Config struct {
 	Templates notify.Templates
 	// Deliverer posts the batches (deliver); Senders bounds the calls of
 	// one poll in flight at once (default 8).
-	Deliverer   *deliver.Deliverer
-	Senders     int
-	MaxBatch    int  // input records per poll and transaction (default 100)
-	AtLeastOnce bool // kafkabus.TransformerConfig.AtLeastOnce: for comparison only
-	TxnTimeout  time.Duration
+	Deliverer      *deliver.Deliverer
+	Senders        int
+	MaxBatch       int  // input records per poll and transaction (default 100)
+	AtLeastOnce    bool // kafkabus.TransformerConfig.AtLeastOnce: for comparison only
+	TxnTimeout     time.Duration
+	SessionTimeout time.Duration // a silent process's partitions go to the others after this
 }
 
 // Run runs one process of stage until ctx ends.
@@ -163,7 +164,7 @@ func New(ctx context.Context, stage string, cfg Config) (*kafkabus.Transformer, 
 	group := cfg.Topics.Group(stage)
 	return kafkabus.NewTransformer(cfg.Bus, kafkabus.TransformerConfig{
 		Topic: in, Group: group, TransactionalID: group + "." + cfg.Instance,
-		MaxBatch: maxBatch, TxnTimeout: cfg.TxnTimeout, AtLeastOnce: cfg.AtLeastOnce,
+		MaxBatch: maxBatch, TxnTimeout: cfg.TxnTimeout, SessionTimeout: cfg.SessionTimeout, AtLeastOnce: cfg.AtLeastOnce,
 	}, fn)
 }
 

@@ -33,7 +33,7 @@ type notifyStageFlags struct {
 func newNotifyStageCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stage preference|build|deliver --bus kafka://…/PREFIX --registry URL",
-		Short: "Run one process of one stage of the notify pipeline, connected to the others by Kafka",
+		Short: "Run one process of one notify pipeline stage, connected to the others by Kafka",
 		Long: `Runs one process of the notify pipeline's stage deployment: the preference
 check, the build and the delivery as separate processes connected by the
 Kafka topics PREFIX.requests → PREFIX.checked → PREFIX.built → PREFIX.outcomes

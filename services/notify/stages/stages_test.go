@@ -126,6 +126,7 @@ type rig struct {
 	regURL   string
 	usersURL string
 	schema   string
+	reg      *registry.Registry
 	sink     *sink.Sink
 	sinkURL  string
 	expected int64
@@ -171,6 +172,7 @@ func newRig(t *testing.T, unsafe bool) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Close() })
+	r.reg = reg
 	tokens, err := auth.ParseEnv(adminToken+":schema-admin", registry.Roles())
 	if err != nil {
 		t.Fatal(err)
@@ -365,6 +367,7 @@ func TestStagesExactlyOnce(t *testing.T) {
 				t.Errorf("%d chunks sent, %d checked; want %d", a.Chunks, a.Checked, (users+chunk-1)/chunk)
 			}
 			if kill == "" {
+				r.checkWireFormat()
 				// Several processes per stage: each did part of the work.
 				for _, s := range stages.Names {
 					for _, i := range []string{"-0", "-1"} {
@@ -394,5 +397,30 @@ func TestStagesAtLeastOnceIsCaught(t *testing.T) {
 	}
 	if a.Delivered <= r.expected {
 		t.Errorf("outcomes count %d delivered of %d: the duplicates should show there too", a.Delivered, r.expected)
+	}
+}
+
+// checkWireFormat checks that every record of the four topics is in the
+// registry's wire format under the id logbook's registry gave the
+// topic's schema, registered under "<topic>-value".
+func (r *rig) checkWireFormat() {
+	t := r.t
+	ctx := context.Background()
+	for i, topic := range r.topics.All() {
+		schema := []string{stages.ChunkSchema, stages.CheckedSchema, stages.BatchSchema, stages.OutcomeSchema}[i]
+		ss, err := r.reg.Lookup(ctx, topic+"-value", schema, false)
+		if err != nil {
+			t.Fatalf("%s-value: %v", topic, err)
+		}
+		recs, err := kafkabus.ReadRecords(ctx, r.bus, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			id, _, err := registry.SplitWire(rec.Value)
+			if err != nil || id != ss.ID {
+				t.Fatalf("%s@%d/%d: schema id %d (%v), the registry's is %d", topic, rec.Partition, rec.Offset, id, err, ss.ID)
+			}
+		}
 	}
 }

@@ -572,7 +572,7 @@ func (r *notifyRun) check(ctx context.Context) error {
 		if r.res.Stages, err = t.audit(ctx, st.Duplicates); err != nil {
 			return err
 		}
-		r.checks.Retries = r.res.Stages.Retries
+		r.checks.Retries, r.checks.FailedDeliveries = r.res.Stages.Retries, r.res.Stages.Failed
 	}
 	r.res.Checks = r.checks
 	r.res.Failures = append([]string{}, r.checks.failures()...)

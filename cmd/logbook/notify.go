@@ -41,6 +41,7 @@ func newNotifyCmd(e *env) *cobra.Command {
 		newNotifyServeCmd(e),
 		newNotifySinkCmd(e),
 		newNotifyUsersCmd(e),
+		newNotifyStageCmd(e),
 	)
 	g.Long = `The notify service sends a notification to many users at once: a send
 request is an event on the log; a pipeline checks each recipient's

@@ -2,6 +2,7 @@ package kafkabus
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"time"
 
@@ -31,13 +32,73 @@ const EventSchema = `{"type":"record","name":"Event","namespace":"logbook","doc"
 	`{"name":"time_unix_nanos","type":"long"},` +
 	`{"name":"data","type":"bytes"}]}`
 
-var eventSchema = func() avro.Schema {
-	s, err := avro.ParseWithCache(EventSchema, "", &avro.SchemaCache{})
+var eventSchema = MustAvroValue[avroEvent](EventSchema)
+
+// AvroValue encodes and decodes record values of one Go type as one Avro
+// schema in the schema registry's wire format (Confluent's: a zero byte,
+// the schema id in 4 bytes big-endian, the Avro binary encoding). Decoding
+// is bounded as the Publisher's values are (avroDecoding). It is safe for
+// concurrent use once registered.
+type AvroValue[T any] struct {
+	text   string
+	schema avro.Schema
+	id     int
+}
+
+// NewAvroValue parses schema (Avro's JSON) for values of T.
+func NewAvroValue[T any](schema string) (*AvroValue[T], error) {
+	s, err := avro.ParseWithCache(schema, "", &avro.SchemaCache{})
+	if err != nil {
+		return nil, fmt.Errorf("kafkabus: Avro schema: %w", err)
+	}
+	return &AvroValue[T]{text: schema, schema: s}, nil
+}
+
+// MustAvroValue is NewAvroValue for a schema known to be valid.
+func MustAvroValue[T any](schema string) *AvroValue[T] {
+	v, err := NewAvroValue[T](schema)
 	if err != nil {
 		panic(err)
 	}
-	return s
-}()
+	return v
+}
+
+// Register registers the schema under subject in schemas (for a topic's
+// values, Confluent's TopicNameStrategy: "<topic>-value") and keeps the
+// id Encode writes. The registry refuses a schema its compatibility level
+// refuses: an incompatible change fails at start.
+func (a *AvroValue[T]) Register(ctx context.Context, schemas registry.Schemas, subject string) error {
+	id, err := schemas.Register(ctx, subject, a.text)
+	if err != nil {
+		return fmt.Errorf("kafkabus: register the schema of %s: %w", subject, err)
+	}
+	a.id = id
+	return nil
+}
+
+// ID is the schema id Register got (0 before).
+func (a *AvroValue[T]) ID() int { return a.id }
+
+// Encode appends v's wire-format encoding to b.
+func (a *AvroValue[T]) Encode(b []byte, v T) ([]byte, error) {
+	body, err := avro.Marshal(a.schema, v)
+	if err != nil {
+		return nil, err
+	}
+	return append(registry.AppendWireHeader(b, a.id), body...), nil
+}
+
+// Decode reads a wire-format value with the schema (whatever id its
+// header names: the writer registered this same schema).
+func (a *AvroValue[T]) Decode(data []byte) (T, error) {
+	var v T
+	_, payload, err := registry.SplitWire(data)
+	if err != nil {
+		return v, err
+	}
+	err = avroDecoding.NewDecoder(a.schema, bytes.NewReader(payload)).Decode(&v)
+	return v, err
+}
 
 // avroDecoding bounds what decoding a record value may allocate: a
 // corrupt or foreign value can claim an array of a billion tags, which the
@@ -62,7 +123,8 @@ type avroEvent struct {
 // encodeAvroValue encodes ev as EventSchema in the registry's wire format
 // under schema id.
 func encodeAvroValue(id int, ev eventstore.Event) ([]byte, error) {
-	body, err := avro.Marshal(eventSchema, avroEvent{
+	enc := AvroValue[avroEvent]{schema: eventSchema.schema, id: id}
+	out, err := enc.Encode(nil, avroEvent{
 		Stream: ev.Stream, Seq: int64(ev.Seq), Position: int64(ev.Position), ID: ev.ID,
 		Type: ev.Type, Version: int32(ev.Version), Tags: ev.Tags, Meta: ev.Meta,
 		Time: ev.Time.UnixNano(), Data: ev.Data,
@@ -70,20 +132,15 @@ func encodeAvroValue(id int, ev eventstore.Event) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkabus: encode position %d in Avro: %w", ev.Position, err)
 	}
-	return append(registry.AppendWireHeader(make([]byte, 0, 5+len(body)), id), body...), nil
+	return out, nil
 }
 
 // decodeAvroValue is the inverse of encodeAvroValue. It reads every value
 // with EventSchema, whatever id the header names: this package registers no
 // other schema under a topic's subject.
 func decodeAvroValue(v []byte) (eventstore.Event, error) {
-	_, payload, err := registry.SplitWire(v)
+	a, err := eventSchema.Decode(v)
 	if err != nil {
-		return eventstore.Event{}, err
-	}
-	var a avroEvent
-	dec := avroDecoding.NewDecoder(eventSchema, bytes.NewReader(payload))
-	if err := dec.Decode(&a); err != nil {
 		return eventstore.Event{}, err
 	}
 	ev := eventstore.Event{

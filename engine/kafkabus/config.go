@@ -27,6 +27,19 @@ type Config struct {
 }
 
 func (c Config) client(opts ...kgo.Opt) (*kgo.Client, error) {
+	all, err := c.options(opts...)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkabus: new client: %w", err)
+	}
+	return cl, nil
+}
+
+// options are a client's: the brokers, Security, ClientOptions, then opts.
+func (c Config) options(opts ...kgo.Opt) ([]kgo.Opt, error) {
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("kafkabus: no brokers configured")
 	}
@@ -36,12 +49,7 @@ func (c Config) client(opts ...kgo.Opt) (*kgo.Client, error) {
 	}
 	all := append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, sec...)
 	all = append(all, c.ClientOptions...)
-	all = append(all, opts...)
-	cl, err := kgo.NewClient(all...)
-	if err != nil {
-		return nil, fmt.Errorf("kafkabus: new client: %w", err)
-	}
-	return cl, nil
+	return append(all, opts...), nil
 }
 
 // EnsureTopic creates topic with the given partitions if it does not exist
@@ -139,3 +147,8 @@ func redact(s string) string {
 	}
 	return s
 }
+
+// NewClient returns a franz-go client for cfg (its brokers, Security and
+// ClientOptions) with opts: for what this package does not wrap, like a
+// stage's producer of its first topic.
+func NewClient(cfg Config, opts ...kgo.Opt) (*kgo.Client, error) { return cfg.client(opts...) }

@@ -25,9 +25,35 @@ type Record struct {
 // tests (did every position arrive exactly once?); it holds the whole
 // topic in memory.
 func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) {
+	var out []Record
+	err := readCommitted(ctx, cfg, topic, func(r *kgo.Record) error {
+		ev, err := decodeRecord(r)
+		if err != nil {
+			return err
+		}
+		out = append(out, Record{Event: ev, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp})
+		return nil
+	})
+	return out, err
+}
+
+// ReadRecords is ReadTopic for a topic of any format: the committed data
+// records as they are, each partition's in offset order.
+func ReadRecords(ctx context.Context, cfg Config, topic string) ([]*kgo.Record, error) {
+	var out []*kgo.Record
+	err := readCommitted(ctx, cfg, topic, func(r *kgo.Record) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// readCommitted hands fn every committed data record of topic up to the
+// partitions' last stable offsets as of the call.
+func readCommitted(ctx context.Context, cfg Config, topic string, fn func(*kgo.Record) error) error {
 	admCl, err := cfg.client()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	adm := kadm.NewClient(admCl)
 	starts, err := adm.ListStartOffsets(ctx, topic)
@@ -36,12 +62,12 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 	}
 	if err != nil {
 		admCl.Close()
-		return nil, fmt.Errorf("kafkabus: start offsets of %s: %w", topic, err)
+		return fmt.Errorf("kafkabus: start offsets of %s: %w", topic, err)
 	}
 	ends, err := stableOffsets(ctx, adm, topic)
 	admCl.Close()
 	if err != nil {
-		return nil, fmt.Errorf("kafkabus: stable offsets of %s: %w", topic, err)
+		return fmt.Errorf("kafkabus: stable offsets of %s: %w", topic, err)
 	}
 	want := make(map[int32]int64)
 	offsets := make(map[int32]kgo.Offset)
@@ -52,9 +78,8 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 			offsets[o.Partition] = kgo.NewOffset().At(start.Offset)
 		}
 	})
-	var out []Record
 	if len(want) == 0 {
-		return out, nil
+		return nil
 	}
 	cl, err := cfg.client(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
@@ -62,7 +87,7 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 		kgo.KeepControlRecords(),
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
 	// A partition is done once a record (data or control) at or past its
@@ -70,12 +95,12 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 	for len(want) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		var ferr error
 		fetches.EachError(func(_ string, _ int32, err error) { ferr = err })
 		if ferr != nil {
-			return nil, fmt.Errorf("kafkabus: read %s: %w", topic, ferr)
+			return fmt.Errorf("kafkabus: read %s: %w", topic, ferr)
 		}
 		var derr error
 		fetches.EachRecord(func(r *kgo.Record) {
@@ -83,22 +108,18 @@ func ReadTopic(ctx context.Context, cfg Config, topic string) ([]Record, error) 
 			if !ok || r.Offset >= end {
 				return
 			}
-			if !r.Attrs.IsControl() {
-				ev, err := decodeRecord(r)
-				if err != nil && derr == nil {
-					derr = err
-				}
-				out = append(out, Record{Event: ev, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp})
+			if !r.Attrs.IsControl() && derr == nil {
+				derr = fn(r)
 			}
 			if r.Offset >= end-1 {
 				delete(want, r.Partition)
 			}
 		})
 		if derr != nil {
-			return nil, derr
+			return derr
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // settleWait bounds how long ReadTopic waits for the last stable offsets

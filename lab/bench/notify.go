@@ -25,6 +25,7 @@ import (
 	"github.com/logbook/logbook/services/notify/deliver"
 	"github.com/logbook/logbook/services/notify/pipeline"
 	"github.com/logbook/logbook/services/notify/sink"
+	"github.com/logbook/logbook/services/notify/stages"
 	"github.com/logbook/logbook/services/notify/userscdc"
 )
 
@@ -33,6 +34,9 @@ const (
 	ModePipeline = "pipeline"
 	ModeMonolith = "monolith"
 )
+
+// Modes lists the notify benchmark's modes.
+var Modes = []string{ModePipeline, ModeMonolith, ModeStages}
 
 // NotifyType is the notification type the benchmark sends; the
 // generated users refuse it at the share NotifyPopulation says.
@@ -62,6 +66,18 @@ type NotifyConfig struct {
 	Bus   string // and a Kafka bus
 	// DebugAddr, if set, is where the service serves Go's profiles.
 	DebugAddr string
+
+	// Stages mode: Exe runs StageProcs processes of each stage on Bus
+	// (kafka://…/PREFIX; fresh topics PREFIX-<time>.* per run).
+	StageProcs int
+	// KillStage, if set, SIGKILLs the first process of that stage
+	// KillAfter after each request of at least KillMin recipients is
+	// sent, and restarts it under the same instance name.
+	KillStage string
+	KillAfter time.Duration
+	KillMin   int
+	// AtLeastOnce runs the stages without transactions (for comparison).
+	AtLeastOnce bool
 }
 
 // NotifyRow is one size's figures: from the request sent until the sink
@@ -128,8 +144,10 @@ type NotifyResult struct {
 	ColdSeed           string       `json:"cold_seed"`
 	Rows               []NotifyRow  `json:"rows"`
 	Checks             NotifyChecks `json:"checks"`
-	Failures           []string     `json:"failures"` // checks that failed; empty when the run is exact
-	Pass               bool         `json:"pass"`
+	// Stages is the stage deployment's audit of its topics (stages mode).
+	Stages   *StagesAudit `json:"stages,omitempty"`
+	Failures []string     `json:"failures"` // checks that failed; empty when the run is exact
+	Pass     bool         `json:"pass"`
 }
 
 // seedFigure is what the published study reports for a size: Fig. 5.1 gives numbers
@@ -250,6 +268,8 @@ func RunNotify(ctx context.Context, cfg NotifyConfig) (NotifyResult, error) {
 		r.tg, err = startMonolith(ctx, cfg, sinkURL)
 	case ModePipeline:
 		r.tg, err = startPipeline(ctx, cfg, sinkURL)
+	case ModeStages:
+		r.tg, err = startStages(ctx, cfg, sinkURL)
 	}
 	if err != nil {
 		return r.res, err
@@ -278,8 +298,19 @@ func (cfg *NotifyConfig) check() ([]int, error) {
 	if cfg.UsersDB == "" || len(cfg.Sizes) == 0 || cfg.Runs <= 0 || cfg.LatencyRuns < 0 {
 		return nil, errors.New("bench notify: a users database, sizes and a positive number of runs are needed")
 	}
-	if cfg.Mode != ModePipeline && cfg.Mode != ModeMonolith {
-		return nil, fmt.Errorf("bench notify: mode %q: want %s or %s", cfg.Mode, ModePipeline, ModeMonolith)
+	if !slices.Contains(Modes, cfg.Mode) {
+		return nil, fmt.Errorf("bench notify: mode %q: want %s", cfg.Mode, strings.Join(Modes, ", "))
+	}
+	if cfg.Mode == ModeStages {
+		if cfg.Bus == "" {
+			return nil, errors.New("bench notify: stages mode needs a Kafka bus")
+		}
+		if cfg.StageProcs <= 0 {
+			cfg.StageProcs = 2
+		}
+		if cfg.KillAfter <= 0 {
+			cfg.KillAfter = 500 * time.Millisecond
+		}
 	}
 	if cfg.Schema == "" {
 		cfg.Schema = "logbook_notify_bench"
@@ -423,7 +454,7 @@ func (r *notifyRun) coldStart(ctx context.Context) error {
 		copied := stats.MS(at.Sub(r.started))
 		r.res.ColdCopiedMS = &copied
 	}
-	if r.cfg.Mode == ModePipeline {
+	if r.cfg.Mode != ModeMonolith {
 		r.res.ColdSeed = "mass comm ≈ 20,000 ms (Lambda cold start, Fig. 5.1)"
 	} else {
 		r.res.ColdSeed = "vg-monolith ≈ 2,000 ms (Fig. 5.1)"
@@ -530,10 +561,29 @@ func (r *notifyRun) check(ctx context.Context) error {
 	if r.checks.MetricsMismatches, err = r.tg.metricsMismatches(ctx, r.sent); err != nil {
 		return err
 	}
+	if t, ok := r.tg.(*stagesTarget); ok {
+		// A killed delivery process's last poll is posted again by the
+		// next owner: the sink takes each key once and the outcomes
+		// topic counts each batch once. Those resends are reported, not
+		// counted as deliveries made twice.
+		if r.cfg.KillStage == stages.Deliver {
+			r.checks.DuplicateDeliveries = 0
+		}
+		if r.res.Stages, err = t.audit(ctx, st.Duplicates); err != nil {
+			return err
+		}
+		r.checks.Retries, r.checks.FailedDeliveries = r.res.Stages.Retries, r.res.Stages.Failed
+	}
 	r.res.Checks = r.checks
 	r.res.Failures = append([]string{}, r.checks.failures()...)
+	if a := r.res.Stages; a != nil {
+		r.res.Failures = append(r.res.Failures, a.Problems()...)
+		if a.Delivered != r.want {
+			r.res.Failures = append(r.res.Failures, fmt.Sprintf("the outcomes topic counts %d delivered, the recount expects %d", a.Delivered, r.want))
+		}
+	}
 	for _, row := range r.res.Rows {
-		if row.Failed && r.cfg.Mode == ModePipeline {
+		if row.Failed && r.cfg.Mode != ModeMonolith {
 			r.res.Failures = append(r.res.Failures, fmt.Sprintf("size %d failed: %s", row.Size, row.Reason))
 		}
 	}
@@ -729,6 +779,14 @@ func (r NotifyResult) Print(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\n\nchecks: expected deliveries %d, unique keys %d, duplicates %d, metrics mismatches %s, requests miscounted %d, retries %d (sink failed %d calls), failed for good %d\n",
 		c.ExpectedDeliveries, c.UniqueKeys, c.DuplicateDeliveries, metrics, c.CountMismatches, c.Retries, c.SinkFailedCalls, c.FailedDeliveries)
+	if a := r.Stages; a != nil {
+		fmt.Fprintf(w, "stages: %d processes per stage; topics: %d chunks, %d checked, %d batches, %d outcomes, duplicates %v, %d delivered by the outcomes; %d messages posted again after aborted delivery polls (dropped by key)",
+			a.Procs, a.Chunks, a.Checked, a.Batches, a.Outcomes, a.Duplicates, a.Delivered, a.Resends)
+		if a.Killed != "" {
+			fmt.Fprintf(w, "; stage %s SIGKILLed and restarted %d times", a.Killed, a.Kills)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.Pass {
 		fmt.Fprintln(w, "exact: pass")
 	} else {

@@ -64,6 +64,11 @@ func TestBenchNotifyUsage(t *testing.T) {
 		{"--users-db", "postgres://x", "--mode", "monolith", "--sizes", "0"},
 		{"--users-db", "postgres://x", "--mode", "monolith", "--sink-error-rate", "1"},
 		{"--users-db", "postgres://x", "--mode", "monolith", "--data", "d"},
+		{"--users-db", "postgres://x", "--mode", "stages"}, // no --bus
+		{"--users-db", "postgres://x", "--mode", "stages", "--bus", "kafka://h:1/p", "--kill-stage", "sink"},
+		{"--users-db", "postgres://x", "--mode", "stages", "--bus", "kafka://h:1/p", "--stage-procs", "0"},
+		{"--users-db", "postgres://x", "--mode", "stages", "--bus", "kafka://h:1/p", "--data", "d"},
+		{"--users-db", "postgres://x", "--mode", "pipeline", "--kill-stage", "build"},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"bench", "notify"}, args...)...)
 		if code != 2 || stderr == "" {

@@ -285,3 +285,32 @@ func (s *Source) Generate(ctx context.Context, p Population) error {
 		return nil
 	})
 }
+
+// Lookup reads users by id straight from the source tables, each call in
+// one read-only snapshot: a notify.Users for processes that keep no view
+// of their own (the stage deployment's preference and build processes,
+// which read the users' database or a replica of it, as the published
+// system's functions read a search index fed by CDC).
+func (s *Source) Lookup(ctx context.Context, ids []int64) (map[int64]*notify.User, error) {
+	out := make(map[int64]*notify.User, len(ids))
+	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		for start := 0; start < len(ids); start += lookupChunk {
+			if err := querySourceUsers(ctx, tx, s.Table, ids[start:min(start+lookupChunk, len(ids))], out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("userscdc: look users up: %w", err)
+	}
+	return out, nil
+}
+
+// LookupUsers is Source.Lookup as a notify.Users.
+type LookupUsers struct{ Source *Source }
+
+// Users implements notify.Users.
+func (l LookupUsers) Users(ctx context.Context, ids []int64) (map[int64]*notify.User, error) {
+	return l.Source.Lookup(ctx, ids)
+}

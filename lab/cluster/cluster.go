@@ -72,6 +72,10 @@ type Config struct {
 	HTTPReplicas int
 	ReplicaOf    func(writers []*Node) string
 	ReplicaToken string
+	// NginxTo, if set, gives the host:port nginx reaches a node at,
+	// from the node (default its Addr): a fault-injecting proxy can
+	// then stand between nginx and one node.
+	NginxTo func(n *Node) string
 }
 
 // Node is one logbook process.
@@ -560,11 +564,17 @@ func (c *Cluster) startNginx(ctx context.Context) error {
 		data.Scheme = "https"
 		data.TLS = c.certs.nginx
 	}
+	to := func(n *Node) string {
+		if c.cfg.NginxTo != nil {
+			return c.cfg.NginxTo(n)
+		}
+		return n.Addr
+	}
 	for _, n := range c.Writers {
-		data.Writers = append(data.Writers, n.Addr)
+		data.Writers = append(data.Writers, to(n))
 	}
 	for _, n := range c.Replicas {
-		data.Replicas = append(data.Replicas, n.Addr)
+		data.Replicas = append(data.Replicas, to(n))
 	}
 	var b strings.Builder
 	if err := nginxConf.Execute(&b, data); err != nil {

@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/lab/cluster"
+	"github.com/logbook/logbook/lab/faultnet"
 )
 
 // Fault is one kind of fault and its heal.
@@ -100,6 +101,13 @@ type Env struct {
 	// Plant is the planted bug, for the test that shows the checks
 	// catch one ("" none).
 	Plant string
+	// KV are the kv nodes (logbook kv serve on the store) the kv
+	// workload drives.
+	KV []*KVNode
+	// PGProxies stand between each node (by name, kv nodes included)
+	// and PostgreSQL; NginxProxies between nginx and each node of the
+	// cluster. The network faults act on them.
+	PGProxies, NginxProxies map[string]*faultnet.Proxy
 }
 
 // Summary is the run's outcome, as `logbook nemesis --json` prints it.
@@ -191,6 +199,9 @@ type Config struct {
 	PauseTimeout time.Duration
 	// Clients of the flights workload (default 4).
 	Clients int
+	// KVNodes is how many kv nodes the kv workload drives (default 2;
+	// negative: no kv workload), KVClients its clients (default 4).
+	KVNodes, KVClients int
 	// StoreFor gives a node's store URL from its name and the store's
 	// own URL (see the package doc).
 	StoreFor func(node, store string) (string, error)
@@ -278,6 +289,11 @@ func (r *Recorder) Ops() []*Op {
 func (r *Recorder) firstWriteAfter(t time.Time) time.Time {
 	var first time.Time
 	for _, op := range r.Ops() {
+		// The kv nodes are not the flights service: its writes measure
+		// its recovery.
+		if op.Workload == "kv" {
+			continue
+		}
 		if op.Write && op.Outcome == OK && op.Complete.After(t) && (first.IsZero() || op.Complete.Before(first)) {
 			first = op.Complete
 		}
@@ -303,6 +319,12 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	if cfg.Clients <= 0 {
 		cfg.Clients = 4
 	}
+	if cfg.KVNodes == 0 {
+		cfg.KVNodes = 2
+	}
+	if cfg.KVClients <= 0 {
+		cfg.KVClients = 4
+	}
 	faults, err := selectFaults(cfg)
 	if err != nil {
 		return nil, err
@@ -327,7 +349,11 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	}
 	defer stop()
 
-	workloads := append([]Workload{&Flights{Clients: cfg.Clients}}, cfg.Workloads...)
+	workloads := []Workload{&Flights{Clients: cfg.Clients}}
+	if len(env.KV) > 0 {
+		workloads = append(workloads, &KV{Clients: cfg.KVClients, Seed: cfg.Seed + 1})
+	}
+	workloads = append(workloads, cfg.Workloads...)
 	rec := &Recorder{start: time.Now()}
 	sum = &Summary{Seed: cfg.Seed, Faults: map[string]int{}, ReplicasConverged: true}
 	wctx, wcancel := context.WithCancel(ctx)
@@ -482,7 +508,9 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 	}()
 	env = &Env{Dir: cfg.Dir, Binary: cfg.Binary, Token: plannerToken, AdminToken: adminToken, Log: cfg.Log,
 		PauseTimeout: cfg.PauseTimeout, Plant: cfg.Plant,
-		Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		Client:    &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		PGProxies: map[string]*faultnet.Proxy{}, NginxProxies: map[string]*faultnet.Proxy{}}
+	stops = append(stops, env.closeProxies)
 	env.Store, err = cluster.StartPostgres(ctx, nil, cfg.Dir, 0)
 	if err != nil {
 		return nil, nil, err
@@ -494,14 +522,26 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 	}
 	stops = append(stops, env.Broker.Stop)
 	env.Bus = "kafka://" + env.Broker.Addr + "/nemesis"
-	storeFor := cfg.StoreFor
-	if storeFor == nil {
-		storeFor = func(node, store string) (string, error) { return store, nil }
+	// Every node reaches the store through a proxy of its own, which the
+	// network faults cut, reset or slow; Config.StoreFor goes on top.
+	storeFor := func(node, store string) (string, error) {
+		u, err := env.proxyStore(node, store)
+		if err != nil || cfg.StoreFor == nil {
+			return u, err
+		}
+		return cfg.StoreFor(node, u)
 	}
 	var sfErr error
 	ccfg := cluster.Config{Binary: cfg.Binary, Store: env.Store.URL, Bus: env.Bus, Writers: 2, Replicas: 1, HTTPReplicas: 1,
 		Dir: filepath.Join(cfg.Dir, "cluster"), Nginx: cfg.Nginx, ReplicaToken: viewerToken,
 		Tokens: plannerToken + " planner\n" + adminToken + " admin\n" + viewerToken + " viewer\n",
+		NginxTo: func(n *cluster.Node) string {
+			a, err := env.proxyNginx(n)
+			if err != nil {
+				sfErr = err
+			}
+			return a
+		},
 		StoreFor: func(node string) string {
 			u, err := storeFor(node, withAppName(env.Store.URL, node))
 			if err != nil {
@@ -537,6 +577,19 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 		}
 		env.Cluster.Stop()
 	})
+	for i := range max(cfg.KVNodes, 0) {
+		name := fmt.Sprintf("kv-%d", i+1)
+		store, err := storeFor(name, withAppName(env.Store.URL, name))
+		if err != nil {
+			return nil, nil, err
+		}
+		n, err := startKV(ctx, cfg.Binary, cfg.Dir, name, store)
+		if err != nil {
+			return nil, nil, err
+		}
+		env.KV = append(env.KV, n)
+		stops = append(stops, n.Kill)
+	}
 	return env, stop, nil
 }
 

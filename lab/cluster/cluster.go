@@ -76,6 +76,10 @@ type Config struct {
 	// from the node (default its Addr): a fault-injecting proxy can
 	// then stand between nginx and one node.
 	NginxTo func(n *Node) string
+	// BusFor, if set, gives each node's bus URL by the node's name
+	// instead of Bus: a node can then reach the broker through a
+	// listener and a proxy of its own.
+	BusFor func(node string) string
 }
 
 // Node is one logbook process.
@@ -185,8 +189,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 				store = cfg.StoreFor(nameOf(i, cfg))
 			}
 			n.env = append(n.env, "LOGBOOK_STORE="+store)
-			if cfg.Bus != "" {
-				n.env = append(n.env, "LOGBOOK_BUS="+cfg.Bus)
+			bus := cfg.Bus
+			if cfg.BusFor != nil {
+				bus = cfg.BusFor(nameOf(i, cfg))
+			}
+			if bus != "" {
+				n.env = append(n.env, "LOGBOOK_BUS="+bus)
 			}
 		}
 		switch {

@@ -7,7 +7,9 @@
 // random schedule, heals each, and after the last heal checks what
 // cannot be argued with: every acknowledged write is in the store and
 // answered by the API, a command retried with its idempotency key took
-// effect once, the replicas converge to the store's view, the Kafka
+// effect once, the kv compare-and-set history (two `logbook kv serve`
+// nodes on the same store) is linearizable, the replicas converge to the
+// store's view, the Kafka
 // topic holds the log with no gap and no duplicate, and the publisher
 // resumed. `logbook nemesis` runs it.
 //
@@ -26,11 +28,13 @@
 //     history against the healed cluster (Check), filling its fields of
 //     the Summary and returning its violations.
 //
-// Network faults need to stand between one node and the store: set
-// Config.StoreFor, which gives each node's store URL (a proxy's, say)
-// from the node's name and the store's own URL; the default adds only
-// application_name=<node> (the pause fault finds a node's sessions by
-// it). Env gives a fault or a workload everything running: the cluster,
+// Network faults act on lab/faultnet proxies the runner puts between
+// each node and the store (Env.PGProxies), nginx and each node
+// (Env.NginxProxies), and each node and the broker (Env.KafkaProxies,
+// one broker listener per node). Config.StoreFor, if set, gives each
+// node's store URL from its name and the URL through its proxy (which
+// carries application_name=logbook-<node>: the pause fault finds a
+// node's sessions by it; keep it). Env gives a fault or a workload everything running: the cluster,
 // the store, the broker, the binary, a client.
 package nemesis
 
@@ -108,6 +112,10 @@ type Env struct {
 	// and PostgreSQL; NginxProxies between nginx and each node of the
 	// cluster. The network faults act on them.
 	PGProxies, NginxProxies map[string]*faultnet.Proxy
+	// KafkaProxies stand between each node that uses the bus and the
+	// broker: each reaches it at a listener of its own, advertised at
+	// its proxy (faultnet.KafkaNodes).
+	KafkaProxies map[string]*faultnet.Proxy
 }
 
 // Summary is the run's outcome, as `logbook nemesis --json` prints it.
@@ -516,7 +524,21 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 		return nil, nil, err
 	}
 	stops = append(stops, env.Store.Stop)
-	env.Broker, err = StartBroker(ctx, libs, filepath.Join(cfg.Dir, "kafka"))
+	// The nodes on the bus: the write nodes and the Kafka-fed replica.
+	busNodes := []string{"writer-1", "writer-2", "replica-1"}
+	var kafkaNames []string
+	for _, n := range busNodes {
+		kafkaNames = append(kafkaNames, strings.ReplaceAll(n, "-", "_"))
+	}
+	listeners, kproxies, err := faultnet.KafkaNodes(kafkaNames...)
+	if err != nil {
+		return nil, nil, err
+	}
+	env.KafkaProxies = map[string]*faultnet.Proxy{}
+	for _, n := range busNodes {
+		env.KafkaProxies[n] = kproxies[strings.ToUpper(strings.ReplaceAll(n, "-", "_"))]
+	}
+	env.Broker, err = startBroker(ctx, libs, filepath.Join(cfg.Dir, "kafka"), listeners)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -535,6 +557,13 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 	ccfg := cluster.Config{Binary: cfg.Binary, Store: env.Store.URL, Bus: env.Bus, Writers: 2, Replicas: 1, HTTPReplicas: 1,
 		Dir: filepath.Join(cfg.Dir, "cluster"), Nginx: cfg.Nginx, ReplicaToken: viewerToken,
 		Tokens: plannerToken + " planner\n" + adminToken + " admin\n" + viewerToken + " viewer\n",
+		BusFor: func(node string) string {
+			if p := env.KafkaProxies[node]; p != nil {
+				return "kafka://" + p.Addr() + "/nemesis"
+			}
+			sfErr = fmt.Errorf("nemesis: no Kafka listener for %s", node)
+			return env.Bus
+		},
 		NginxTo: func(n *cluster.Node) string {
 			a, err := env.proxyNginx(n)
 			if err != nil {

@@ -54,7 +54,7 @@ func (e *Env) proxyNginx(n *cluster.Node) (string, error) {
 }
 
 func (e *Env) closeProxies() {
-	for _, m := range []map[string]*faultnet.Proxy{e.PGProxies, e.NginxProxies} {
+	for _, m := range []map[string]*faultnet.Proxy{e.PGProxies, e.NginxProxies, e.KafkaProxies} {
 		for _, p := range m {
 			_ = p.Close()
 		}
@@ -77,8 +77,9 @@ func pick(m map[string]*faultnet.Proxy, rng *rand.Rand) (string, *faultnet.Proxy
 // netFault is a fault of one node's link, through its proxy.
 type netFault struct {
 	kind string
-	// nginx: the link from nginx to a node; else a node's to PostgreSQL.
-	nginx bool
+	// on: the links it acts on, "postgres" (a node's to PostgreSQL),
+	// "nginx" (nginx's to a node) or "kafka" (a node's to the broker).
+	on string
 	// do breaks the link, hold is how long it stays broken at least.
 	do   func(*faultnet.Proxy) error
 	hold time.Duration
@@ -87,10 +88,7 @@ type netFault struct {
 func (f netFault) Kind() string { return f.kind }
 
 func (f netFault) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
-	m := env.PGProxies
-	if f.nginx {
-		m = env.NginxProxies
-	}
+	m := map[string]map[string]*faultnet.Proxy{"postgres": env.PGProxies, "nginx": env.NginxProxies, "kafka": env.KafkaProxies}[f.on]
 	name, p, err := pick(m, rng)
 	if err != nil {
 		return "", nil, err
@@ -111,13 +109,17 @@ func netFaults() []Fault {
 	return []Fault{
 		// A node cut off from PostgreSQL: its sessions hang, its lock's
 		// ping times out; the other write node takes over the publisher.
-		netFault{kind: "partition-postgres", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
+		netFault{kind: "partition-postgres", on: "postgres", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
 		// Every connection of a node to PostgreSQL reset at once.
-		netFault{kind: "reset-postgres", do: (*faultnet.Proxy).Reset},
+		netFault{kind: "reset-postgres", on: "postgres", do: (*faultnet.Proxy).Reset},
 		// 200 ms more on every round trip from a node to PostgreSQL.
-		netFault{kind: "latency-postgres", do: func(p *faultnet.Proxy) error { return p.Latency(PostgresLatency) }, hold: PartitionHold},
+		netFault{kind: "latency-postgres", on: "postgres", do: func(p *faultnet.Proxy) error { return p.Latency(PostgresLatency) }, hold: PartitionHold},
 		// nginx cut off from a node: its requests to it hang until
 		// nginx's or the client's timeout.
-		netFault{kind: "partition-proxy", nginx: true, do: (*faultnet.Proxy).Cut, hold: PartitionHold},
+		netFault{kind: "partition-proxy", on: "nginx", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
+		// A node cut off from the broker: a write node's publisher
+		// stalls (another takes the lock only if the store ends its
+		// session), the Kafka-fed replica's consumer waits.
+		netFault{kind: "partition-kafka", on: "kafka", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
 	}
 }

@@ -112,7 +112,7 @@ func startBroker(ctx context.Context, libs, dir, nodeListeners string) (*Broker,
 		}
 		name := strings.ToUpper(f[0])
 		text = strings.NewReplacer(
-			"\nlisteners=PLAINTEXT://127.0.0.1:"+strconv.Itoa(port), "\nlisteners="+name+"://127.0.0.1:"+f[1]+",PLAINTEXT://127.0.0.1:"+strconv.Itoa(port),
+			"\nlisteners=", "\nlisteners="+name+"://127.0.0.1:"+f[1]+",",
 			"\nadvertised.listeners=", "\nadvertised.listeners="+name+"://"+f[2]+":"+f[3]+",",
 			"\nlistener.security.protocol.map=", "\nlistener.security.protocol.map="+name+":PLAINTEXT,",
 		).Replace(text)

@@ -504,14 +504,15 @@ const (
 // ends them all, whatever happened.
 func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func(), err error) {
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
+	// (A failed start returns a nil stop: the deferred call uses its own.)
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll()
 		}
 	}()
 	env = &Env{Dir: cfg.Dir, Binary: cfg.Binary, Token: plannerToken, AdminToken: adminToken, Log: cfg.Log,
@@ -599,12 +600,15 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 	if err != nil {
 		return nil, nil, err
 	}
+	// (The closures take what they stop now: a failed start returns a
+	// nil env.)
+	c := env.Cluster
 	stops = append(stops, func() {
 		// A paused node cannot stop: resume every one first.
-		for _, n := range env.Cluster.Nodes() {
+		for _, n := range c.Nodes() {
 			_ = n.Signal(sigCont)
 		}
-		env.Cluster.Stop()
+		c.Stop()
 	})
 	for i := range max(cfg.KVNodes, 0) {
 		name := fmt.Sprintf("kv-%d", i+1)
@@ -619,7 +623,7 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 		env.KV = append(env.KV, n)
 		stops = append(stops, n.Kill)
 	}
-	return env, stop, nil
+	return env, stopAll, nil
 }
 
 // withAppName adds application_name=name to a postgres:// URL: each

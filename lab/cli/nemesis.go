@@ -25,10 +25,12 @@ func newNemesisCmd(e *env) *cobra.Command {
 nodes publishing to it, a replica fed by Kafka and one fed over HTTP, nginx
 in front — drives planners' commands through nginx (each with an
 Idempotency-Key, retried on timeouts) and read-your-writes reads of the
-replicas, recording every operation, and injects faults on a seeded random
+replicas, and compare-and-set operations on two kv nodes sharing its
+PostgreSQL, recording every operation, and injects faults on a seeded random
 schedule, one at a time, each healed: ` + strings.Join(nemesis.Kinds(), ", ") + `.
 After the last heal it checks that every acknowledged write is in the store
-and answered by the API, that no command took effect twice, that the
+and answered by the API, that no command took effect twice, that the kv
+history is linearizable (porcupine; a visualization on failure), that the
 replicas converge to the store's view, that the Kafka topic holds the log
 without gap or duplicate and the publisher resumed, and measures the time
 from each heal to the next acknowledged write. It exits 1 if anything does

@@ -72,6 +72,14 @@ type Config struct {
 	HTTPReplicas int
 	ReplicaOf    func(writers []*Node) string
 	ReplicaToken string
+	// NginxTo, if set, gives the host:port nginx reaches a node at,
+	// from the node (default its Addr): a fault-injecting proxy can
+	// then stand between nginx and one node.
+	NginxTo func(n *Node) string
+	// BusFor, if set, gives each node's bus URL by the node's name
+	// instead of Bus: a node can then reach the broker through a
+	// listener and a proxy of its own.
+	BusFor func(node string) string
 }
 
 // Node is one logbook process.
@@ -181,8 +189,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 				store = cfg.StoreFor(nameOf(i, cfg))
 			}
 			n.env = append(n.env, "LOGBOOK_STORE="+store)
-			if cfg.Bus != "" {
-				n.env = append(n.env, "LOGBOOK_BUS="+cfg.Bus)
+			bus := cfg.Bus
+			if cfg.BusFor != nil {
+				bus = cfg.BusFor(nameOf(i, cfg))
+			}
+			if bus != "" {
+				n.env = append(n.env, "LOGBOOK_BUS="+bus)
 			}
 		}
 		switch {
@@ -560,11 +572,17 @@ func (c *Cluster) startNginx(ctx context.Context) error {
 		data.Scheme = "https"
 		data.TLS = c.certs.nginx
 	}
+	to := func(n *Node) string {
+		if c.cfg.NginxTo != nil {
+			return c.cfg.NginxTo(n)
+		}
+		return n.Addr
+	}
 	for _, n := range c.Writers {
-		data.Writers = append(data.Writers, n.Addr)
+		data.Writers = append(data.Writers, to(n))
 	}
 	for _, n := range c.Replicas {
-		data.Replicas = append(data.Replicas, n.Addr)
+		data.Replicas = append(data.Replicas, to(n))
 	}
 	var b strings.Builder
 	if err := nginxConf.Execute(&b, data); err != nil {

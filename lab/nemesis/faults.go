@@ -19,14 +19,14 @@ const (
 
 // builtinFaults are the faults every run may inject.
 func builtinFaults() []Fault {
-	return []Fault{
+	return append([]Fault{
 		killNode{kind: "kill-writer", replicas: false},
 		killNode{kind: "kill-replica", replicas: true},
 		pauseNode{},
 		postgresFault{kind: "kill-postgres", crash: true},
 		postgresFault{kind: "stop-postgres", crash: false},
 		kafkaKill{},
-	}
+	}, netFaults()...)
 }
 
 // killNode kills a write node or a replica with SIGKILL; the heal starts
@@ -43,9 +43,28 @@ func (f killNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string,
 	if f.replicas {
 		nodes = env.Cluster.Replicas
 	}
-	n := nodes[rng.IntN(len(nodes))]
-	n.Kill()
-	return n.Name, func(ctx context.Context) error { return restart(ctx, env, n) }, nil
+	// The kv nodes are write nodes too.
+	if i := rng.IntN(len(nodes) + len(env.KV)*btoi(!f.replicas)); i >= len(nodes) {
+		k := env.KV[i-len(nodes)]
+		k.Kill()
+		return k.Name, func(ctx context.Context) error {
+			if err := k.Restart(env.Binary); err != nil {
+				return err
+			}
+			return k.WaitReady(ctx, 2*time.Minute)
+		}, nil
+	} else {
+		n := nodes[i]
+		n.Kill()
+		return n.Name, func(ctx context.Context) error { return restart(ctx, env, n) }, nil
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func restart(ctx context.Context, env *Env, n *cluster.Node) error {

@@ -81,6 +81,13 @@ func KafkaLibs(dir string) (string, error) {
 // StartBroker formats a fresh data directory under dir and starts the
 // broker on it.
 func StartBroker(ctx context.Context, libs, dir string) (*Broker, error) {
+	return startBroker(ctx, libs, dir, "")
+}
+
+// startBroker is StartBroker with one more listener per entry of
+// nodeListeners, a KAFKA_NODE_LISTENERS value ("NAME:PORT:HOST:APORT …",
+// see scripts/kafka.sh and faultnet.KafkaNodes).
+func startBroker(ctx context.Context, libs, dir, nodeListeners string) (*Broker, error) {
 	if _, err := exec.LookPath("java"); err != nil {
 		return nil, errors.New("nemesis: no java for the Kafka broker (scripts/kafka.sh installs it)")
 	}
@@ -97,7 +104,20 @@ func StartBroker(ctx context.Context, libs, dir string) (*Broker, error) {
 		return nil, err
 	}
 	props := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(props, fmt.Appendf(nil, brokerProperties, port, cport, filepath.Join(dir, "data")), 0o644); err != nil {
+	text := fmt.Sprintf(brokerProperties, port, cport, filepath.Join(dir, "data"))
+	for e := range strings.FieldsSeq(nodeListeners) {
+		f := strings.Split(e, ":")
+		if len(f) != 4 {
+			return nil, fmt.Errorf("nemesis: Kafka node listener %q: want NAME:PORT:HOST:APORT", e)
+		}
+		name := strings.ToUpper(f[0])
+		text = strings.NewReplacer(
+			"\nlisteners=", "\nlisteners="+name+"://127.0.0.1:"+f[1]+",",
+			"\nadvertised.listeners=", "\nadvertised.listeners="+name+"://"+f[2]+":"+f[3]+",",
+			"\nlistener.security.protocol.map=", "\nlistener.security.protocol.map="+name+":PLAINTEXT,",
+		).Replace(text)
+	}
+	if err := os.WriteFile(props, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
 	// A cluster id is 16 random bytes in URL-safe base64 without padding,

@@ -7,7 +7,9 @@
 // random schedule, heals each, and after the last heal checks what
 // cannot be argued with: every acknowledged write is in the store and
 // answered by the API, a command retried with its idempotency key took
-// effect once, the replicas converge to the store's view, the Kafka
+// effect once, the kv compare-and-set history (two `logbook kv serve`
+// nodes on the same store) is linearizable, the replicas converge to the
+// store's view, the Kafka
 // topic holds the log with no gap and no duplicate, and the publisher
 // resumed. `logbook nemesis` runs it.
 //
@@ -26,11 +28,13 @@
 //     history against the healed cluster (Check), filling its fields of
 //     the Summary and returning its violations.
 //
-// Network faults need to stand between one node and the store: set
-// Config.StoreFor, which gives each node's store URL (a proxy's, say)
-// from the node's name and the store's own URL; the default adds only
-// application_name=<node> (the pause fault finds a node's sessions by
-// it). Env gives a fault or a workload everything running: the cluster,
+// Network faults act on lab/faultnet proxies the runner puts between
+// each node and the store (Env.PGProxies), nginx and each node
+// (Env.NginxProxies), and each node and the broker (Env.KafkaProxies,
+// one broker listener per node). Config.StoreFor, if set, gives each
+// node's store URL from its name and the URL through its proxy (which
+// carries application_name=logbook-<node>: the pause fault finds a
+// node's sessions by it; keep it). Env gives a fault or a workload everything running: the cluster,
 // the store, the broker, the binary, a client.
 package nemesis
 
@@ -49,6 +53,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/lab/cluster"
+	"github.com/logbook/logbook/lab/faultnet"
 )
 
 // Fault is one kind of fault and its heal.
@@ -100,6 +105,17 @@ type Env struct {
 	// Plant is the planted bug, for the test that shows the checks
 	// catch one ("" none).
 	Plant string
+	// KV are the kv nodes (logbook kv serve on the store) the kv
+	// workload drives.
+	KV []*KVNode
+	// PGProxies stand between each node (by name, kv nodes included)
+	// and PostgreSQL; NginxProxies between nginx and each node of the
+	// cluster. The network faults act on them.
+	PGProxies, NginxProxies map[string]*faultnet.Proxy
+	// KafkaProxies stand between each node that uses the bus and the
+	// broker: each reaches it at a listener of its own, advertised at
+	// its proxy (faultnet.KafkaNodes).
+	KafkaProxies map[string]*faultnet.Proxy
 }
 
 // Summary is the run's outcome, as `logbook nemesis --json` prints it.
@@ -191,6 +207,9 @@ type Config struct {
 	PauseTimeout time.Duration
 	// Clients of the flights workload (default 4).
 	Clients int
+	// KVNodes is how many kv nodes the kv workload drives (default 2;
+	// negative: no kv workload), KVClients its clients (default 4).
+	KVNodes, KVClients int
 	// StoreFor gives a node's store URL from its name and the store's
 	// own URL (see the package doc).
 	StoreFor func(node, store string) (string, error)
@@ -278,6 +297,11 @@ func (r *Recorder) Ops() []*Op {
 func (r *Recorder) firstWriteAfter(t time.Time) time.Time {
 	var first time.Time
 	for _, op := range r.Ops() {
+		// The kv nodes are not the flights service: its writes measure
+		// its recovery.
+		if op.Workload == "kv" {
+			continue
+		}
 		if op.Write && op.Outcome == OK && op.Complete.After(t) && (first.IsZero() || op.Complete.Before(first)) {
 			first = op.Complete
 		}
@@ -303,6 +327,12 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	if cfg.Clients <= 0 {
 		cfg.Clients = 4
 	}
+	if cfg.KVNodes == 0 {
+		cfg.KVNodes = 2
+	}
+	if cfg.KVClients <= 0 {
+		cfg.KVClients = 4
+	}
 	faults, err := selectFaults(cfg)
 	if err != nil {
 		return nil, err
@@ -327,7 +357,11 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	}
 	defer stop()
 
-	workloads := append([]Workload{&Flights{Clients: cfg.Clients}}, cfg.Workloads...)
+	workloads := []Workload{&Flights{Clients: cfg.Clients}}
+	if len(env.KV) > 0 {
+		workloads = append(workloads, &KV{Clients: cfg.KVClients, Seed: cfg.Seed + 1})
+	}
+	workloads = append(workloads, cfg.Workloads...)
 	rec := &Recorder{start: time.Now()}
 	sum = &Summary{Seed: cfg.Seed, Faults: map[string]int{}, ReplicasConverged: true}
 	wctx, wcancel := context.WithCancel(ctx)
@@ -470,38 +504,74 @@ const (
 // ends them all, whatever happened.
 func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func(), err error) {
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
+	// (A failed start returns a nil stop: the deferred call uses its own.)
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll()
 		}
 	}()
 	env = &Env{Dir: cfg.Dir, Binary: cfg.Binary, Token: plannerToken, AdminToken: adminToken, Log: cfg.Log,
 		PauseTimeout: cfg.PauseTimeout, Plant: cfg.Plant,
-		Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		Client:    &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		PGProxies: map[string]*faultnet.Proxy{}, NginxProxies: map[string]*faultnet.Proxy{}}
+	stops = append(stops, env.closeProxies)
 	env.Store, err = cluster.StartPostgres(ctx, nil, cfg.Dir, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	stops = append(stops, env.Store.Stop)
-	env.Broker, err = StartBroker(ctx, libs, filepath.Join(cfg.Dir, "kafka"))
+	// The nodes on the bus: the write nodes and the Kafka-fed replica.
+	busNodes := []string{"writer-1", "writer-2", "replica-1"}
+	var kafkaNames []string
+	for _, n := range busNodes {
+		kafkaNames = append(kafkaNames, strings.ReplaceAll(n, "-", "_"))
+	}
+	listeners, kproxies, err := faultnet.KafkaNodes(kafkaNames...)
+	if err != nil {
+		return nil, nil, err
+	}
+	env.KafkaProxies = map[string]*faultnet.Proxy{}
+	for _, n := range busNodes {
+		env.KafkaProxies[n] = kproxies[strings.ToUpper(strings.ReplaceAll(n, "-", "_"))]
+	}
+	env.Broker, err = startBroker(ctx, libs, filepath.Join(cfg.Dir, "kafka"), listeners)
 	if err != nil {
 		return nil, nil, err
 	}
 	stops = append(stops, env.Broker.Stop)
 	env.Bus = "kafka://" + env.Broker.Addr + "/nemesis"
-	storeFor := cfg.StoreFor
-	if storeFor == nil {
-		storeFor = func(node, store string) (string, error) { return store, nil }
+	// Every node reaches the store through a proxy of its own, which the
+	// network faults cut, reset or slow; Config.StoreFor goes on top.
+	storeFor := func(node, store string) (string, error) {
+		u, err := env.proxyStore(node, store)
+		if err != nil || cfg.StoreFor == nil {
+			return u, err
+		}
+		return cfg.StoreFor(node, u)
 	}
 	var sfErr error
 	ccfg := cluster.Config{Binary: cfg.Binary, Store: env.Store.URL, Bus: env.Bus, Writers: 2, Replicas: 1, HTTPReplicas: 1,
 		Dir: filepath.Join(cfg.Dir, "cluster"), Nginx: cfg.Nginx, ReplicaToken: viewerToken,
 		Tokens: plannerToken + " planner\n" + adminToken + " admin\n" + viewerToken + " viewer\n",
+		BusFor: func(node string) string {
+			if p := env.KafkaProxies[node]; p != nil {
+				return "kafka://" + p.Addr() + "/nemesis"
+			}
+			sfErr = fmt.Errorf("nemesis: no Kafka listener for %s", node)
+			return env.Bus
+		},
+		NginxTo: func(n *cluster.Node) string {
+			a, err := env.proxyNginx(n)
+			if err != nil {
+				sfErr = err
+			}
+			return a
+		},
 		StoreFor: func(node string) string {
 			u, err := storeFor(node, withAppName(env.Store.URL, node))
 			if err != nil {
@@ -530,14 +600,30 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 	if err != nil {
 		return nil, nil, err
 	}
+	// (The closures take what they stop now: a failed start returns a
+	// nil env.)
+	c := env.Cluster
 	stops = append(stops, func() {
 		// A paused node cannot stop: resume every one first.
-		for _, n := range env.Cluster.Nodes() {
+		for _, n := range c.Nodes() {
 			_ = n.Signal(sigCont)
 		}
-		env.Cluster.Stop()
+		c.Stop()
 	})
-	return env, stop, nil
+	for i := range max(cfg.KVNodes, 0) {
+		name := fmt.Sprintf("kv-%d", i+1)
+		store, err := storeFor(name, withAppName(env.Store.URL, name))
+		if err != nil {
+			return nil, nil, err
+		}
+		n, err := startKV(ctx, cfg.Binary, cfg.Dir, name, store)
+		if err != nil {
+			return nil, nil, err
+		}
+		env.KV = append(env.KV, n)
+		stops = append(stops, n.Kill)
+	}
+	return env, stopAll, nil
 }
 
 // withAppName adds application_name=name to a postgres:// URL: each

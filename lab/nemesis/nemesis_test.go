@@ -110,7 +110,7 @@ func TestNemesis(t *testing.T) {
 		}
 	}
 	if sum.Acknowledged < 50 || sum.LostAcknowledged != 0 || sum.DuplicateEffects != 0 || !sum.ReplicasConverged ||
-		sum.KafkaGaps != 0 || sum.KafkaDuplicates != 0 || sum.Linearizable != nil {
+		sum.KafkaGaps != 0 || sum.KafkaDuplicates != 0 || sum.Linearizable == nil || !*sum.Linearizable {
 		t.Errorf("summary %+v", sum.JSON())
 	}
 }

@@ -4,9 +4,15 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/logbook/logbook/lab/nemesis/kvcas"
+	"github.com/logbook/logbook/services/kv/kvtest"
 )
 
 // The --json summary has exactly the documented keys, violations an
@@ -70,5 +76,44 @@ heartbeat
 `
 	if string(out) != want {
 		t.Fatalf("got\n%s", out)
+	}
+}
+
+// The kv workload's check: a history no order explains (a read that
+// misses an add acknowledged before it began) makes linearizable false,
+// and the violation names the visualization it wrote; a sound one makes
+// it true.
+func TestKVCheck(t *testing.T) {
+	add := kvcas.Op{Input: kvtest.Input{Op: "add", Key: "k", Value: "v"}, Output: kvtest.Output{Kind: kvtest.OK, Version: 1}, Call: 0, Return: 10}
+	read := kvcas.Op{Client: 1, Input: kvtest.Input{Op: "get", Key: "k"}, Output: kvtest.Output{Kind: kvtest.OK, Version: 1, Value: "v"}, Call: 20, Return: 30}
+	for _, c := range []struct {
+		name string
+		out  kvtest.Output
+		want bool
+	}{{"sound", read.Output, true}, {"stale read", kvtest.Output{Kind: kvtest.Absent}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := read
+			r.Output = c.out
+			dir := t.TempDir()
+			w := &KV{hist: &kvcas.History{Start: time.Now(), Ops: []kvcas.Op{add, r}}}
+			sum := &Summary{}
+			vs := w.Check(t.Context(), &Env{Dir: dir}, nil, sum)
+			if sum.Linearizable == nil || *sum.Linearizable != c.want {
+				t.Fatalf("linearizable %v, want %v", sum.Linearizable, c.want)
+			}
+			if c.want {
+				if len(vs) != 0 {
+					t.Fatalf("violations %v", vs)
+				}
+				return
+			}
+			viz := filepath.Join(dir, "kv-linearizability.html")
+			if len(vs) != 1 || vs[0].Check != "linearizable" || !strings.Contains(vs[0].Detail, viz) {
+				t.Fatalf("violations %v, want one naming %s", vs, viz)
+			}
+			if _, err := os.Stat(viz); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -62,6 +62,12 @@ type Workload struct {
 	OpsPerClient int
 	// Pause is each client's wait between two operations (default none).
 	Pause time.Duration
+	// Backoff is a client's wait after an operation of unknown outcome
+	// (default none), as a real client backs off from a failing server.
+	// Without it, a store that is down for a few seconds fails every
+	// operation at once, and the history fills with writes of unknown
+	// outcome, each of which multiplies the checker's search.
+	Backoff time.Duration
 	// Seed seeds the clients' choices (0: a random seed).
 	Seed uint64
 }
@@ -307,6 +313,13 @@ func (r *run) client(ctx context.Context, id int) {
 			// The old process may still act: the next operations are
 			// another's.
 			proc = int(r.procs.Add(1)) - 1
+			if r.w.Backoff > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(r.w.Backoff):
+				}
+			}
 		}
 		if r.w.Pause > 0 {
 			select {

@@ -97,8 +97,8 @@ func Measure(fn func()) (elapsed time.Duration, allocated uint64, heapGrowth int
 // race detector).
 func Bounded(t testing.TB, what string, maxTime time.Duration, maxAlloc uint64, fn func()) {
 	t.Helper()
-	if raceEnabled {
-		maxAlloc *= 2 // see raceEnabled
+	if RaceEnabled {
+		maxAlloc *= 2 // see RaceEnabled
 	}
 	el, alloc, growth := Measure(fn)
 	t.Logf("%s: %v, %d MiB allocated, heap in use %+d MiB", what, el.Round(time.Millisecond), alloc>>20, growth>>20)

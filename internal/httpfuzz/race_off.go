@@ -2,4 +2,6 @@
 
 package httpfuzz
 
-const raceEnabled = false
+// RaceEnabled reports whether the race detector is on: its shadow
+// memory and instrumentation make memory bounds meaningless unless widened.
+const RaceEnabled = false

@@ -2,6 +2,6 @@
 
 package httpfuzz
 
-// raceEnabled: the race detector's instrumentation allocates beside the
+// RaceEnabled: the race detector's instrumentation allocates beside the
 // code under test, so Bounded allows it more.
-const raceEnabled = true
+const RaceEnabled = true

@@ -10,6 +10,15 @@ import (
 // The stage events, Avro records in the schema registry's wire format,
 // each registered under its topic's subject ("<topic>-value").
 
+// requestFields are the fields every stage event starts with: the send
+// request it belongs to and the chunk of its recipients.
+const requestFields = `{"name":"request","type":"string"},` +
+	`{"name":"type","type":"string"},` +
+	`{"name":"club_id","type":"long"},` +
+	`{"name":"sender","type":"string"},` +
+	`{"name":"timestamp_ms","type":"long"},` +
+	`{"name":"chunk","type":"int"},`
+
 // Chunk is a slice of one send request's recipients: the input of the
 // preference stage. A request's chunks are written in one transaction.
 type Chunk struct {
@@ -25,12 +34,7 @@ type Chunk struct {
 
 // ChunkSchema is Chunk's schema.
 const ChunkSchema = `{"type":"record","name":"NotificationChunk","namespace":"logbook.notify","doc":"A slice of a send request's recipients.","fields":[` +
-	`{"name":"request","type":"string"},` +
-	`{"name":"type","type":"string"},` +
-	`{"name":"club_id","type":"long"},` +
-	`{"name":"sender","type":"string"},` +
-	`{"name":"timestamp_ms","type":"long"},` +
-	`{"name":"chunk","type":"int"},` +
+	requestFields +
 	`{"name":"chunks","type":"int"},` +
 	`{"name":"user_ids","type":{"type":"array","items":"long"}}]}`
 
@@ -56,12 +60,7 @@ type Checked struct {
 
 // CheckedSchema is Checked's schema.
 const CheckedSchema = `{"type":"record","name":"NotificationChecked","namespace":"logbook.notify","doc":"A chunk's recipients after the preference check.","fields":[` +
-	`{"name":"request","type":"string"},` +
-	`{"name":"type","type":"string"},` +
-	`{"name":"club_id","type":"long"},` +
-	`{"name":"sender","type":"string"},` +
-	`{"name":"timestamp_ms","type":"long"},` +
-	`{"name":"chunk","type":"int"},` +
+	requestFields +
 	`{"name":"recipients","type":{"type":"array","items":{"type":"record","name":"Recipient","fields":[` +
 	`{"name":"user_id","type":"long"},{"name":"channels","type":{"type":"array","items":"string"}}]}}},` +
 	`{"name":"refused","type":{"type":"map","values":"long"}}]}`
@@ -92,12 +91,7 @@ type Batch struct {
 
 // BatchSchema is Batch's schema.
 const BatchSchema = `{"type":"record","name":"NotificationBatch","namespace":"logbook.notify","doc":"The messages of one delivery call.","fields":[` +
-	`{"name":"request","type":"string"},` +
-	`{"name":"type","type":"string"},` +
-	`{"name":"club_id","type":"long"},` +
-	`{"name":"sender","type":"string"},` +
-	`{"name":"timestamp_ms","type":"long"},` +
-	`{"name":"chunk","type":"int"},` +
+	requestFields +
 	`{"name":"channel","type":"string"},` +
 	`{"name":"index","type":"int"},` +
 	`{"name":"messages","type":{"type":"array","items":{"type":"record","name":"Message","fields":[` +
@@ -124,12 +118,7 @@ type Outcome struct {
 
 // OutcomeSchema is Outcome's schema.
 const OutcomeSchema = `{"type":"record","name":"NotificationOutcome","namespace":"logbook.notify","doc":"What a delivery call came to.","fields":[` +
-	`{"name":"request","type":"string"},` +
-	`{"name":"type","type":"string"},` +
-	`{"name":"club_id","type":"long"},` +
-	`{"name":"sender","type":"string"},` +
-	`{"name":"timestamp_ms","type":"long"},` +
-	`{"name":"chunk","type":"int"},` +
+	requestFields +
 	`{"name":"channel","type":"string"},` +
 	`{"name":"index","type":"int"},` +
 	`{"name":"delivered","type":"long"},` +

@@ -314,6 +314,15 @@ func groupCommand(g *cgroup.Group, name string, args ...string) *exec.Cmd {
 	return exec.Command(argv[0], argv[1:]...)
 }
 
+// NewProcess is a node of another kind than Start's: binary run with
+// args and env (on Restart), logging to logPath, answering /healthz at
+// addr. It is not started; Restart, Kill, Stop, Signal and WaitReady
+// work on it as on the cluster's own nodes.
+func NewProcess(name, addr string, args, env []string, logPath string) *Node {
+	return &Node{Name: name, Addr: addr, URL: "http://" + addr, args: args, env: env, logPath: logPath,
+		client: &http.Client{Timeout: 5 * time.Second}}
+}
+
 // Restart starts a node that was killed or stopped, with the same
 // command line.
 func (n *Node) Restart(binary string) error { return n.start(binary) }

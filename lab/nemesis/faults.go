@@ -39,32 +39,14 @@ type killNode struct {
 func (f killNode) Kind() string { return f.kind }
 
 func (f killNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
-	nodes := env.Cluster.Writers
-	if f.replicas {
-		nodes = env.Cluster.Replicas
+	nodes := env.Cluster.Replicas
+	if !f.replicas {
+		// The kv nodes are write nodes too.
+		nodes = append(append([]*cluster.Node(nil), env.Cluster.Writers...), env.KV...)
 	}
-	// The kv nodes are write nodes too.
-	if i := rng.IntN(len(nodes) + len(env.KV)*btoi(!f.replicas)); i >= len(nodes) {
-		k := env.KV[i-len(nodes)]
-		k.Kill()
-		return k.Name, func(ctx context.Context) error {
-			if err := k.Restart(env.Binary); err != nil {
-				return err
-			}
-			return k.WaitReady(ctx, 2*time.Minute)
-		}, nil
-	} else {
-		n := nodes[i]
-		n.Kill()
-		return n.Name, func(ctx context.Context) error { return restart(ctx, env, n) }, nil
-	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	n := nodes[rng.IntN(len(nodes))]
+	n.Kill()
+	return n.Name, func(ctx context.Context) error { return restart(ctx, env, n) }, nil
 }
 
 func restart(ctx context.Context, env *Env, n *cluster.Node) error {

@@ -3,14 +3,12 @@ package nemesis
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/logbook/logbook/lab/cluster"
 	"github.com/logbook/logbook/lab/nemesis/kvcas"
 	"github.com/logbook/logbook/services/kv/kvtest"
 )
@@ -18,19 +16,8 @@ import (
 // kvToken is the kv nodes' token, of role writer.
 const kvToken = "nemesis-kv-writer"
 
-// KVNode is a `logbook kv serve` process on the nemesis's PostgreSQL.
-type KVNode struct {
-	Name, Addr, URL string
-	args, env       []string
-	logPath         string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startKV starts a kv node named name on store.
-func startKV(ctx context.Context, binary, dir, name, store string) (*KVNode, error) {
+// startKV starts a `logbook kv serve` node named name on store.
+func startKV(ctx context.Context, binary, dir, name, store string) (*cluster.Node, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -39,11 +26,10 @@ func startKV(ctx context.Context, binary, dir, name, store string) (*KVNode, err
 	if err := os.WriteFile(tokens, []byte(kvToken+" writer\n"), 0o600); err != nil {
 		return nil, err
 	}
-	n := &KVNode{Name: name, Addr: "127.0.0.1:" + strconv.Itoa(port), logPath: filepath.Join(dir, name+".log")}
-	n.URL = "http://" + n.Addr
-	n.args = []string{"kv", "serve", "--addr", n.Addr, "--tokens", tokens}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	// The store's URL in the environment, as the cluster's nodes have it.
-	n.env = []string{"LOGBOOK_STORE=" + store}
+	n := cluster.NewProcess(name, addr, []string{"kv", "serve", "--addr", addr, "--tokens", tokens},
+		[]string{"LOGBOOK_STORE=" + store}, filepath.Join(dir, name+".log"))
 	if err := n.Restart(binary); err != nil {
 		return nil, err
 	}
@@ -52,68 +38,6 @@ func startKV(ctx context.Context, binary, dir, name, store string) (*KVNode, err
 		return nil, err
 	}
 	return n, nil
-}
-
-// Restart starts the node (again).
-func (n *KVNode) Restart(binary string) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(binary, n.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), n.env...)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("nemesis: start %s: %w", n.Name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
-	n.cmd, n.done = cmd, done
-	return nil
-}
-
-// Kill ends the node with SIGKILL.
-func (n *KVNode) Kill() {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
-
-// WaitReady waits until the node answers /healthz with 200.
-func (n *KVNode) WaitReady(ctx context.Context, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	for {
-		n.mu.Lock()
-		done := n.done
-		n.mu.Unlock()
-		select {
-		case <-done:
-			b, _ := os.ReadFile(n.logPath)
-			return fmt.Errorf("nemesis: %s exited; its log:\n%s", n.Name, tail(string(b), 2000))
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", n.URL+"/healthz", nil)
-		if res, err := http.DefaultClient.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nemesis: %s not ready after %v", n.Name, limit)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // KV is the compare-and-set register workload (lab/nemesis/kvcas) on the

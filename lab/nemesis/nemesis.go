@@ -107,7 +107,7 @@ type Env struct {
 	Plant string
 	// KV are the kv nodes (logbook kv serve on the store) the kv
 	// workload drives.
-	KV []*KVNode
+	KV []*cluster.Node
 	// PGProxies stand between each node (by name, kv nodes included)
 	// and PostgreSQL; NginxProxies between nginx and each node of the
 	// cluster. The network faults act on them.
@@ -120,8 +120,17 @@ type Env struct {
 
 // Summary is the run's outcome, as `logbook nemesis --json` prints it.
 type Summary struct {
-	Seed       uint64 `json:"seed"`
-	Seconds    float64
+	Seed    uint64 `json:"seed"`
+	Seconds float64
+	Report
+	// Timeline is every fault injected, in order.
+	Timeline []FaultRecord `json:"timeline"`
+	rec      *Recorder
+}
+
+// Report is what `logbook nemesis --json` prints: exactly the documented
+// keys.
+type Report struct {
 	Operations int `json:"operations"`
 	// Acknowledged writes, and those missing from the store or from the
 	// API's answer after the last heal.
@@ -138,35 +147,15 @@ type Summary struct {
 	Faults            map[string]int `json:"faults"`
 	MaxRecoveryS      float64        `json:"max_recovery_s"`
 	Violations        []Violation    `json:"violations"`
-	// Timeline is every fault injected, in order.
-	Timeline []FaultRecord `json:"timeline"`
-	rec      *Recorder
-}
-
-// summaryJSON is the --json form: exactly the documented keys, then the
-// timeline.
-type summaryJSON struct {
-	Operations        int            `json:"operations"`
-	Acknowledged      int            `json:"acknowledged"`
-	LostAcknowledged  int            `json:"lost_acknowledged"`
-	DuplicateEffects  int            `json:"duplicate_effects"`
-	Linearizable      *bool          `json:"linearizable"`
-	ReplicasConverged bool           `json:"replicas_converged"`
-	KafkaGaps         int            `json:"kafka_gaps"`
-	KafkaDuplicates   int            `json:"kafka_duplicates"`
-	Faults            map[string]int `json:"faults"`
-	MaxRecoveryS      float64        `json:"max_recovery_s"`
-	Violations        []Violation    `json:"violations"`
 }
 
 // JSON is the summary with exactly the keys of `logbook nemesis --json`.
 func (s *Summary) JSON() any {
-	v := s.Violations
-	if v == nil {
-		v = []Violation{}
+	o := s.Report
+	if o.Violations == nil {
+		o.Violations = []Violation{}
 	}
-	return summaryJSON{s.Operations, s.Acknowledged, s.LostAcknowledged, s.DuplicateEffects, s.Linearizable,
-		s.ReplicasConverged, s.KafkaGaps, s.KafkaDuplicates, s.Faults, s.MaxRecoveryS, v}
+	return o
 }
 
 // FaultRecord is one injected fault.
@@ -363,7 +352,7 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	}
 	workloads = append(workloads, cfg.Workloads...)
 	rec := &Recorder{start: time.Now()}
-	sum = &Summary{Seed: cfg.Seed, Faults: map[string]int{}, ReplicasConverged: true}
+	sum = &Summary{Seed: cfg.Seed, Report: Report{Faults: map[string]int{}, ReplicasConverged: true}}
 	wctx, wcancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	werrs := make([]error, len(workloads))

@@ -18,7 +18,7 @@ import (
 // The --json summary has exactly the documented keys, violations an
 // empty list when all holds, linearizable null when not checked.
 func TestSummaryJSONKeys(t *testing.T) {
-	b, err := json.Marshal((&Summary{Faults: map[string]int{"kill-writer": 2}, ReplicasConverged: true}).JSON())
+	b, err := json.Marshal((&Summary{Report: Report{Faults: map[string]int{"kill-writer": 2}, ReplicasConverged: true}}).JSON())
 	if err != nil {
 		t.Fatal(err)
 	}

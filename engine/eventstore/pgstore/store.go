@@ -116,8 +116,18 @@ var _ eventstore.Store = (*Store)(nil)
 var _ eventstore.Deleter = (*Store)(nil)
 var _ backend.Tail = (*Store)(nil)
 
+// DefaultIdleInTransaction is the idle_in_transaction_session_timeout a
+// store's sessions have unless its URL says otherwise.
+const DefaultIdleInTransaction = "10s"
+
 // Open connects to the database at url, creates the schema if needed, and
 // starts following the log.
+//
+// Settings in the URL's query that are not pgx's own are PostgreSQL
+// session settings: application_name names the process's sessions,
+// search_path the schema, idle_in_transaction_session_timeout (default
+// DefaultIdleInTransaction) bounds how long a stalled process holds the
+// head's lock.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -159,8 +169,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	// An append holds the head's lock until it commits: a process that
 	// stalls inside its transaction (a partition, a stopped VM) must not
-	// hold every writer for longer than this.
-	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "10s"
+	// hold every writer for longer than this. The URL may set it
+	// (…&idle_in_transaction_session_timeout=4s).
+	if cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] == "" {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = DefaultIdleInTransaction
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)

@@ -31,8 +31,11 @@ type Broker struct {
 }
 
 // brokerProperties is scripts/kafka/server.properties.in with its
-// blanks filled; a shorter group rebalance and transaction clean-up
-// keep a restarted broker quick to serve.
+// blanks filled; no initial group rebalance delay and a short broker
+// session keep a restarted broker quick to serve: its controller (the
+// same process) keeps the killed broker's registration until the
+// session expires, and refuses the new one until then (9 s by default,
+// most of a restart).
 const brokerProperties = `process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:%[2]d
@@ -51,6 +54,8 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+broker.heartbeat.interval.ms=300
+broker.session.timeout.ms=1500
 `
 
 // KafkaLibs finds the broker's jars: dir if given, else

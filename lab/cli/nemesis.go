@@ -27,7 +27,10 @@ in front — drives planners' commands through nginx (each with an
 Idempotency-Key, retried on timeouts) and read-your-writes reads of the
 replicas, and compare-and-set operations on two kv nodes sharing its
 PostgreSQL, recording every operation, and injects faults on a seeded random
-schedule, one at a time, each healed: ` + strings.Join(nemesis.Kinds(), ", ") + `.
+schedule, each healed: ` + strings.Join(nemesis.Kinds(), ", ") + `.
+Faults that act on different things (the nodes, PostgreSQL, the links to it,
+nginx's links, the broker: five lanes) overlap; those of one lane come one at
+a time, paced to spread --rounds rounds over the duration.
 After the last heal it checks that every acknowledged write is in the store
 and answered by the API, that no command took effect twice, that the kv
 history is linearizable (porcupine; a visualization on failure), that the
@@ -52,10 +55,14 @@ not hold. It needs PostgreSQL, nginx, java and the broker's jars
 	fs.StringVar(&cfg.Nginx, "nginx", "/usr/sbin/nginx", "the nginx binary")
 	fs.StringVar(&cfg.Dir, "dir", "", "keep logs and data in this directory (default: a temporary one, removed)")
 	fs.IntVar(&cfg.Clients, "clients", 4, "concurrent planners")
+	fs.IntVar(&cfg.Rounds, "rounds", 0, "rounds of faults each lane spreads over the duration (default one per 25 s)")
 	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Duration <= 0 {
 			return cliutil.Usage("--duration must be positive")
+		}
+		if cfg.Rounds < 0 {
+			return cliutil.Usage("--rounds must not be negative")
 		}
 		if cfg.Clients <= 0 || cfg.Clients > 64 {
 			return cliutil.Usage("--clients must be between 1 and 64")
@@ -116,6 +123,15 @@ not hold. It needs PostgreSQL, nginx, java and the broker's jars
 	return cmd
 }
 
+// maxRecovery is the longest recovery and the fault it followed.
+func maxRecovery(s *nemesis.Summary) string {
+	out := fmt.Sprintf("%.2f", s.MaxRecoveryS)
+	if f, ok := s.SlowestRecovery(); ok {
+		out += fmt.Sprintf(" (after %s %s, healed at %.1f s)", f.Kind, f.Target, f.Healed.Sub(s.Start).Seconds())
+	}
+	return out
+}
+
 func nemesisRows(s *nemesis.Summary) cliutil.Rows {
 	var kinds []string
 	for k, n := range s.Faults {
@@ -138,7 +154,7 @@ func nemesisRows(s *nemesis.Summary) cliutil.Rows {
 		{"kafka gaps", fmt.Sprint(s.KafkaGaps)},
 		{"kafka duplicates", fmt.Sprint(s.KafkaDuplicates)},
 		{"faults", strings.Join(kinds, ", ")},
-		{"max recovery (s)", fmt.Sprintf("%.2f", s.MaxRecoveryS)},
+		{"max recovery (s)", maxRecovery(s)},
 		{"violations", fmt.Sprint(len(s.Violations))},
 	}
 	return cliutil.Pairs(rows)

@@ -37,6 +37,7 @@ type killNode struct {
 }
 
 func (f killNode) Kind() string { return f.kind }
+func (killNode) Lane() string   { return laneNodes }
 
 func (f killNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
 	nodes := env.Cluster.Replicas
@@ -49,11 +50,22 @@ func (f killNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string,
 	return n.Name, func(ctx context.Context) error { return restart(ctx, env, n) }, nil
 }
 
+// restart starts n again and waits until it answers. As a supervisor
+// (systemd's Restart=always) would, it starts it again when it exits
+// while starting — its store or broker down at that moment, under
+// another lane's fault — every half second, for up to two minutes.
 func restart(ctx context.Context, env *Env, n *cluster.Node) error {
-	if err := n.Restart(env.Binary); err != nil {
-		return err
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := n.Restart(env.Binary); err != nil {
+			return err
+		}
+		err := n.WaitReady(ctx, time.Until(deadline))
+		if err == nil || n.Running() || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
 	}
-	return n.WaitReady(ctx, 2*time.Minute)
 }
 
 // pauseNode stops a node with SIGSTOP — a stop-the-world pause, as a
@@ -70,6 +82,7 @@ func restart(ctx context.Context, env *Env, n *cluster.Node) error {
 type pauseNode struct{}
 
 func (pauseNode) Kind() string { return "pause-node" }
+func (pauseNode) Lane() string { return laneNodes }
 
 func (pauseNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
 	holder := publisherHolder(ctx, env)
@@ -160,6 +173,7 @@ type postgresFault struct {
 }
 
 func (f postgresFault) Kind() string { return f.kind }
+func (postgresFault) Lane() string   { return lanePostgres }
 
 func (f postgresFault) Inject(ctx context.Context, env *Env, _ *rand.Rand) (string, func(context.Context) error, error) {
 	if f.crash {
@@ -175,6 +189,7 @@ func (f postgresFault) Inject(ctx context.Context, env *Env, _ *rand.Rand) (stri
 type kafkaKill struct{}
 
 func (kafkaKill) Kind() string { return "kill-kafka" }
+func (kafkaKill) Lane() string { return laneBroker }
 
 func (kafkaKill) Inject(ctx context.Context, env *Env, _ *rand.Rand) (string, func(context.Context) error, error) {
 	env.Broker.Kill()

@@ -122,6 +122,8 @@ type Env struct {
 type Summary struct {
 	Seed    uint64 `json:"seed"`
 	Seconds float64
+	// Start is when the workloads started: the timeline's zero.
+	Start time.Time
 	Report
 	// Timeline is every fault injected, in order.
 	Timeline []FaultRecord `json:"timeline"`
@@ -149,6 +151,19 @@ type Report struct {
 	Violations        []Violation    `json:"violations"`
 }
 
+// SlowestRecovery is the fault after whose heal the first write took
+// longest (MaxRecoveryS), if any was healed.
+func (s *Summary) SlowestRecovery() (FaultRecord, bool) {
+	var worst FaultRecord
+	found := false
+	for _, f := range s.Timeline {
+		if !found || f.RecoveryS > worst.RecoveryS {
+			worst, found = f, true
+		}
+	}
+	return worst, found
+}
+
 // JSON is the summary with exactly the keys of `logbook nemesis --json`.
 func (s *Summary) JSON() any {
 	o := s.Report
@@ -161,6 +176,7 @@ func (s *Summary) JSON() any {
 // FaultRecord is one injected fault.
 type FaultRecord struct {
 	Kind   string    `json:"kind"`
+	Lane   string    `json:"lane"`
 	Target string    `json:"target"`
 	Start  time.Time `json:"start"`
 	Healed time.Time `json:"healed"` // when the heal finished
@@ -180,8 +196,11 @@ type Config struct {
 	Seed      uint64
 	// Duration of the fault schedule; the checks come after it.
 	Duration time.Duration
+	// Rounds is how many rounds (each of a lane's kinds once) each lane
+	// spreads over Duration (default one per RoundEvery of it).
+	Rounds int
 	// MinRounds: the schedule goes on past Duration until this many
-	// rounds (every chosen kind once each) are done.
+	// rounds are done.
 	MinRounds int
 	// Kinds of faults to inject (nil: every built-in and Extra one).
 	Kinds []string
@@ -189,10 +208,12 @@ type Config struct {
 	Faults    []Fault
 	Workloads []Workload
 	// Hold is how long a fault lasts before its heal (default 2 s);
-	// Quiet the pause after a heal before the next fault (default 2 s).
+	// Quiet the pause after a heal before the lane's next fault
+	// (default 1 s).
 	Hold, Quiet time.Duration
-	// PauseTimeout is how long a node stays stopped (default 12 s: past
-	// the store's 10 s idle-in-transaction timeout and the lock's 5 s ping).
+	// PauseTimeout is how long a node stays stopped (default 6 s: past
+	// the nodes' idle-in-transaction timeout, IdleInTransaction, and the
+	// publisher lock's 5 s ping).
 	PauseTimeout time.Duration
 	// Clients of the flights workload (default 4).
 	Clients int
@@ -215,6 +236,11 @@ type Config struct {
 	// Progress, if set, receives a line per fault.
 	Progress func(string)
 }
+
+// RoundEvery is how long a round of each lane takes unless
+// Config.Rounds says otherwise: every kind of fault once per 25 s, 24
+// times in ten minutes.
+const RoundEvery = 25 * time.Second
 
 // Kinds lists the built-in faults' kinds.
 func Kinds() []string {
@@ -310,8 +336,11 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 		cfg.Progress = func(string) {}
 	}
 	cfg.Hold = orDefault(cfg.Hold, 2*time.Second)
-	cfg.Quiet = orDefault(cfg.Quiet, 2*time.Second)
-	cfg.PauseTimeout = orDefault(cfg.PauseTimeout, 12*time.Second)
+	cfg.Quiet = orDefault(cfg.Quiet, time.Second)
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = max(1, int(cfg.Duration/RoundEvery))
+	}
+	cfg.PauseTimeout = orDefault(cfg.PauseTimeout, 6*time.Second)
 	cfg.ConvergeWithin = orDefault(cfg.ConvergeWithin, 60*time.Second)
 	if cfg.Clients <= 0 {
 		cfg.Clients = 4
@@ -360,50 +389,22 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 		wg.Go(func() { werrs[i] = w.Run(wctx, env, rec) })
 	}
 
-	// The schedule: rounds, each every chosen kind once in a seeded
-	// random order, until the duration is spent.
-	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	time.Sleep(min(cfg.Quiet, time.Until(rec.start.Add(cfg.Duration))))
+	// The schedule: a lane per kind of thing the faults break (see
+	// Lane), all at once; within a lane one fault at a time, in rounds
+	// that give each of its kinds one turn in a seeded random order,
+	// until the duration is spent.
 	end := rec.start.Add(cfg.Duration)
-	var timeline []FaultRecord
-	more := func(round int) bool { return round < cfg.MinRounds || time.Now().Before(end) }
-schedule:
-	for round := 0; more(round); round++ {
-		for _, i := range rng.Perm(len(faults)) {
-			if !more(round) || ctx.Err() != nil {
-				break schedule
-			}
-			f := faults[i]
-			fr := FaultRecord{Kind: f.Kind(), Start: time.Now()}
-			target, heal, err := f.Inject(ctx, env, rng)
-			fr.Target = target
-			if err != nil {
-				fr.Err = err.Error()
-				fr.Healed = time.Now()
-				timeline = append(timeline, fr)
-				sum.Violations = append(sum.Violations, Violation{"fault", fmt.Sprintf("%s: inject: %v", f.Kind(), err)})
-				break schedule
-			}
-			sleepCtx(ctx, cfg.Hold)
-			// On Ctrl-C (ctx ends) the heal gives up at once: everything
-			// is about to be stopped anyway.
-			hctx, hcancel := context.WithTimeout(ctx, 3*time.Minute)
-			err = heal(hctx)
-			hcancel()
-			fr.Healed = time.Now()
-			if err != nil {
-				fr.Err = err.Error()
-				sum.Violations = append(sum.Violations, Violation{"heal", fmt.Sprintf("%s %s: %v", f.Kind(), target, err)})
-			}
-			sum.Faults[f.Kind()]++
-			timeline = append(timeline, fr)
-			cfg.Progress(fmt.Sprintf("%6.1fs %-13s %-10s %.1fs", fr.Start.Sub(rec.start).Seconds(), fr.Kind, target, fr.Healed.Sub(fr.Start).Seconds()))
-			if err != nil {
-				break schedule
-			}
-			sleepCtx(ctx, cfg.Quiet)
-		}
+	sched := &schedule{cfg: cfg, env: env, sum: sum, start: rec.start, end: end}
+	sctx, scancel := context.WithCancel(ctx)
+	var lw sync.WaitGroup
+	ls := lanes(faults)
+	for i, lane := range ls {
+		lw.Go(func() { sched.lane(ctx, sctx, scancel, i, len(ls), lane) })
 	}
+	lw.Wait()
+	scancel()
+	timeline := sched.timeline
+	slices.SortFunc(timeline, func(a, b FaultRecord) int { return a.Start.Compare(b.Start) })
 	// A little traffic after the last heal, so that its recovery is seen.
 	sleepCtx(ctx, 3*time.Second)
 	wcancel()
@@ -417,6 +418,7 @@ schedule:
 		}
 	}
 	sum.Seconds = time.Since(rec.start).Seconds()
+	sum.Start = rec.start
 
 	// Recovery: from each heal to the first write acknowledged after it.
 	for i := range timeline {
@@ -440,6 +442,128 @@ schedule:
 	sum.Operations = len(rec.Ops())
 	sum.rec = rec
 	return sum, nil
+}
+
+// schedule runs the lanes of faults and keeps what they did.
+type schedule struct {
+	cfg        Config
+	env        *Env
+	start, end time.Time
+	mu         sync.Mutex // guards what follows, and sum's Faults and Violations
+	sum        *Summary
+	timeline   []FaultRecord
+}
+
+// lane injects faults, one at a time, paced so that its Rounds rounds
+// spread evenly over the duration: a fault starts every Duration ÷
+// (Rounds × its kinds), or Quiet after the last heal when that one ran
+// late, until the duration is spent and MinRounds are done. Lane i of n
+// starts i/n of a slot late, so that the lanes' faults do not all begin
+// at once. A fault that cannot be injected or healed ends the whole
+// schedule (stop): the cluster is no longer what the checks assume.
+// Heals run on ctx, which only Ctrl-C ends; the waits on sctx, which
+// stop ends too.
+func (s *schedule) lane(ctx, sctx context.Context, stop func(), i, n int, faults []Fault) {
+	cfg := s.cfg
+	// Lane 0 draws what a run of one lane always drew.
+	seed := cfg.Seed + uint64(i)*0x51afd7ed558ccd
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	slot := cfg.Duration / time.Duration(cfg.Rounds*len(faults))
+	next := s.start.Add(cfg.Quiet + slot*time.Duration(i)/time.Duration(n))
+	more := func(round int) bool {
+		return sctx.Err() == nil && (round < cfg.MinRounds || time.Now().Before(s.end))
+	}
+	for round := 0; more(round); round++ {
+		for _, j := range rng.Perm(len(faults)) {
+			sleepCtx(sctx, time.Until(next))
+			if !more(round) {
+				return
+			}
+			f := faults[j]
+			fr := FaultRecord{Kind: f.Kind(), Lane: Lane(f), Start: time.Now()}
+			next = fr.Start.Add(slot)
+			target, heal, err := f.Inject(ctx, s.env, rng)
+			fr.Target = target
+			if err != nil {
+				fr.Err = err.Error()
+				fr.Healed = time.Now()
+				s.record(fr, Violation{"fault", fmt.Sprintf("%s: inject: %v", f.Kind(), err)})
+				stop()
+				return
+			}
+			sleepCtx(sctx, cfg.Hold)
+			// On Ctrl-C (ctx ends) the heal gives up at once: everything
+			// is about to be stopped anyway.
+			hctx, hcancel := context.WithTimeout(ctx, 3*time.Minute)
+			err = heal(hctx)
+			hcancel()
+			fr.Healed = time.Now()
+			var v []Violation
+			if err != nil {
+				fr.Err = err.Error()
+				v = append(v, Violation{"heal", fmt.Sprintf("%s %s: %v", f.Kind(), target, err)})
+			}
+			s.record(fr, v...)
+			if err != nil {
+				stop()
+				return
+			}
+			if q := fr.Healed.Add(cfg.Quiet); next.Before(q) {
+				next = q
+			}
+		}
+	}
+}
+
+// record adds a fault to the timeline and its count, and v to the
+// violations.
+func (s *schedule) record(fr FaultRecord, v ...Violation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timeline = append(s.timeline, fr)
+	if fr.Err == "" || len(v) > 0 && v[0].Check == "heal" {
+		s.sum.Faults[fr.Kind]++
+	}
+	s.sum.Violations = append(s.sum.Violations, v...)
+	s.cfg.Progress(fmt.Sprintf("%6.1fs %-9s %-18s %-10s %.1fs", fr.Start.Sub(s.start).Seconds(), fr.Lane, fr.Kind, fr.Target, fr.Healed.Sub(fr.Start).Seconds()))
+}
+
+// Lane names what a fault breaks: faults of one lane never overlap,
+// faults of different lanes may. A Fault given in Config.Faults names
+// its lane with a Lane() string method, or shares the lane of the
+// built-in faults of the nodes.
+func Lane(f Fault) string {
+	if l, ok := f.(interface{ Lane() string }); ok {
+		return l.Lane()
+	}
+	return laneNodes
+}
+
+// The built-in lanes: what their faults act on.
+const (
+	laneNodes      = "nodes"       // the cluster's processes: a write node, replica or kv node killed or paused
+	lanePostgres   = "postgres"    // the database server, killed or stopped
+	laneStoreLinks = "store-links" // each node's connections to PostgreSQL (its proxy): cut, reset or slowed
+	laneProxyLinks = "proxy-links" // nginx's connections to each node (their proxies): cut
+	laneBroker     = "broker"      // the broker killed, a node's connections to it cut
+)
+
+// lanes groups faults by Lane, in the order of each lane's first fault.
+func lanes(faults []Fault) [][]Fault {
+	var names []string
+	by := map[string][]Fault{}
+	for _, f := range faults {
+		l := Lane(f)
+		if _, ok := by[l]; !ok {
+			names = append(names, l)
+		}
+		by[l] = append(by[l], f)
+	}
+	out := make([][]Fault, len(names))
+	for i, n := range names {
+		out[i] = by[n]
+	}
+	return out
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -615,8 +739,14 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 	return env, stopAll, nil
 }
 
+// IdleInTransaction is the nodes' idle_in_transaction_session_timeout:
+// shorter than the store's default, so that a pause (Config.PauseTimeout)
+// outlasts it without holding the lanes long.
+const IdleInTransaction = 4 * time.Second
+
 // withAppName adds application_name=name to a postgres:// URL: each
-// node's sessions then say whose they are in pg_stat_activity.
+// node's sessions then say whose they are in pg_stat_activity; and
+// IdleInTransaction.
 func withAppName(raw, name string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -624,6 +754,7 @@ func withAppName(raw, name string) string {
 	}
 	q := u.Query()
 	q.Set("application_name", "logbook-"+name)
+	q.Set("idle_in_transaction_session_timeout", IdleInTransaction.String())
 	u.RawQuery = q.Encode()
 	return u.String()
 }

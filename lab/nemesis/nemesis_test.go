@@ -85,8 +85,9 @@ func logsOnFailure(t *testing.T, dir string) {
 	}
 }
 
-// TestNemesis is the bounded run: every fault kind at least twice under
-// the flights workload, and every check holds.
+// TestNemesis is the bounded run: every fault kind at least twice, the
+// five lanes overlapping, under the flights and kv workloads, and every
+// check holds.
 func TestNemesis(t *testing.T) {
 	libs, nginx := needs(t)
 	bin := buildBinary(t)
@@ -95,7 +96,7 @@ func TestNemesis(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 	sum, err := Run(ctx, Config{Binary: bin, Nginx: nginx, KafkaLibs: libs, Dir: dir, Seed: 11,
-		Duration: 60 * time.Second, MinRounds: 2, Hold: time.Second, Quiet: time.Second, Clients: 3,
+		Duration: 45 * time.Second, Rounds: 2, MinRounds: 2, Hold: time.Second, Quiet: time.Second, Clients: 3,
 		Progress: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func pick(m map[string]*faultnet.Proxy, rng *rand.Rand) (string, *faultnet.Proxy
 
 // netFault is a fault of one node's link, through its proxy.
 type netFault struct {
-	kind string
+	kind, lane string
 	// on: the links it acts on, "postgres" (a node's to PostgreSQL),
 	// "nginx" (nginx's to a node) or "kafka" (a node's to the broker).
 	on string
@@ -86,6 +86,7 @@ type netFault struct {
 }
 
 func (f netFault) Kind() string { return f.kind }
+func (f netFault) Lane() string { return f.lane }
 
 func (f netFault) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
 	m := map[string]map[string]*faultnet.Proxy{"postgres": env.PGProxies, "nginx": env.NginxProxies, "kafka": env.KafkaProxies}[f.on]
@@ -109,17 +110,17 @@ func netFaults() []Fault {
 	return []Fault{
 		// A node cut off from PostgreSQL: its sessions hang, its lock's
 		// ping times out; the other write node takes over the publisher.
-		netFault{kind: "partition-postgres", on: "postgres", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
+		netFault{kind: "partition-postgres", lane: laneStoreLinks, on: "postgres", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
 		// Every connection of a node to PostgreSQL reset at once.
-		netFault{kind: "reset-postgres", on: "postgres", do: (*faultnet.Proxy).Reset},
+		netFault{kind: "reset-postgres", lane: laneStoreLinks, on: "postgres", do: (*faultnet.Proxy).Reset},
 		// 200 ms more on every round trip from a node to PostgreSQL.
-		netFault{kind: "latency-postgres", on: "postgres", do: func(p *faultnet.Proxy) error { return p.Latency(PostgresLatency) }, hold: PartitionHold},
+		netFault{kind: "latency-postgres", lane: laneStoreLinks, on: "postgres", do: func(p *faultnet.Proxy) error { return p.Latency(PostgresLatency) }, hold: PartitionHold},
 		// nginx cut off from a node: its requests to it hang until
 		// nginx's or the client's timeout.
-		netFault{kind: "partition-proxy", on: "nginx", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
+		netFault{kind: "partition-proxy", lane: laneProxyLinks, on: "nginx", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
 		// A node cut off from the broker: a write node's publisher
 		// stalls (another takes the lock only if the store ends its
 		// session), the Kafka-fed replica's consumer waits.
-		netFault{kind: "partition-kafka", on: "kafka", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
+		netFault{kind: "partition-kafka", lane: laneBroker, on: "kafka", do: (*faultnet.Proxy).Cut, hold: PartitionHold},
 	}
 }

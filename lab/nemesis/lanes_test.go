@@ -1,0 +1,105 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Faults that act on the same thing share a lane: a lane's heal must
+// never end another lane's fault (a proxy's Heal ends every fault on
+// it), and two faults of the same process must not race.
+func TestLanesOfTheBuiltInFaults(t *testing.T) {
+	byOn := map[string]string{}
+	for _, f := range builtinFaults() {
+		nf, ok := f.(netFault)
+		if !ok {
+			continue
+		}
+		if l, seen := byOn[nf.on]; seen && l != nf.lane {
+			t.Errorf("%s acts on the %s proxies in lane %s, another fault on them in lane %s", nf.kind, nf.on, nf.lane, l)
+		}
+		byOn[nf.on] = nf.lane
+	}
+	want := map[string]string{
+		"kill-writer": laneNodes, "kill-replica": laneNodes, "pause-node": laneNodes,
+		"kill-postgres": lanePostgres, "stop-postgres": lanePostgres,
+		"partition-postgres": laneStoreLinks, "reset-postgres": laneStoreLinks, "latency-postgres": laneStoreLinks,
+		"partition-proxy": laneProxyLinks, "kill-kafka": laneBroker, "partition-kafka": laneBroker,
+	}
+	for _, f := range builtinFaults() {
+		if Lane(f) != want[f.Kind()] {
+			t.Errorf("%s in lane %q, want %q", f.Kind(), Lane(f), want[f.Kind()])
+		}
+	}
+	if len(lanes(builtinFaults())) != 5 {
+		t.Errorf("%d lanes, want 5", len(lanes(builtinFaults())))
+	}
+}
+
+// fakeFault records when it was broken and healed.
+type fakeFault struct {
+	kind, lane string
+	mu         *sync.Mutex
+	log        *[]span
+}
+
+type span struct {
+	kind, lane string
+	from, to   time.Time
+}
+
+func (f fakeFault) Kind() string { return f.kind }
+func (f fakeFault) Lane() string { return f.lane }
+func (f fakeFault) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
+	from := time.Now()
+	return "x", func(context.Context) error {
+		time.Sleep(5 * time.Millisecond)
+		f.mu.Lock()
+		*f.log = append(*f.log, span{f.kind, f.lane, from, time.Now()})
+		f.mu.Unlock()
+		return nil
+	}, nil
+}
+
+// The schedule: within a lane one fault at a time, each kind Rounds
+// times over the duration; lanes at once.
+func TestScheduleLanes(t *testing.T) {
+	var mu sync.Mutex
+	var log []span
+	ff := func(kind, lane string) Fault { return fakeFault{kind, lane, &mu, &log} }
+	faults := []Fault{ff("a1", "a"), ff("a2", "a"), ff("a3", "a"), ff("b1", "b"), ff("c1", "c"), ff("c2", "c")}
+	cfg := Config{Duration: 600 * time.Millisecond, Rounds: 4, Hold: 10 * time.Millisecond, Quiet: time.Millisecond,
+		Progress: func(string) {}}
+	start := time.Now()
+	s := &schedule{cfg: cfg, sum: &Summary{Report: Report{Faults: map[string]int{}}}, start: start, end: start.Add(cfg.Duration)}
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	ls := lanes(faults)
+	for i, l := range ls {
+		wg.Go(func() { s.lane(ctx, ctx, func() {}, i, len(ls), l) })
+	}
+	wg.Wait()
+	for _, k := range []string{"a1", "a2", "a3", "b1", "c1", "c2"} {
+		if n := s.sum.Faults[k]; n < 3 || n > 5 {
+			t.Errorf("%s injected %d times, want about 4 (the rounds)", k, n)
+		}
+	}
+	overlapAcross := false
+	for i, x := range log {
+		for _, y := range log[i+1:] {
+			if x.from.Before(y.to) && y.from.Before(x.to) {
+				if x.lane == y.lane {
+					t.Errorf("%s and %s of lane %s overlap", x.kind, y.kind, x.lane)
+				} else {
+					overlapAcross = true
+				}
+			}
+		}
+	}
+	if !overlapAcross {
+		t.Error("no faults of different lanes overlapped")
+	}
+}

@@ -37,7 +37,12 @@ type killNode struct {
 }
 
 func (f killNode) Kind() string { return f.kind }
-func (killNode) Lane() string   { return laneNodes }
+func (f killNode) Lane() string {
+	if f.replicas {
+		return laneReplicas
+	}
+	return laneWriters
+}
 
 func (f killNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
 	nodes := env.Cluster.Replicas
@@ -72,8 +77,8 @@ func restart(ctx context.Context, env *Env, n *cluster.Node) error {
 // long garbage collection or a frozen virtual machine makes — for longer
 // than every timeout that decides who owns what, then resumes it with
 // SIGCONT. It picks the write node that holds the publisher's lock when
-// one does: the one whose ownership matters. While it is stopped, its
-// store sessions are ended from the server's side (what a server-side
+// one does, the one whose ownership matters, else either write node.
+// While it is stopped, its store sessions are ended from the server's side (what a server-side
 // session or TCP timeout does to a client that stopped answering), so
 // the lock passes to another write node, which publishes on; when the
 // paused node wakes it still believes, for a moment, that it publishes —
@@ -82,7 +87,7 @@ func restart(ctx context.Context, env *Env, n *cluster.Node) error {
 type pauseNode struct{}
 
 func (pauseNode) Kind() string { return "pause-node" }
-func (pauseNode) Lane() string { return laneNodes }
+func (pauseNode) Lane() string { return laneWriters }
 
 func (pauseNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, func(context.Context) error, error) {
 	holder := publisherHolder(ctx, env)
@@ -93,8 +98,7 @@ func (pauseNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, 
 		}
 	}
 	if n == nil {
-		nodes := env.Cluster.Nodes()
-		n = nodes[rng.IntN(len(nodes))]
+		n = env.Cluster.Writers[rng.IntN(len(env.Cluster.Writers))]
 	}
 	if err := n.Signal(sigStop); err != nil {
 		return n.Name, nil, err

@@ -24,7 +24,7 @@ func TestLanesOfTheBuiltInFaults(t *testing.T) {
 		byOn[nf.on] = nf.lane
 	}
 	want := map[string]string{
-		"kill-writer": laneNodes, "kill-replica": laneNodes, "pause-node": laneNodes,
+		"kill-writer": laneWriters, "kill-replica": laneReplicas, "pause-node": laneWriters,
 		"kill-postgres": lanePostgres, "stop-postgres": lanePostgres,
 		"partition-postgres": laneStoreLinks, "reset-postgres": laneStoreLinks, "latency-postgres": laneStoreLinks,
 		"partition-proxy": laneProxyLinks, "kill-kafka": laneBroker, "partition-kafka": laneBroker,
@@ -34,8 +34,8 @@ func TestLanesOfTheBuiltInFaults(t *testing.T) {
 			t.Errorf("%s in lane %q, want %q", f.Kind(), Lane(f), want[f.Kind()])
 		}
 	}
-	if len(lanes(builtinFaults())) != 5 {
-		t.Errorf("%d lanes, want 5", len(lanes(builtinFaults())))
+	if len(lanes(builtinFaults())) != 6 {
+		t.Errorf("%d lanes, want 6", len(lanes(builtinFaults())))
 	}
 }
 
@@ -101,5 +101,39 @@ func TestScheduleLanes(t *testing.T) {
 	}
 	if !overlapAcross {
 		t.Error("no faults of different lanes overlapped")
+	}
+}
+
+// A heal while another lane's fault is still on counts its recovery from
+// when that one heals too; a fault that begins after the heal counts in
+// full; a heal no write follows is a violation.
+func TestRecoveryCountsFromWhole(t *testing.T) {
+	t0 := time.Now()
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	rec := &Recorder{start: t0}
+	for _, c := range []float64{1, 16, 30} {
+		rec.ops = append(rec.ops, &Op{Workload: "flights", Write: true, Outcome: OK, Invoke: at(c - 0.5), Complete: at(c)})
+	}
+	// A kv write does not count: the kv nodes are not the flights service.
+	rec.ops = append(rec.ops, &Op{Workload: "kv", Write: true, Outcome: OK, Invoke: at(11), Complete: at(11.5)})
+	timeline := []FaultRecord{
+		{Kind: "reset-postgres", Start: at(8), Healed: at(10)},   // PostgreSQL still down at its heal
+		{Kind: "kill-postgres", Start: at(9), Healed: at(15)},    // whole at 15, write at 16
+		{Kind: "kill-kafka", Start: at(20), Healed: at(25)},      // write at 30
+		{Kind: "partition-kafka", Start: at(31), Healed: at(33)}, // no write after
+	}
+	sum := &Summary{Report: Report{Faults: map[string]int{}}}
+	recovery(timeline, rec, sum)
+	want := []float64{1, 1, 5}
+	for i, w := range want {
+		if d := timeline[i].RecoveryS - w; d > 0.01 || d < -0.01 {
+			t.Errorf("%s: recovery %.2f s, want %.2f", timeline[i].Kind, timeline[i].RecoveryS, w)
+		}
+	}
+	if !timeline[0].Whole.Equal(at(15)) {
+		t.Errorf("reset-postgres whole at %v, want 15 s", timeline[0].Whole.Sub(t0))
+	}
+	if sum.MaxRecoveryS != 5 || len(sum.Violations) != 1 || sum.Violations[0].Check != "recovery" {
+		t.Errorf("max %.2f, violations %v", sum.MaxRecoveryS, sum.Violations)
 	}
 }

@@ -40,6 +40,7 @@ package nemesis
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -180,7 +181,10 @@ type FaultRecord struct {
 	Target string    `json:"target"`
 	Start  time.Time `json:"start"`
 	Healed time.Time `json:"healed"` // when the heal finished
-	// RecoveryS is the time from the heal to the first write acknowledged
+	// Whole is when the faults still on at the heal (other lanes') had
+	// healed too: Healed, or later.
+	Whole time.Time `json:"whole"`
+	// RecoveryS is the time from Whole to the first write acknowledged
 	// after it.
 	RecoveryS float64 `json:"recovery_s"`
 	Err       string  `json:"err,omitempty"`
@@ -421,17 +425,12 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	sum.Start = rec.start
 
 	// Recovery: from each heal to the first write acknowledged after it.
-	for i := range timeline {
-		fr := &timeline[i]
-		first := rec.firstWriteAfter(fr.Healed)
-		if first.IsZero() {
-			sum.Violations = append(sum.Violations, Violation{"recovery", fmt.Sprintf("no write acknowledged after the heal of %s %s", fr.Kind, fr.Target)})
-			continue
-		}
-		fr.RecoveryS = first.Sub(fr.Healed).Seconds()
-		sum.MaxRecoveryS = max(sum.MaxRecoveryS, round2(fr.RecoveryS))
-	}
+	recovery(timeline, rec, sum)
 	sum.Timeline = timeline
+	// The timeline, each fault's recovery with it, beside the logs.
+	if b, err := json.MarshalIndent(timeline, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(cfg.Dir, "timeline.json"), b, 0o644)
+	}
 
 	cctx, ccancel := context.WithTimeout(ctx, cfg.ConvergeWithin+2*time.Minute)
 	defer ccancel()
@@ -455,9 +454,10 @@ type schedule struct {
 }
 
 // lane injects faults, one at a time, paced so that its Rounds rounds
-// spread evenly over the duration: a fault starts every Duration ÷
-// (Rounds × its kinds), or Quiet after the last heal when that one ran
-// late, until the duration is spent and MinRounds are done. Lane i of n
+// spread evenly over the duration: its k-th fault starts k slots of
+// Duration ÷ (Rounds × its kinds) after its first, or Quiet after the
+// last heal when that one ran late (so the lane catches up after a slow
+// heal), until the duration is spent and MinRounds are done. Lane i of n
 // starts i/n of a slot late, so that the lanes' faults do not all begin
 // at once. A fault that cannot be injected or healed ends the whole
 // schedule (stop): the cluster is no longer what the checks assume.
@@ -469,7 +469,8 @@ func (s *schedule) lane(ctx, sctx context.Context, stop func(), i, n int, faults
 	seed := cfg.Seed + uint64(i)*0x51afd7ed558ccd
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	slot := cfg.Duration / time.Duration(cfg.Rounds*len(faults))
-	next := s.start.Add(cfg.Quiet + slot*time.Duration(i)/time.Duration(n))
+	first := s.start.Add(cfg.Quiet + slot*time.Duration(i)/time.Duration(n))
+	next, k := first, 0
 	more := func(round int) bool {
 		return sctx.Err() == nil && (round < cfg.MinRounds || time.Now().Before(s.end))
 	}
@@ -481,7 +482,8 @@ func (s *schedule) lane(ctx, sctx context.Context, stop func(), i, n int, faults
 			}
 			f := faults[j]
 			fr := FaultRecord{Kind: f.Kind(), Lane: Lane(f), Start: time.Now()}
-			next = fr.Start.Add(slot)
+			k++
+			next = first.Add(slot * time.Duration(k))
 			target, heal, err := f.Inject(ctx, s.env, rng)
 			fr.Target = target
 			if err != nil {
@@ -530,18 +532,18 @@ func (s *schedule) record(fr FaultRecord, v ...Violation) {
 
 // Lane names what a fault breaks: faults of one lane never overlap,
 // faults of different lanes may. A Fault given in Config.Faults names
-// its lane with a Lane() string method, or shares the lane of the
-// built-in faults of the nodes.
+// its lane with a Lane() string method, or shares the writers' lane.
 func Lane(f Fault) string {
 	if l, ok := f.(interface{ Lane() string }); ok {
 		return l.Lane()
 	}
-	return laneNodes
+	return laneWriters
 }
 
 // The built-in lanes: what their faults act on.
 const (
-	laneNodes      = "nodes"       // the cluster's processes: a write node, replica or kv node killed or paused
+	laneWriters    = "writers"     // a write node or kv node killed, the publisher's write node paused
+	laneReplicas   = "replicas"    // a replica killed
 	lanePostgres   = "postgres"    // the database server, killed or stopped
 	laneStoreLinks = "store-links" // each node's connections to PostgreSQL (its proxy): cut, reset or slowed
 	laneProxyLinks = "proxy-links" // nginx's connections to each node (their proxies): cut
@@ -564,6 +566,30 @@ func lanes(faults []Fault) [][]Fault {
 		out[i] = by[n]
 	}
 	return out
+}
+
+// recovery sets each fault's Whole and RecoveryS, and the summary's
+// MaxRecoveryS. A heal while another lane's fault is still on is not yet
+// a recovery (writes may wait on PostgreSQL's restart, say): it counts
+// from when the faults on at the heal have healed too. A fault that
+// begins after the heal and holds writes up counts in full.
+func recovery(timeline []FaultRecord, rec *Recorder, sum *Summary) {
+	for i := range timeline {
+		fr := &timeline[i]
+		fr.Whole = fr.Healed
+		for _, g := range timeline {
+			if g.Start.Before(fr.Healed) && g.Healed.After(fr.Whole) {
+				fr.Whole = g.Healed
+			}
+		}
+		first := rec.firstWriteAfter(fr.Whole)
+		if first.IsZero() {
+			sum.Violations = append(sum.Violations, Violation{"recovery", fmt.Sprintf("no write acknowledged after the heal of %s %s", fr.Kind, fr.Target)})
+			continue
+		}
+		fr.RecoveryS = first.Sub(fr.Whole).Seconds()
+		sum.MaxRecoveryS = max(sum.MaxRecoveryS, round2(fr.RecoveryS))
+	}
 }
 
 func orDefault(d, def time.Duration) time.Duration {

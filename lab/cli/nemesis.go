@@ -28,9 +28,10 @@ Idempotency-Key, retried on timeouts) and read-your-writes reads of the
 replicas, and compare-and-set operations on two kv nodes sharing its
 PostgreSQL, recording every operation, and injects faults on a seeded random
 schedule, each healed: ` + strings.Join(nemesis.Kinds(), ", ") + `.
-Faults that act on different things (the nodes, PostgreSQL, the links to it,
-nginx's links, the broker: five lanes) overlap; those of one lane come one at
-a time, paced to spread --rounds rounds over the duration.
+Faults that act on different things (the write nodes, the replicas,
+PostgreSQL, the links to it, nginx's links, the broker: six lanes) overlap;
+those of one lane come one at a time, paced to spread --rounds rounds over
+the duration.
 After the last heal it checks that every acknowledged write is in the store
 and answered by the API, that no command took effect twice, that the kv
 history is linearizable (porcupine; a visualization on failure), that the

@@ -3,9 +3,12 @@ package nemesis
 import (
 	"context"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/logbook/logbook/lab/plot"
 )
 
 // Faults that act on the same thing share a lane: a lane's heal must
@@ -135,5 +138,24 @@ func TestRecoveryCountsFromWhole(t *testing.T) {
 	}
 	if sum.MaxRecoveryS != 5 || len(sum.Violations) != 1 || sum.Violations[0].Check != "recovery" {
 		t.Errorf("max %.2f, violations %v", sum.MaxRecoveryS, sum.Violations)
+	}
+}
+
+// The figure: throughput over a timeline with a row per kind of fault.
+func TestFigureRowsPerKind(t *testing.T) {
+	t0 := time.Now()
+	rec := &Recorder{start: t0}
+	rec.ops = append(rec.ops, &Op{Workload: "flights", Write: true, Outcome: OK, Invoke: t0, Complete: t0.Add(3 * time.Second)})
+	sum := &Summary{rec: rec, Timeline: []FaultRecord{
+		{Kind: "kill-postgres", Lane: lanePostgres, Start: t0.Add(time.Second), Healed: t0.Add(2 * time.Second)},
+		{Kind: "kill-kafka", Lane: laneBroker, Start: t0.Add(time.Second), Healed: t0.Add(4 * time.Second)},
+		{Kind: "kill-postgres", Lane: lanePostgres, Start: t0.Add(5 * time.Second), Healed: t0.Add(6 * time.Second)},
+	}}
+	f := sum.Figure()
+	if len(f.Panels) != 2 || len(f.Panels[1].Rows) != 2 || len(f.Panels[1].Spans) != 3 {
+		t.Fatalf("panels %d, rows %v, spans %d", len(f.Panels), f.Panels[len(f.Panels)-1].Rows, len(f.Panels[len(f.Panels)-1].Spans))
+	}
+	if err := plot.Save(filepath.Join(t.TempDir(), "n.png"), f); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -35,6 +35,18 @@ type Panel struct {
 	// Bands shades intervals of x behind the lines (faults, say), each
 	// band's name once in the legend.
 	Bands []Band
+	// Rows, if set, make the panel a timeline instead: one row per name,
+	// top to bottom, named on the y axis, and a bar for each of Spans.
+	Rows  []string
+	Spans []Span
+}
+
+// Span is a bar of a timeline panel: an interval of x in the row of
+// Panel.Rows at index Row, coloured by Colour (an index into the
+// palette: spans of one colour belong together).
+type Span struct {
+	Row, Colour int
+	From, To    float64
 }
 
 // Band is an interval of x shaded in a panel.
@@ -94,6 +106,32 @@ func addBands(p *gonum.Plot, panel Panel) error {
 	return nil
 }
 
+// addSpans draws a timeline panel: row r of n at y = n-r (the first
+// row on top), each span a bar 0.7 high, the rows named on the y axis.
+func addSpans(p *gonum.Plot, panel Panel) error {
+	n := len(panel.Rows)
+	var ticks []gonum.Tick
+	for r, name := range panel.Rows {
+		ticks = append(ticks, gonum.Tick{Value: float64(n - r), Label: name})
+	}
+	p.Y.Tick.Marker = gonum.ConstantTicks(ticks)
+	p.Y.Min, p.Y.Max = 0.4, float64(n)+0.6
+	for _, sp := range panel.Spans {
+		if sp.Row < 0 || sp.Row >= n {
+			return fmt.Errorf("plot: span in row %d of %d", sp.Row, n)
+		}
+		y := float64(n - sp.Row)
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: sp.From, Y: y - 0.35}, {X: sp.To, Y: y - 0.35}, {X: sp.To, Y: y + 0.35}, {X: sp.From, Y: y + 0.35}})
+		if err != nil {
+			return fmt.Errorf("plot: span: %w", err)
+		}
+		poly.Color = plotutil.Color(sp.Colour)
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+	}
+	return nil
+}
+
 // Size of a panel.
 const (
 	width       = 16 * vg.Centimeter
@@ -119,6 +157,13 @@ func Save(file string, f Figure) error {
 		}
 		p.Y.Label.Text = panel.YLabel
 		p.Y.Min = 0
+		if len(panel.Rows) > 0 {
+			if err := addSpans(p, panel); err != nil {
+				return err
+			}
+			plots[i] = []*gonum.Plot{p}
+			continue
+		}
 		p.Add(plotter.NewGrid())
 		if err := addBands(p, panel); err != nil {
 			return err

@@ -88,3 +88,26 @@ func TestBandsAreDrawn(t *testing.T) {
 		t.Fatalf("banded figure: %d bytes (plain %d), %d legend entries for the band", len(b), len(a), strings.Count(string(b), "kill"))
 	}
 }
+
+// A timeline panel names its rows on the y axis and draws a bar per
+// span; a span outside the rows is refused.
+func TestTimelinePanel(t *testing.T) {
+	dir := t.TempDir()
+	ops := Panel{YLabel: "ops/s", Series: []Series{{Name: "ops", X: []float64{0, 1, 2, 3}, Y: []float64{5, 6, 0, 5}}}}
+	lanes := Panel{YLabel: "faults", Rows: []string{"kill-postgres", "partition-kafka"},
+		Spans: []Span{{Row: 0, From: 1, To: 2}, {Row: 1, Colour: 1, From: 1.5, To: 3}}}
+	file := filepath.Join(dir, "timeline.svg")
+	if err := Save(file, Figure{Title: "t", XLabel: "s", Panels: []Panel{ops, lanes}}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(file)
+	for _, name := range lanes.Rows {
+		if !strings.Contains(string(b), name) {
+			t.Errorf("row %q not named", name)
+		}
+	}
+	lanes.Spans = append(lanes.Spans, Span{Row: 2, From: 0, To: 1})
+	if err := Save(file, Figure{Panels: []Panel{lanes}}); err == nil {
+		t.Error("a span outside the rows saved")
+	}
+}

@@ -20,9 +20,10 @@
 //
 //   - A Fault has a Kind (its name in --faults and in the summary's
 //     count) and Inject, which breaks something in the running Env and
-//     returns the heal. The runner records both times; it injects one
-//     fault at a time, in a seeded random order that gives every kind
-//     its turn each round.
+//     returns the heal, and may have a Lane (see Lane): what it acts
+//     on. The runner records both times; it runs the lanes at once and,
+//     within each, one fault at a time, in a seeded random order that
+//     gives every kind its turn each round.
 //   - A Workload runs clients until its context ends (Run), recording
 //     every operation in the Recorder, and afterwards checks its own
 //     history against the healed cluster (Check), filling its fields of

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // the whole machine.
 func TestPostgresCPU(t *testing.T) {
 	testenv.URL(t)
-	cpu, ok := postgresCPU()
+	cpu, ok := postgresCPU(0)
 	if !ok || cpu <= 0 {
 		t.Fatalf("postgres processes: ok %v, cpu %v", ok, cpu)
 	}
@@ -44,13 +45,52 @@ func TestPostgresCPUKeepsEndedBackends(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mid, _ := postgresCPU()
+	mid, _ := postgresCPU(0)
 	for _, c := range conns {
 		c.Close(ctx)
 	}
 	time.Sleep(time.Second) // the postmaster reaps them
-	after, ok := postgresCPU()
+	after, ok := postgresCPU(0)
 	if !ok || after < mid {
 		t.Fatalf("PostgreSQL CPU fell from %v to %v when three busy backends ended", mid, after)
+	}
+}
+
+// TestPostgresCPUOfOneServer: given a postmaster, only that server's
+// processes count. The test database's postmaster, found from one of its
+// backends, has used CPU; a process that is no postmaster (this test)
+// has no server processes, though PostgreSQL runs on the machine.
+func TestPostgresCPUOfOneServer(t *testing.T) {
+	url := testenv.URL(t)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var backend int
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	pm := parentPID(backend)
+	if pm <= 1 {
+		t.Skipf("the test database's backend %d has no visible postmaster (parent %d): not on this machine", backend, pm)
+	}
+	before, ok := postgresCPU(pm)
+	if !ok {
+		t.Fatalf("no process of the server whose postmaster is %d", pm)
+	}
+	if _, err := c.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := postgresCPU(pm)
+	if after <= before {
+		t.Errorf("the server's CPU stayed at %v while its backend counted to 3 million", after)
+	}
+	if all, _ := postgresCPU(0); all < after {
+		t.Errorf("every server's CPU %v is below one server's %v", all, after)
+	}
+	if cpu, ok := postgresCPU(os.Getpid()); ok {
+		t.Errorf("counted %v of PostgreSQL processes as children of this test", cpu)
 	}
 }

@@ -58,10 +58,15 @@ type CrushConfig struct {
 	// DatabaseCPU measures the CPU used by the PostgreSQL processes on
 	// this machine during the query phase (a database running here).
 	DatabaseCPU bool
-	Mode        string // CrushByID (default) or CrushAllEvents
-	Writers     int    // concurrent appenders in the write phase (default 8)
-	Batch       int    // events per append (default EventsPerID, at most 1,000)
-	Payload     int    // bytes of data per event
+	// DatabaseBackendPID, if set, is the process id of one of the
+	// database server's backends (SELECT pg_backend_pid()): DatabaseCPU
+	// then counts that server only (its postmaster and the postmaster's
+	// children), not every PostgreSQL server on the machine.
+	DatabaseBackendPID int
+	Mode               string // CrushByID (default) or CrushAllEvents
+	Writers            int    // concurrent appenders in the write phase (default 8)
+	Batch              int    // events per append (default EventsPerID, at most 1,000)
+	Payload            int    // bytes of data per event
 	// Poll makes the queries poll every RefreshInterval, as on a backend
 	// without commit signals, instead of waking on commits.
 	Poll            bool
@@ -320,8 +325,12 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	}
 	cpu0, qstart := processCPU(), time.Now()
 	db0, dbOK := time.Duration(0), false
+	postmaster := 0
+	if cfg.DatabaseBackendPID > 0 {
+		postmaster = parentPID(cfg.DatabaseBackendPID)
+	}
 	if cfg.DatabaseCPU {
-		db0, dbOK = postgresCPU()
+		db0, dbOK = postgresCPU(postmaster)
 	}
 	if cfg.Mode == CrushByID {
 		r.Queries = cfg.IDs
@@ -337,7 +346,7 @@ func RunCrush(ctx context.Context, store eventstore.Store, cfg CrushConfig) (Cru
 	stopSampling()
 	wall := time.Since(qstart)
 	r.QueryCPUPercent = stats.Round(cpuPercent(processCPU()-cpu0, wall, runtime.NumCPU()), 1)
-	if db1, ok := postgresCPU(); dbOK && ok {
+	if db1, ok := postgresCPU(postmaster); dbOK && ok {
 		p := stats.Round(cpuPercent(db1-db0, wall, runtime.NumCPU()), 1)
 		r.DatabaseCPUPercent = &p
 	}

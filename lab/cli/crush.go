@@ -94,6 +94,11 @@ kind (timeout, too_many_connections, connection, other).`,
 			if s.PG != nil {
 				cfg.DatabaseCPU = true
 				pool := s.PG.Pool()
+				// The server's own CPU, not every PostgreSQL's on the
+				// machine: found from one of its backends.
+				if err := pool.QueryRow(cmd.Context(), "SELECT pg_backend_pid()").Scan(&cfg.DatabaseBackendPID); err != nil {
+					return nil, fmt.Errorf("bench crush: %w", err)
+				}
 				cfg.BusyConns = func() int { return int(pool.Stat().AcquiredConns()) }
 			}
 			cfg.Progress = p

@@ -57,6 +57,27 @@ var funcs = template.FuncMap{
 		}
 		return v.Rows[i][j], nil
 	},
+	// sum: the sum over a list of each element's value at a dotted
+	// path ("failures", "cells.total.mean"), an error if one is absent.
+	"sum": func(list any, path string) (float64, error) {
+		l, ok := list.([]any)
+		if !ok {
+			return 0, fmt.Errorf("sum %q: a list was expected, not %T", path, list)
+		}
+		total := 0.0
+		for _, v := range l {
+			x, err := get(v, path)
+			if err != nil {
+				return 0, err
+			}
+			f, err := number(x)
+			if err != nil {
+				return 0, fmt.Errorf("sum %q: %w", path, err)
+			}
+			total += f
+		}
+		return total, nil
+	},
 	// join: a list of strings joined by sep.
 	"join": func(sep string, v []string) string { return strings.Join(v, sep) },
 }

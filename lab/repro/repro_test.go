@@ -259,3 +259,19 @@ func TestKVTemplateRendersASampleOutput(t *testing.T) {
 		t.Errorf("kv template output:\n%s", out)
 	}
 }
+
+// sum adds a field over a list's elements and fails on an element
+// without it, as the other functions fail on a missing value.
+func TestSumOverAList(t *testing.T) {
+	idx := testIndex(`{{f0 (sum .Out.rows "failures")}} {{f1 (sum .Out.rows "cells.a.mean")}}`)
+	out, err := Render(idx, testResult(`{"rows":[{"failures":2,"cells":{"a":{"mean":1.25}}},{"failures":3,"cells":{"a":{"mean":2}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "5 3.2") {
+		t.Errorf("sum rendered:\n%s", out)
+	}
+	if _, err := Render(idx, testResult(`{"rows":[{"failures":2,"cells":{"a":{"mean":1}}},{"cells":{"a":{"mean":2}}}]}`)); err == nil {
+		t.Error("a row without the field was summed")
+	}
+}

@@ -128,7 +128,11 @@ not hold. It needs PostgreSQL, nginx, java and the broker's jars
 func maxRecovery(s *nemesis.Summary) string {
 	out := fmt.Sprintf("%.2f", s.MaxRecoveryS)
 	if f, ok := s.SlowestRecovery(); ok {
-		out += fmt.Sprintf(" (after %s %s, healed at %.1f s)", f.Kind, f.Target, f.Healed.Sub(s.Start).Seconds())
+		out += fmt.Sprintf(" (after %s %s, healed at %.1f s", f.Kind, f.Target, f.Healed.Sub(s.Start).Seconds())
+		if f.Whole.After(f.Healed) {
+			out += fmt.Sprintf(", its write path whole at %.1f s", f.Whole.Sub(s.Start).Seconds())
+		}
+		out += ")"
 	}
 	return out
 }

@@ -110,7 +110,10 @@ func (pauseNode) Inject(ctx context.Context, env *Env, rng *rand.Rand) (string, 
 	}
 	// Past the lock's own ping timeout, the server ends the sessions.
 	sleepCtx(ctx, min(2*time.Second, env.PauseTimeout/2))
-	terminate(ctx, env, "logbook-"+n.Name)
+	if err := terminate(ctx, env, "logbook-"+n.Name); err != nil {
+		// PostgreSQL down in its own lane: its restart ends them.
+		target += " (sessions not ended: PostgreSQL down)"
+	}
 	if n.Name == trimApp(holder) {
 		// The lock should pass to another write node meanwhile.
 		for time.Since(stopped) < env.PauseTimeout-time.Second && ctx.Err() == nil {
@@ -139,9 +142,10 @@ func trimApp(s string) string {
 	return s
 }
 
-// publisherHolder is the application_name of the session that holds an
-// advisory lock (the publisher's: the only one a flights node takes), or
-// "".
+// publisherHolder is the application_name of the write node's session
+// that holds an advisory lock (the publisher's: the only one a write node
+// holds for longer than a schema change, and writers restart in the
+// pause's own lane), or "".
 func publisherHolder(ctx context.Context, env *Env) string {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -152,20 +156,21 @@ func publisherHolder(ctx context.Context, env *Env) string {
 	defer conn.Close(context.Background())
 	var name string
 	_ = conn.QueryRow(ctx, `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted LIMIT 1`).Scan(&name)
+		WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE 'logbook-writer-%' LIMIT 1`).Scan(&name)
 	return name
 }
 
 // terminate ends the store sessions whose application_name is app.
-func terminate(ctx context.Context, env *Env, app string) {
+func terminate(ctx context.Context, env *Env, app string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, env.Store.URL)
 	if err != nil {
-		return
+		return err
 	}
 	defer conn.Close(context.Background())
-	_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app)
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app)
+	return err
 }
 
 // postgresFault crashes the store (SIGKILL to every PostgreSQL process:

@@ -107,9 +107,10 @@ func TestScheduleLanes(t *testing.T) {
 	}
 }
 
-// A heal while another lane's fault is still on counts its recovery from
-// when that one heals too; a fault that begins after the heal counts in
-// full; a heal no write follows is a violation.
+// A heal while a fault on the write path is still on counts its recovery
+// from when that one heals too; a fault off the write path (the broker,
+// a replica, a kv node's link) delays no count; a fault that begins after
+// the heal counts in full; a heal no write follows is a violation.
 func TestRecoveryCountsFromWhole(t *testing.T) {
 	t0 := time.Now()
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
@@ -120,21 +121,24 @@ func TestRecoveryCountsFromWhole(t *testing.T) {
 	// A kv write does not count: the kv nodes are not the flights service.
 	rec.ops = append(rec.ops, &Op{Workload: "kv", Write: true, Outcome: OK, Invoke: at(11), Complete: at(11.5)})
 	timeline := []FaultRecord{
-		{Kind: "reset-postgres", Start: at(8), Healed: at(10)},   // PostgreSQL still down at its heal
-		{Kind: "kill-postgres", Start: at(9), Healed: at(15)},    // whole at 15, write at 16
-		{Kind: "kill-kafka", Start: at(20), Healed: at(25)},      // write at 30
-		{Kind: "partition-kafka", Start: at(31), Healed: at(33)}, // no write after
+		{Kind: "partition-kafka", Lane: laneBroker, Target: "writer-1", Start: at(8), Healed: at(10)}, // PostgreSQL still down: whole at 15
+		{Kind: "kill-postgres", Lane: lanePostgres, Target: "postgres", Start: at(9), Healed: at(15)},
+		{Kind: "kill-replica", Lane: laneReplicas, Target: "replica-1", Start: at(9), Healed: at(28)},     // writer-1 still down: whole at 29.5
+		{Kind: "kill-kafka", Lane: laneBroker, Target: "kafka", Start: at(20), Healed: at(25)},            // the replica is off the path; the kill after counts
+		{Kind: "partition-postgres", Lane: laneStoreLinks, Target: "kv-1", Start: at(26), Healed: at(27)}, // off the path itself; writer-1 down: 29.5
+		{Kind: "partition-kafka", Lane: laneBroker, Target: "replica-1", Start: at(31), Healed: at(33)},   // no write after
+		{Kind: "kill-writer", Lane: laneWriters, Target: "writer-1", Start: at(26), Healed: at(29.5)},
 	}
 	sum := &Summary{Report: Report{Faults: map[string]int{}}}
 	recovery(timeline, rec, sum)
-	want := []float64{1, 1, 5}
+	want := map[int]float64{0: 1, 1: 1, 2: 0.5, 3: 5, 4: 0.5, 6: 0.5}
 	for i, w := range want {
 		if d := timeline[i].RecoveryS - w; d > 0.01 || d < -0.01 {
 			t.Errorf("%s: recovery %.2f s, want %.2f", timeline[i].Kind, timeline[i].RecoveryS, w)
 		}
 	}
-	if !timeline[0].Whole.Equal(at(15)) {
-		t.Errorf("reset-postgres whole at %v, want 15 s", timeline[0].Whole.Sub(t0))
+	if !timeline[0].Whole.Equal(at(15)) || !timeline[3].Whole.Equal(at(25)) {
+		t.Errorf("whole at %v and %v, want 15 s and 25 s", timeline[0].Whole.Sub(t0), timeline[3].Whole.Sub(t0))
 	}
 	if sum.MaxRecoveryS != 5 || len(sum.Violations) != 1 || sum.Violations[0].Check != "recovery" {
 		t.Errorf("max %.2f, violations %v", sum.MaxRecoveryS, sum.Violations)
@@ -157,5 +161,42 @@ func TestFigureRowsPerKind(t *testing.T) {
 	}
 	if err := plot.Save(filepath.Join(t.TempDir(), "n.png"), f); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failFault cannot be injected.
+type failFault struct{}
+
+func (failFault) Kind() string { return "fail" }
+func (failFault) Lane() string { return "f" }
+func (failFault) Inject(context.Context, *Env, *rand.Rand) (string, func(context.Context) error, error) {
+	return "x", nil, context.DeadlineExceeded
+}
+
+// A fault that cannot be injected ends every lane's schedule early, and
+// every fault another lane had injected is healed before the lanes end.
+func TestScheduleStopsOnAFailedFault(t *testing.T) {
+	var mu sync.Mutex
+	var log []span
+	faults := []Fault{fakeFault{"a1", "a", &mu, &log}, failFault{}}
+	cfg := Config{Duration: 10 * time.Second, Rounds: 100, Hold: 50 * time.Millisecond, Quiet: time.Millisecond, Progress: func(string) {}}
+	start := time.Now()
+	s := &schedule{cfg: cfg, sum: &Summary{Report: Report{Faults: map[string]int{}}}, start: start, end: start.Add(cfg.Duration)}
+	sctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var wg sync.WaitGroup
+	ls := lanes(faults)
+	for i, l := range ls {
+		wg.Go(func() { s.lane(t.Context(), sctx, stop, i, len(ls), l) })
+	}
+	wg.Wait()
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("the schedule went on %v after a fault failed", time.Since(start))
+	}
+	if len(s.sum.Violations) != 1 || s.sum.Violations[0].Check != "fault" {
+		t.Errorf("violations %v", s.sum.Violations)
+	}
+	if s.sum.Faults["a1"] != len(log) {
+		t.Errorf("%d faults a1 counted, %d healed", s.sum.Faults["a1"], len(log))
 	}
 }

@@ -182,8 +182,8 @@ type FaultRecord struct {
 	Target string    `json:"target"`
 	Start  time.Time `json:"start"`
 	Healed time.Time `json:"healed"` // when the heal finished
-	// Whole is when the faults still on at the heal (other lanes') had
-	// healed too: Healed, or later.
+	// Whole is when the faults on the write path still on at the heal
+	// (other lanes') had healed too: Healed, or later (see recovery).
 	Whole time.Time `json:"whole"`
 	// RecoveryS is the time from Whole to the first write acknowledged
 	// after it.
@@ -570,16 +570,19 @@ func lanes(faults []Fault) [][]Fault {
 }
 
 // recovery sets each fault's Whole and RecoveryS, and the summary's
-// MaxRecoveryS. A heal while another lane's fault is still on is not yet
-// a recovery (writes may wait on PostgreSQL's restart, say): it counts
-// from when the faults on at the heal have healed too. A fault that
-// begins after the heal and holds writes up counts in full.
+// MaxRecoveryS: the time from each heal to the first flights write
+// acknowledged after it. A heal while a fault on the write path is still
+// on (onWritePath: a write node, PostgreSQL, a write node's link to it or
+// from nginx) is not yet a recovery: it counts from when those faults
+// have healed too. Faults off the write path (the broker, the replicas,
+// the kv nodes) never delay the count, and a fault that begins after the
+// heal counts in full.
 func recovery(timeline []FaultRecord, rec *Recorder, sum *Summary) {
 	for i := range timeline {
 		fr := &timeline[i]
 		fr.Whole = fr.Healed
 		for _, g := range timeline {
-			if g.Start.Before(fr.Healed) && g.Healed.After(fr.Whole) {
+			if onWritePath(g) && g.Start.Before(fr.Healed) && g.Healed.After(fr.Whole) {
 				fr.Whole = g.Healed
 			}
 		}
@@ -591,6 +594,20 @@ func recovery(timeline []FaultRecord, rec *Recorder, sum *Summary) {
 		fr.RecoveryS = first.Sub(fr.Whole).Seconds()
 		sum.MaxRecoveryS = max(sum.MaxRecoveryS, round2(fr.RecoveryS))
 	}
+}
+
+// onWritePath says whether a fault stands between the flights clients
+// and the store: PostgreSQL down, or a flights write node down, paused or
+// cut off from PostgreSQL or from nginx. A fault of a lane the runner
+// does not know is taken to be off it (it delays no count).
+func onWritePath(f FaultRecord) bool {
+	switch f.Lane {
+	case lanePostgres:
+		return true
+	case laneWriters, laneStoreLinks, laneProxyLinks:
+		return strings.HasPrefix(f.Target, "writer-")
+	}
+	return false
 }
 
 func orDefault(d, def time.Duration) time.Duration {

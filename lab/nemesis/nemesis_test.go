@@ -86,7 +86,7 @@ func logsOnFailure(t *testing.T, dir string) {
 }
 
 // TestNemesis is the bounded run: every fault kind at least twice, the
-// five lanes overlapping, under the flights and kv workloads, and every
+// six lanes overlapping, under the flights and kv workloads, and every
 // check holds.
 func TestNemesis(t *testing.T) {
 	libs, nginx := needs(t)
@@ -109,6 +109,11 @@ func TestNemesis(t *testing.T) {
 		if sum.Faults[k] < 2 {
 			t.Errorf("fault %s injected %d times, want at least 2", k, sum.Faults[k])
 		}
+	}
+	// The ten-minute run's floor is 10 s; this bound only catches a
+	// cluster that recovers far slower than it should.
+	if sum.MaxRecoveryS > 20 {
+		t.Errorf("max recovery %.2f s", sum.MaxRecoveryS)
 	}
 	if sum.Acknowledged < 50 || sum.LostAcknowledged != 0 || sum.DuplicateEffects != 0 || !sum.ReplicasConverged ||
 		sum.KafkaGaps != 0 || sum.KafkaDuplicates != 0 || sum.Linearizable == nil || !*sum.Linearizable {

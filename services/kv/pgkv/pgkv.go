@@ -17,8 +17,8 @@
 // InlineMax goes into a large object (the row's lo column names it, and
 // its value is empty), written a chunk at a time in the transaction that
 // writes the row, so the process never holds it whole; Open reads it back
-// a chunk at a time, in a read-only transaction whose snapshot keeps it
-// whole until the reader is closed. Replacing or deleting the row unlinks
+// a chunk at a time, opened read-only, which PostgreSQL reads as it was
+// when it was opened, whatever is written meanwhile. Replacing or deleting the row unlinks
 // the large object in the same transaction.
 package pgkv
 

@@ -3,6 +3,7 @@ package pgkv_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -149,5 +150,56 @@ func TestLargeObjects(t *testing.T) {
 	}
 	if oid3 == 0 || exists(oid3) {
 		t.Fatalf("after the cascading delete: large object %d exists %v", oid3, exists(oid3))
+	}
+}
+
+// A large object being read holds a stream slot (and a connection) until
+// its reader is closed; with every slot taken, the next large read waits
+// as long as its context allows, while values in their rows are read as
+// ever.
+func TestStreamSlots(t *testing.T) {
+	url, _ := testenv.SchemaURL(t)
+	ctx := t.Context()
+	b, err := pgkv.Open(ctx, url, pgkv.Options{MaxConns: 4, MaxStreams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	unlinkOnCleanup(t, url)
+	r := kv.New(b, kv.Limits{MaxValueBytes: 8 << 20})
+	big := bytes.Repeat([]byte{5}, 2<<20)
+	for _, id := range []string{"one", "two"} {
+		if err := r.AddFrom(ctx, id, bytes.NewReader(big)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Add(ctx, "small", []byte("s")); err != nil {
+		t.Fatal(err)
+	}
+	first, ok, err := r.Open(ctx, "one")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	defer first.Close() // before the pool's Close, which waits for its connection
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if rd, ok, err := r.Open(short, "two"); !errors.Is(err, context.DeadlineExceeded) {
+		if ok {
+			_ = rd.Close()
+		}
+		t.Fatalf("a second large read with the only slot taken: %v, want the context's deadline", err)
+	}
+	if rd, ok, err := r.Open(ctx, "small"); err != nil || !ok || rd.Size != 1 {
+		t.Fatalf("a value in its row, with the slot taken: %v %v", ok, err)
+	}
+	_ = first.Close()
+	rd, ok, err := r.Open(ctx, "two")
+	if err != nil || !ok {
+		t.Fatalf("after the first reader closed: %v %v", ok, err)
+	}
+	got, err := io.ReadAll(rd)
+	_ = rd.Close()
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("read %d bytes: %v", len(got), err)
 	}
 }

@@ -39,12 +39,22 @@ import (
 // Backend is the PostgreSQL kv backend.
 type Backend struct {
 	pool *pgxpool.Pool
+	// streams holds a slot for each large object being written or read:
+	// each holds one of the pool's connections for as long as its
+	// client sends or takes the value.
+	streams chan struct{}
 }
 
 // Options configure the backend.
 type Options struct {
 	// MaxConns bounds the pool (default pgxpool's).
 	MaxConns int32
+	// MaxStreams bounds the large objects written or read at once
+	// (default half the pool, at least 1): each holds a connection until
+	// its client has sent or taken the value, so the rest of the pool
+	// stays free for other requests. One more waits for a slot, as long
+	// as its context allows.
+	MaxStreams int
 }
 
 // Open connects to the database at url and creates the table if needed.
@@ -90,7 +100,11 @@ func Open(ctx context.Context, url string, o Options) (*Backend, error) {
 			return nil, fmt.Errorf("%w: pgkv: add the lo column: %w", kv.ErrUnavailable, err)
 		}
 	}
-	return &Backend{pool: pool}, nil
+	streams := o.MaxStreams
+	if streams <= 0 {
+		streams = max(1, int(pool.Config().MaxConns)/2)
+	}
+	return &Backend{pool: pool, streams: make(chan struct{}, streams)}, nil
 }
 
 // InlineMax is the largest value put from a stream that is stored in its
@@ -277,6 +291,11 @@ func (b *Backend) AddFrom(ctx context.Context, id string, src io.Reader) error {
 	if !large {
 		return b.Add(ctx, []kv.Item{{ID: id, Value: start}})
 	}
+	release, err := b.stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		// The row first: a key that exists is refused before the
 		// stream is read, and a concurrent add of it waits on the row.
@@ -297,10 +316,27 @@ func (b *Backend) AddFrom(ctx context.Context, id string, src io.Reader) error {
 }
 
 // UpdateFrom compares-and-sets a key whose value is read from src, as
-// AddFrom stores it. The row is locked and its version compared before
-// the stream is read.
+// AddFrom stores it. A value of more than InlineMax bytes is written with
+// its row locked and its version compared before more than InlineMax
+// bytes of the stream are read.
 func (b *Backend) UpdateFrom(ctx context.Context, id string, version uint64, src io.Reader) (uint64, error) {
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	start, large, err := head(src)
+	if err != nil {
+		return 0, err
+	}
+	if !large {
+		vs, err := b.Update(ctx, []kv.Item{{ID: id, Version: version, Value: start}})
+		if err != nil {
+			return 0, err
+		}
+		return vs[0], nil
+	}
+	release, err := b.stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var cur int64
 		err := tx.QueryRow(ctx, `SELECT version FROM kv WHERE id = $1 FOR UPDATE`, id).Scan(&cur)
 		switch {
@@ -311,15 +347,7 @@ func (b *Backend) UpdateFrom(ctx context.Context, id string, version uint64, src
 		case uint64(cur) != version:
 			return kv.Stale(id, version, uint64(cur))
 		}
-		start, large, err := head(src)
-		if err != nil {
-			return err
-		}
 		if _, err := tx.Exec(ctx, `SELECT lo_unlink(lo) FROM kv WHERE id = $1 AND lo IS NOT NULL`, id); err != nil {
-			return err
-		}
-		if !large {
-			_, err = tx.Exec(ctx, `UPDATE kv SET version = version + 1, value = $2, lo = NULL WHERE id = $1`, id, nonNil(start))
 			return err
 		}
 		oid, err := writeLO(ctx, tx, start, src)
@@ -335,31 +363,65 @@ func (b *Backend) UpdateFrom(ctx context.Context, id string, version uint64, src
 	return version + 1, nil
 }
 
+// stream waits for a stream slot (see Options.MaxStreams) and returns
+// its release.
+func (b *Backend) stream(ctx context.Context) (func(), error) {
+	select {
+	case b.streams <- struct{}{}:
+		return func() { <-b.streams }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // Open reads the key's value as a stream: a value in its row whole, a
 // large object a chunk at a time as the reader is read. The large object
 // is opened read-only, which PostgreSQL reads as it was when it was
 // opened, whatever is written meanwhile; its transaction holds one of the
-// pool's connections until the reader is closed.
+// pool's connections, and a stream slot, until the reader is closed.
 func (b *Backend) Open(ctx context.Context, id string) (kv.Reader, bool, error) {
-	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return kv.Reader{}, false, err
-	}
+	const q = `SELECT version, lo, CASE WHEN lo IS NULL THEN value END FROM kv WHERE id = $1`
 	var (
 		v     int64
 		lo    *uint32
 		value []byte
 	)
-	err = tx.QueryRow(ctx, `SELECT version, lo, CASE WHEN lo IS NULL THEN value END FROM kv WHERE id = $1`, id).Scan(&v, &lo, &value)
-	if err != nil || lo == nil {
+	inline := func() (kv.Reader, bool, error) {
+		return kv.Reader{ID: id, Version: uint64(v), Size: int64(len(value)), ReadCloser: io.NopCloser(bytes.NewReader(value))}, true, nil
+	}
+	err := b.pool.QueryRow(ctx, q, id).Scan(&v, &lo, &value)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return kv.Reader{}, false, nil
+	case err != nil:
+		return kv.Reader{}, false, err
+	case lo == nil:
+		return inline()
+	}
+	release, err := b.stream(ctx)
+	if err != nil {
+		return kv.Reader{}, false, err
+	}
+	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		release()
+		return kv.Reader{}, false, err
+	}
+	end := func() {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		if errors.Is(err, pgx.ErrNoRows) {
+		release()
+	}
+	// Read the row again in the transaction: it may have changed.
+	err = tx.QueryRow(ctx, q, id).Scan(&v, &lo, &value)
+	if err != nil || lo == nil {
+		end()
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
 			return kv.Reader{}, false, nil
-		}
-		if err != nil {
+		case err != nil:
 			return kv.Reader{}, false, err
 		}
-		return kv.Reader{ID: id, Version: uint64(v), Size: int64(len(value)), ReadCloser: io.NopCloser(bytes.NewReader(value))}, true, nil
+		return inline()
 	}
 	los := tx.LargeObjects()
 	obj, err := los.Open(ctx, *lo, pgx.LargeObjectModeRead)
@@ -370,17 +432,17 @@ func (b *Backend) Open(ctx context.Context, id string) (kv.Reader, bool, error) 
 		}
 	}
 	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		end()
 		return kv.Reader{}, false, err
 	}
-	return kv.Reader{ID: id, Version: uint64(v), Size: size, ReadCloser: &loReader{tx: tx, obj: obj, ctx: ctx}}, true, nil
+	return kv.Reader{ID: id, Version: uint64(v), Size: size, ReadCloser: &loReader{obj: obj, end: end}}, true, nil
 }
 
-// loReader is an open large object; Close ends its transaction.
+// loReader is an open large object; Close ends its transaction and
+// frees its stream slot.
 type loReader struct {
-	tx   pgx.Tx
 	obj  *pgx.LargeObject
-	ctx  context.Context
+	end  func()
 	done bool
 }
 
@@ -390,9 +452,9 @@ func (r *loReader) Read(p []byte) (int, error) {
 }
 
 func (r *loReader) Close() error {
-	if r.done {
-		return nil
+	if !r.done {
+		r.done = true
+		r.end()
 	}
-	r.done = true
-	return r.tx.Rollback(context.WithoutCancel(r.ctx))
+	return nil
 }

@@ -56,9 +56,6 @@ func TestHugeValueServerProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The value's large object belongs to the database, not to the
-		// test's schema: unlink it when done.
-		defer b.Pool().Exec(context.Background(), `SELECT lo_unlink(lo) FROM kv WHERE lo IS NOT NULL`)
 		backend = b
 	case strings.HasPrefix(store, "redis:"):
 		b, err := rediskv.Open(ctx, strings.TrimPrefix(store, "redis:"), rediskv.Options{Prefix: "rss-" + strconv.Itoa(os.Getpid()) + ":"})
@@ -92,6 +89,13 @@ func TestHugeValueServerProcess(t *testing.T) {
 	fmt.Printf("addr %s\n", ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	_ = srv.Close()
+	if b, ok := backend.(*pgkv.Backend); ok {
+		// The value's large object belongs to the database, not to the
+		// test's schema: unlink it before the pool closes.
+		if _, err := b.Pool().Exec(context.Background(), `SELECT lo_unlink(lo) FROM kv WHERE lo IS NOT NULL`); err != nil {
+			t.Errorf("unlinking the large object: %v", err)
+		}
+	}
 }
 
 // pattern is a deterministic stream of n bytes that is not all one byte.

@@ -46,7 +46,7 @@ Redis or etcd (--store).`,
 	secretFlag(fs, "store")
 	addr := fs.String("addr", "127.0.0.1:8083", "address to listen on")
 	fromEnv(fs, "addr")
-	maxValue := fs.String("max-value-size", humanize.IBytes(uint64(kv.DefaultLimits.MaxValueBytes)), "largest value a key takes (as 8MiB, 100MB or bytes); a larger value is answered 413. The embedded store streams values of any size; the others hold each whole in memory, up to 4 at once, and have limits of their own (etcd 64 MiB, Cassandra 15 MiB)")
+	maxValue := fs.String("max-value-size", humanize.IBytes(uint64(kv.DefaultLimits.MaxValueBytes)), "largest value a key takes (as 8MiB, 100MB or bytes); a larger value is answered 413. The embedded store and PostgreSQL (through large objects) stream values; the others hold each whole in memory, up to 4 at once, and have limits of their own (etcd 64 MiB, Cassandra 15 MiB)")
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "connections held at once; beyond, a new one is answered 503 and closed")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof profiles on this address, to any token (off by default; keep it on loopback)")
 	fromEnv(fs, "debug-addr")

@@ -40,7 +40,9 @@ type KVConfig struct {
 	Backends []string
 	// Tables: batch, payload, connections, partitions, persistence,
 	// replicas (Kafka, cassandra-blobs), consistency and space
-	// (cassandra-blobs).
+	// (cassandra-blobs); batch-20kB and connections-20kB are the batch
+	// and connections tables with 20 kB values (cassandra-blobs splits
+	// its own by blob size).
 	Tables []string
 	// Duration of each measurement (each row).
 	Duration time.Duration
@@ -121,7 +123,16 @@ var kvSeed = map[string]float64{
 	// 62k, 58k, 37k and 17k for 1, 2, 4, 8, 16, 32, batches of 512):
 	// here the total over all connections.
 	"kafka/connections/1": 84e3, "kafka/connections/2": 148e3, "kafka/connections/4": 248e3,
-	"kafka/connections/8": 464e3, "kafka/connections/32": 544e3,
+	"kafka/connections/8": 464e3, "kafka/connections/16": 592e3, "kafka/connections/32": 544e3,
+	// 20 kB values: Redis's batch and connections rows; Kafka's one
+	// batch figure (9k, its batch size not stated: put at the first
+	// column) and its connections row per connection (3.2k, 2.5k, 1.7k
+	// at 1, 2, 4), here the total.
+	"redis/batch-20kB/128": 38e3, "redis/batch-20kB/256": 40e3, "redis/batch-20kB/1024": 35e3, "redis/batch-20kB/32768": 33e3,
+	"kafka/batch-20kB/128":     9e3,
+	"redis/connections-20kB/1": 9.2e3, "redis/connections-20kB/2": 16.8e3, "redis/connections-20kB/4": 20.8e3,
+	"redis/connections-20kB/8": 34e3, "redis/connections-20kB/32": 35e3, "redis/connections-20kB/128": 52e3,
+	"kafka/connections-20kB/1": 3.2e3, "kafka/connections-20kB/2": 5e3, "kafka/connections-20kB/4": 6.8e3,
 	"kafka/replicas/1": 577e3, "kafka/replicas/2": 536e3,
 }
 
@@ -162,6 +173,8 @@ type setting struct {
 	consistency string
 	// minDuration: the setting measures at least this long.
 	minDuration time.Duration
+	// refused, when set, is why the setting is not run: its row says so.
+	refused string
 }
 
 func kvSettings(cfg KVConfig) []setting {
@@ -169,8 +182,19 @@ func kvSettings(cfg KVConfig) []setting {
 	for _, t := range cfg.Tables {
 		switch t {
 		case "batch":
-			for _, b := range []int{128, 256, 1024, 8192, 32768} {
+			for _, b := range []int{128, 256, 512, 1024, 8192, 32768} {
 				out = append(out, setting{table: t, name: strconv.Itoa(b), batch: b, payload: 100, clients: cfg.Clients})
+			}
+		case "batch-20kB":
+			// The published 20 kB rows (Redis; one Kafka figure). A
+			// batch of 32,768 × 20 kB is 655 MB per client: refused
+			// here, where 8 clients would want 5 GB in flight.
+			for _, b := range []int{128, 256, 1024, 32768} {
+				st := setting{table: t, name: strconv.Itoa(b), batch: b, payload: 20000, clients: cfg.Clients}
+				if int64(b)*20000*int64(cfg.Clients) > 1<<30 {
+					st.refused = fmt.Sprintf("not run: %d clients × a batch of %d × 20 kB is %d MB in flight, more than this benchmark allows itself (1 GiB)", cfg.Clients, b, int64(b)*20000*int64(cfg.Clients)/1e6)
+				}
+				out = append(out, st)
 			}
 		case "payload":
 			for _, p := range []int{100, 1000, 5000, 20000, 500000, 5000000, hugePayload} {
@@ -182,8 +206,14 @@ func kvSettings(cfg KVConfig) []setting {
 				out = append(out, setting{table: t, name: strconv.Itoa(p), batch: b, payload: p, clients: c})
 			}
 		case "connections":
-			for _, c := range []int{1, 2, 4, 8, 32, 128} {
+			for _, c := range []int{1, 2, 4, 8, 16, 32, 128} {
 				out = append(out, setting{table: t, name: strconv.Itoa(c), batch: 256, payload: 100, clients: c})
+			}
+		case "connections-20kB":
+			// Batches of 64 (1.3 MB): 128 clients of 256 × 20 kB would
+			// hold 655 MB in flight.
+			for _, c := range []int{1, 2, 4, 8, 16, 32, 128} {
+				out = append(out, setting{table: t, name: strconv.Itoa(c), batch: 64, payload: 20000, clients: c})
 			}
 		case "partitions":
 			// The published setting: 8 connections, batches of 256, 100 bytes.
@@ -225,6 +255,10 @@ func RunKV(ctx context.Context, cfg KVConfig) (*KVResult, error) {
 				continue
 			}
 			if s.replicas > 0 && b != "kafka" && b != "cassandra-blobs" {
+				continue
+			}
+			if s.refused != "" {
+				res.Rows = append(res.Rows, KVRow{Backend: b, Table: s.table, Setting: s.name, Error: s.refused, Seed: seedFor(b, s)})
 				continue
 			}
 			row, err := measure(ctx, cfg, b, s)

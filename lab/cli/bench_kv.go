@@ -46,7 +46,7 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 	}
 	fs := cmd.Flags()
 	backends := fs.String("backends", "embedded,postgres,redis,etcd,kafka", "backends to measure")
-	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, replicas (kafka, cassandra-blobs), consistency and space (cassandra-blobs), or all; or long (alone): fill each backend with --size bytes, puts/s per --interval")
+	tables := fs.String("table", "batch,payload,persistence", "tables: batch, payload, connections, partitions, persistence, replicas (kafka, cassandra-blobs), consistency and space (cassandra-blobs), batch-20kB and connections-20kB (20 kB values), or all; or long (alone): fill each backend with --size bytes, puts/s per --interval")
 	out := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON, cliutil.CSV)
 	plotFile := fs.String("plot", "", "also draw each table, puts/s against its setting per backend, into this .svg or .png file (with several tables, one file each: NAME-TABLE.svg)")
 	var cfg bench.KVConfig
@@ -68,7 +68,7 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 				return err
 			}
 		}
-		known := []string{"batch", "payload", "connections", "partitions", "persistence", "replicas", "consistency", "space"}
+		known := []string{"batch", "batch-20kB", "payload", "connections", "connections-20kB", "partitions", "persistence", "replicas", "consistency", "space"}
 		if *tables == "all" {
 			cfg.Tables = known
 		}

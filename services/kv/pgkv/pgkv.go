@@ -12,12 +12,22 @@
 // row's latest committed version; the versions are compared in Go and the
 // writes follow in the same transaction, so no other write can come in
 // between.
+//
+// A value put from a stream (AddFrom, UpdateFrom) that is larger than
+// InlineMax goes into a large object (the row's lo column names it, and
+// its value is empty), written a chunk at a time in the transaction that
+// writes the row, so the process never holds it whole; Open reads it back
+// a chunk at a time, opened read-only, which PostgreSQL reads as it was
+// when it was opened, whatever is written meanwhile. Replacing or deleting the row unlinks
+// the large object in the same transaction.
 package pgkv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -29,12 +39,22 @@ import (
 // Backend is the PostgreSQL kv backend.
 type Backend struct {
 	pool *pgxpool.Pool
+	// streams holds a slot for each large object being written or read:
+	// each holds one of the pool's connections for as long as its
+	// client sends or takes the value.
+	streams chan struct{}
 }
 
 // Options configure the backend.
 type Options struct {
 	// MaxConns bounds the pool (default pgxpool's).
 	MaxConns int32
+	// MaxStreams bounds the large objects written or read at once
+	// (default half the pool, at least 1): each holds a connection until
+	// its client has sent or taken the value, so the rest of the pool
+	// stays free for other requests. One more waits for a slot, as long
+	// as its context allows.
+	MaxStreams int
 }
 
 // Open connects to the database at url and creates the table if needed.
@@ -59,13 +79,41 @@ func Open(ctx context.Context, url string, o Options) (*Backend, error) {
 		CREATE TABLE IF NOT EXISTS kv (
 			id      text COLLATE "C" PRIMARY KEY,
 			version bigint NOT NULL,
-			value   bytea NOT NULL
+			value   bytea NOT NULL,
+			lo      oid
 		)`); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("%w: pgkv: create table: %w", kv.ErrUnavailable, err)
 	}
-	return &Backend{pool: pool}, nil
+	// A table made before values streamed has no lo column. ALTER TABLE
+	// takes the table's strongest lock even when there is nothing to do,
+	// so only when there is.
+	var hasLO bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = 'kv'::regclass AND attname = 'lo' AND NOT attisdropped)`).Scan(&hasLO); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%w: pgkv: %w", kv.ErrUnavailable, err)
+	}
+	if !hasLO {
+		if _, err := pool.Exec(ctx, `ALTER TABLE kv ADD COLUMN IF NOT EXISTS lo oid`); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("%w: pgkv: add the lo column: %w", kv.ErrUnavailable, err)
+		}
+	}
+	streams := o.MaxStreams
+	if streams <= 0 {
+		streams = max(1, int(pool.Config().MaxConns)/2)
+	}
+	return &Backend{pool: pool, streams: make(chan struct{}, streams)}, nil
 }
+
+// InlineMax is the largest value put from a stream that is stored in its
+// row; a larger one goes into a large object. Values put whole (Add,
+// Update) are always stored in their row.
+const InlineMax = 1 << 20
+
+// chunk is how much of a streamed value is read or written at once.
+const chunk = 1 << 20
 
 // Pool is the connection pool.
 func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
@@ -77,7 +125,7 @@ func (b *Backend) Close() error { b.pool.Close(); return nil }
 func (b *Backend) Get(ctx context.Context, id string) (kv.Entry, bool, error) {
 	e := kv.Entry{ID: id}
 	var v int64
-	err := b.pool.QueryRow(ctx, `SELECT version, value FROM kv WHERE id = $1`, id).Scan(&v, &e.Value)
+	err := b.pool.QueryRow(ctx, `SELECT version, CASE WHEN lo IS NULL THEN value ELSE lo_get(lo) END FROM kv WHERE id = $1`, id).Scan(&v, &e.Value)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return kv.Entry{}, false, nil
 	}
@@ -167,7 +215,10 @@ func (b *Backend) Update(ctx context.Context, items []kv.Item) ([]uint64, error)
 				return &kv.BatchError{Index: i, Err: kv.Stale(it.ID, it.Version, v)}
 			}
 		}
-		_, err = tx.Exec(ctx, `UPDATE kv SET version = kv.version + 1, value = u.value
+		if _, err := tx.Exec(ctx, `SELECT lo_unlink(lo) FROM kv WHERE id = ANY($1::text[]) AND lo IS NOT NULL`, ids); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE kv SET version = kv.version + 1, value = u.value, lo = NULL
 			FROM unnest($1::text[], $2::bytea[]) AS u(id, value) WHERE kv.id = u.id`, ids, vals)
 		return err
 	})
@@ -191,7 +242,219 @@ func (b *Backend) Delete(ctx context.Context, id string, version uint64) error {
 		case v != version:
 			return kv.Stale(id, version, v)
 		}
+		if _, err := tx.Exec(ctx, `SELECT lo_unlink(lo) FROM kv WHERE (id = $1 OR (id >= $2 AND id < $3)) AND lo IS NOT NULL`, id, id+"/", id+"0"); err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, `DELETE FROM kv WHERE id = $1 OR (id >= $2 AND id < $3)`, id, id+"/", id+"0")
 		return err
 	})
+}
+
+// head reads src up to InlineMax bytes and one more: a value that fits
+// in its row (large false), or the start of one that does not.
+func head(src io.Reader) (p []byte, large bool, err error) {
+	p, err = io.ReadAll(io.LimitReader(src, InlineMax+1))
+	return p, len(p) > InlineMax, err
+}
+
+// writeLO writes start and then the rest of src into a new large object
+// of tx, a chunk at a time, and returns its oid. A failed read of src is
+// returned as it is (the transaction is then rolled back, and the large
+// object with it).
+func writeLO(ctx context.Context, tx pgx.Tx, start []byte, src io.Reader) (uint32, error) {
+	los := tx.LargeObjects()
+	oid, err := los.Create(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	obj, err := los.Open(ctx, oid, pgx.LargeObjectModeWrite)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := obj.Write(start); err != nil {
+		return 0, err
+	}
+	// The struct wrappers keep io.CopyBuffer from bypassing the buffer.
+	if _, err := io.CopyBuffer(struct{ io.Writer }{obj}, struct{ io.Reader }{src}, make([]byte, chunk)); err != nil {
+		return 0, err
+	}
+	return oid, obj.Close()
+}
+
+// AddFrom adds a key whose value is read from src: in its row if it is
+// at most InlineMax bytes, else into a large object, a chunk at a time.
+func (b *Backend) AddFrom(ctx context.Context, id string, src io.Reader) error {
+	start, large, err := head(src)
+	if err != nil {
+		return err
+	}
+	if !large {
+		return b.Add(ctx, []kv.Item{{ID: id, Value: start}})
+	}
+	release, err := b.stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		// The row first: a key that exists is refused before the
+		// stream is read, and a concurrent add of it waits on the row.
+		tag, err := tx.Exec(ctx, `INSERT INTO kv (id, version, value) VALUES ($1, 1, '') ON CONFLICT (id) DO NOTHING`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return kv.Exists(id)
+		}
+		oid, err := writeLO(ctx, tx, start, src)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE kv SET lo = $2 WHERE id = $1`, id, oid)
+		return err
+	})
+}
+
+// UpdateFrom compares-and-sets a key whose value is read from src, as
+// AddFrom stores it. A value of more than InlineMax bytes is written with
+// its row locked and its version compared before more than InlineMax
+// bytes of the stream are read.
+func (b *Backend) UpdateFrom(ctx context.Context, id string, version uint64, src io.Reader) (uint64, error) {
+	start, large, err := head(src)
+	if err != nil {
+		return 0, err
+	}
+	if !large {
+		vs, err := b.Update(ctx, []kv.Item{{ID: id, Version: version, Value: start}})
+		if err != nil {
+			return 0, err
+		}
+		return vs[0], nil
+	}
+	release, err := b.stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var cur int64
+		err := tx.QueryRow(ctx, `SELECT version FROM kv WHERE id = $1 FOR UPDATE`, id).Scan(&cur)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return kv.NotFound(id)
+		case err != nil:
+			return err
+		case uint64(cur) != version:
+			return kv.Stale(id, version, uint64(cur))
+		}
+		if _, err := tx.Exec(ctx, `SELECT lo_unlink(lo) FROM kv WHERE id = $1 AND lo IS NOT NULL`, id); err != nil {
+			return err
+		}
+		oid, err := writeLO(ctx, tx, start, src)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE kv SET version = version + 1, value = '', lo = $2 WHERE id = $1`, id, oid)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return version + 1, nil
+}
+
+// stream waits for a stream slot (see Options.MaxStreams) and returns
+// its release.
+func (b *Backend) stream(ctx context.Context) (func(), error) {
+	select {
+	case b.streams <- struct{}{}:
+		return func() { <-b.streams }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Open reads the key's value as a stream: a value in its row whole, a
+// large object a chunk at a time as the reader is read. The large object
+// is opened read-only, which PostgreSQL reads as it was when it was
+// opened, whatever is written meanwhile; its transaction holds one of the
+// pool's connections, and a stream slot, until the reader is closed.
+func (b *Backend) Open(ctx context.Context, id string) (kv.Reader, bool, error) {
+	const q = `SELECT version, lo, CASE WHEN lo IS NULL THEN value END FROM kv WHERE id = $1`
+	var (
+		v     int64
+		lo    *uint32
+		value []byte
+	)
+	inline := func() (kv.Reader, bool, error) {
+		return kv.Reader{ID: id, Version: uint64(v), Size: int64(len(value)), ReadCloser: io.NopCloser(bytes.NewReader(value))}, true, nil
+	}
+	err := b.pool.QueryRow(ctx, q, id).Scan(&v, &lo, &value)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return kv.Reader{}, false, nil
+	case err != nil:
+		return kv.Reader{}, false, err
+	case lo == nil:
+		return inline()
+	}
+	release, err := b.stream(ctx)
+	if err != nil {
+		return kv.Reader{}, false, err
+	}
+	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		release()
+		return kv.Reader{}, false, err
+	}
+	end := func() {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		release()
+	}
+	// Read the row again in the transaction: it may have changed.
+	err = tx.QueryRow(ctx, q, id).Scan(&v, &lo, &value)
+	if err != nil || lo == nil {
+		end()
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return kv.Reader{}, false, nil
+		case err != nil:
+			return kv.Reader{}, false, err
+		}
+		return inline()
+	}
+	los := tx.LargeObjects()
+	obj, err := los.Open(ctx, *lo, pgx.LargeObjectModeRead)
+	var size int64
+	if err == nil {
+		if size, err = obj.Seek(0, io.SeekEnd); err == nil {
+			_, err = obj.Seek(0, io.SeekStart)
+		}
+	}
+	if err != nil {
+		end()
+		return kv.Reader{}, false, err
+	}
+	return kv.Reader{ID: id, Version: uint64(v), Size: size, ReadCloser: &loReader{obj: obj, end: end}}, true, nil
+}
+
+// loReader is an open large object; Close ends its transaction and
+// frees its stream slot.
+type loReader struct {
+	obj  *pgx.LargeObject
+	end  func()
+	done bool
+}
+
+func (r *loReader) Read(p []byte) (int, error) {
+	// One round trip per chunk at most: pgx splits larger reads.
+	return r.obj.Read(p[:min(len(p), chunk)])
+}
+
+func (r *loReader) Close() error {
+	if !r.done {
+		r.done = true
+		r.end()
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 func TestConformance(t *testing.T) {
 	kvtest.Run(t, func(t *testing.T) kv.Backend {
 		url, _ := testenv.SchemaURL(t)
+		unlinkOnCleanup(t, url)
 		b, err := pgkv.Open(t.Context(), url, pgkv.Options{MaxConns: 32})
 		if err != nil {
 			t.Fatal(err)

@@ -55,7 +55,7 @@ not hold. It needs PostgreSQL, nginx, java and the broker's jars
 	fs.StringVar(&cfg.KafkaLibs, "kafka-libs", "", "the Kafka broker's jars (default $LOGBOOK_KAFKA_LIBS, else scripts/kafka/target/libs here or above)")
 	fs.StringVar(&cfg.Nginx, "nginx", "/usr/sbin/nginx", "the nginx binary")
 	fs.StringVar(&cfg.Dir, "dir", "", "keep logs and data in this directory (default: a temporary one, removed)")
-	fs.IntVar(&cfg.Clients, "clients", 4, "concurrent planners")
+	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent planners")
 	fs.IntVar(&cfg.Rounds, "rounds", 0, "rounds of faults each lane spreads over the duration (default one per 25 s)")
 	out := cliutil.OutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

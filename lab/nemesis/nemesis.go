@@ -220,7 +220,11 @@ type Config struct {
 	// the nodes' idle-in-transaction timeout, IdleInTransaction, and the
 	// publisher lock's 5 s ping).
 	PauseTimeout time.Duration
-	// Clients of the flights workload (default 4).
+	// Clients of the flights workload (default 8). Each waits on one
+	// command at a time, and a command to a paused or cut-off node hangs
+	// until the client's 3 s timeout: with too few clients every one can
+	// be waiting on the same stalled node, and the recovery measured
+	// after another fault's heal is the workload's, not the cluster's.
 	Clients int
 	// KVNodes is how many kv nodes the kv workload drives (default 2;
 	// negative: no kv workload), KVClients its clients (default 4).
@@ -348,7 +352,7 @@ func Run(ctx context.Context, cfg Config) (sum *Summary, err error) {
 	cfg.PauseTimeout = orDefault(cfg.PauseTimeout, 6*time.Second)
 	cfg.ConvergeWithin = orDefault(cfg.ConvergeWithin, 60*time.Second)
 	if cfg.Clients <= 0 {
-		cfg.Clients = 4
+		cfg.Clients = 8
 	}
 	if cfg.KVNodes == 0 {
 		cfg.KVNodes = 2

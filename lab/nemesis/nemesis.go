@@ -494,7 +494,7 @@ func (s *schedule) lane(ctx, sctx context.Context, stop func(), i, n int, faults
 			if err != nil {
 				fr.Err = err.Error()
 				fr.Healed = time.Now()
-				s.record(fr, Violation{"fault", fmt.Sprintf("%s: inject: %v", f.Kind(), err)})
+				s.record(fr, false, Violation{"fault", fmt.Sprintf("%s: inject: %v", f.Kind(), err)})
 				stop()
 				return
 			}
@@ -505,16 +505,13 @@ func (s *schedule) lane(ctx, sctx context.Context, stop func(), i, n int, faults
 			err = heal(hctx)
 			hcancel()
 			fr.Healed = time.Now()
-			var v []Violation
 			if err != nil {
 				fr.Err = err.Error()
-				v = append(v, Violation{"heal", fmt.Sprintf("%s %s: %v", f.Kind(), target, err)})
-			}
-			s.record(fr, v...)
-			if err != nil {
+				s.record(fr, true, Violation{"heal", fmt.Sprintf("%s %s: %v", f.Kind(), target, err)})
 				stop()
 				return
 			}
+			s.record(fr, true)
 			if q := fr.Healed.Add(cfg.Quiet); next.Before(q) {
 				next = q
 			}
@@ -522,17 +519,17 @@ func (s *schedule) lane(ctx, sctx context.Context, stop func(), i, n int, faults
 	}
 }
 
-// record adds a fault to the timeline and its count, and v to the
-// violations.
-func (s *schedule) record(fr FaultRecord, v ...Violation) {
+// record adds a fault to the timeline, to its kind's count if it was
+// injected, and v to the violations.
+func (s *schedule) record(fr FaultRecord, injected bool, v ...Violation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.timeline = append(s.timeline, fr)
-	if fr.Err == "" || len(v) > 0 && v[0].Check == "heal" {
+	if injected {
 		s.sum.Faults[fr.Kind]++
 	}
 	s.sum.Violations = append(s.sum.Violations, v...)
-	s.cfg.Progress(fmt.Sprintf("%6.1fs %-9s %-18s %-10s %.1fs", fr.Start.Sub(s.start).Seconds(), fr.Lane, fr.Kind, fr.Target, fr.Healed.Sub(fr.Start).Seconds()))
+	s.cfg.Progress(fmt.Sprintf("%6.1fs %-11s %-18s %-10s %.1fs", fr.Start.Sub(s.start).Seconds(), fr.Lane, fr.Kind, fr.Target, fr.Healed.Sub(fr.Start).Seconds()))
 }
 
 // Lane names what a fault breaks: faults of one lane never overlap,
@@ -734,7 +731,7 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 			return a
 		},
 		StoreFor: func(node string) string {
-			u, err := storeFor(node, withAppName(env.Store.URL, node))
+			u, err := storeFor(node, nodeStoreURL(env.Store.URL, node))
 			if err != nil {
 				sfErr = err
 			}
@@ -773,7 +770,7 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 	})
 	for i := range max(cfg.KVNodes, 0) {
 		name := fmt.Sprintf("kv-%d", i+1)
-		store, err := storeFor(name, withAppName(env.Store.URL, name))
+		store, err := storeFor(name, nodeStoreURL(env.Store.URL, name))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -792,10 +789,10 @@ func startEnv(ctx context.Context, cfg Config, libs string) (env *Env, stop func
 // outlasts it without holding the lanes long.
 const IdleInTransaction = 4 * time.Second
 
-// withAppName adds application_name=name to a postgres:// URL: each
-// node's sessions then say whose they are in pg_stat_activity; and
-// IdleInTransaction.
-func withAppName(raw, name string) string {
+// nodeStoreURL is a node's store URL: raw with application_name
+// logbook-name, so that each node's sessions say whose they are in
+// pg_stat_activity, and IdleInTransaction.
+func nodeStoreURL(raw, name string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw

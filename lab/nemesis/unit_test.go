@@ -59,7 +59,7 @@ func TestSelectFaults(t *testing.T) {
 }
 
 func TestWithAppName(t *testing.T) {
-	got := withAppName("postgres://logbook@127.0.0.1:5/postgres?sslmode=disable", "writer-1")
+	got := nodeStoreURL("postgres://logbook@127.0.0.1:5/postgres?sslmode=disable", "writer-1")
 	if !strings.Contains(got, "application_name=logbook-writer-1") || !strings.Contains(got, "sslmode=disable") {
 		t.Fatal(got)
 	}

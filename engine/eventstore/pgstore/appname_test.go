@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -14,11 +13,7 @@ import (
 // apart in pg_stat_activity; without one they are named "logbook".
 func TestApplicationNameFromTheURL(t *testing.T) {
 	url, _ := testenv.SchemaURL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	s := openProcess(t, url+sep+"application_name=logbook-writer-7", Options{MaxConns: 2})
+	s := openProcess(t, withParam(url, "application_name=logbook-writer-7"), Options{MaxConns: 2})
 	if _, err := s.Head(t.Context()); err != nil {
 		t.Fatal(err)
 	}

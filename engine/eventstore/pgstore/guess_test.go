@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -90,6 +91,14 @@ func TestWrongGuessesFallBack(t *testing.T) {
 
 // openProcess opens a Store, as one process of several sharing a schema
 // would, closed when the test ends.
+// withParam adds a query parameter (k=v) to a postgres:// URL.
+func withParam(url, kv string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + kv
+	}
+	return url + "?" + kv
+}
+
 func openProcess(t *testing.T, url string, opts Options) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), url, opts)

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +15,9 @@ import (
 // lock. Checked by asking a store session for the setting.
 func TestIdleInTransactionFromTheURL(t *testing.T) {
 	url, _ := testenv.SchemaURL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
 	for _, c := range []struct{ url, want string }{
 		{url, DefaultIdleInTransaction},
-		{url + sep + "idle_in_transaction_session_timeout=4s", "4s"},
+		{withParam(url, "idle_in_transaction_session_timeout=4s"), "4s"},
 	} {
 		s := openProcess(t, c.url, Options{MaxConns: 2})
 		var got string
@@ -34,7 +29,7 @@ func TestIdleInTransactionFromTheURL(t *testing.T) {
 		}
 	}
 	// And PostgreSQL ends such a session: the setting is what acts.
-	conn, err := pgx.Connect(t.Context(), url+sep+"idle_in_transaction_session_timeout=300ms")
+	conn, err := pgx.Connect(t.Context(), withParam(url, "idle_in_transaction_session_timeout=300ms"))
 	if err != nil {
 		t.Fatal(err)
 	}

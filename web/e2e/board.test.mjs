@@ -367,6 +367,49 @@ describe("schedule board", () => {
     assert.deepEqual(errors, []);
   });
 
+  test("a live change does not take away a form the planner is filling in", async () => {
+    const { page, errors } = await open();
+    await signIn(page, PLANNER);
+    const legs = await legsOf("LH-R0006");
+    const k = legs.findIndex((l, i) => i > 0 && i + 1 < legs.length && l.day_of_origin > "2026-03-30");
+    const leg = legs[k];
+    await showRotation(page, "LH-R0006", leg.day_of_origin);
+    await page.locator(`.leg[data-leg="${leg.id}"]`).click();
+    await page.getByLabel("Departure (UTC)").waitFor();
+    // The selection's re-read after a live change is held for a second:
+    // the planner types while it is under way.
+    // (The selection's read asks for its lane from two days before the leg.)
+    const selectionRead = (url) => {
+      const q = new URL(url).searchParams;
+      return q.getAll("rotations").join() === "LH-R0006" && q.get("from") === new Date(leg.dep - 48 * HOUR).toISOString();
+    };
+    let held = 0;
+    await page.route("**/api/board/legs?*", async (route) => {
+      if (selectionRead(route.request().url())) {
+        held++;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      await route.continue();
+    });
+    const reread = page.waitForRequest((r) => r.url().includes("/api/board/legs") && selectionRead(r.url()));
+    // A change made elsewhere to the same rotation: a leg added far from this one.
+    const last = legs[legs.length - 1];
+    const add = {
+      id: "e2e-live-2", airline: "LH", number: 7002, origin: last.destination, destination: "FRA",
+      departure: new Date(last.arr + 6 * HOUR).toISOString(), arrival: new Date(last.arr + 7 * HOUR).toISOString(),
+    };
+    await api(PLANNER, "POST", "/api/rotations/LH-R0006/legs", add);
+    await reread;
+    const typed = new Date(leg.dep + 30 * 60_000).toISOString().slice(0, 16);
+    await page.getByLabel("Departure (UTC)").fill(typed);
+    await new Promise((r) => setTimeout(r, 1500)); // the held re-read answers
+    assert.ok(held > 0, "the re-read was held");
+    assert.equal(await page.getByLabel("Departure (UTC)").inputValue(), typed, "what the planner typed stays");
+    await page.unroute("**/api/board/legs?*");
+    await api(PLANNER, "DELETE", "/api/rotations/LH-R0006/legs/e2e-live-2");
+    assert.deepEqual(errors, []);
+  });
+
   test("a viewer sees no editing controls", async () => {
     const { page, errors } = await open();
     await signIn(page, VIEWER);

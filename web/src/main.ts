@@ -66,6 +66,8 @@ class App {
   private check: Check = "continuity";
   private vpage: CheckPage | null = null;
   private selection: { kind: "leg"; lane: Lane; leg: LegView; violations: Violation[] } | { kind: "lane"; lane: Lane } | null = null;
+  /** Commands sent and not yet answered; a live refresh waits for them (busy). */
+  private inFlight = 0;
   private lanesTimer = 0;
   private violationsTimer = 0;
   private firstHello = true;
@@ -496,10 +498,7 @@ class App {
   private async refreshSelection(force = false): Promise<void> {
     const sel = this.selection;
     if (!sel) return;
-    const edited = [...this.details.querySelectorAll<HTMLInputElement | HTMLSelectElement>("input, select")].some((i) =>
-      i instanceof HTMLSelectElement ? i.value !== (i.dataset.initial ?? i.value) : i.value !== i.defaultValue,
-    );
-    if (edited && !force) return;
+    if (!force && this.busy()) return;
     const lane = this.board.lane(sel.lane.rotation) ?? sel.lane;
     if (sel.kind === "lane") return this.renderLane(lane);
     try {
@@ -509,6 +508,9 @@ class App {
         from: new Date(t - 2 * DAY).toISOString(),
         to: new Date(t + 2 * DAY).toISOString(),
       });
+      // The planner may have started editing, or sent a command, while
+      // this was read: their form (and the refusal it may show) stays.
+      if (!force && (this.busy() || this.selection !== sel)) return;
       const lw = ans.lanes[0];
       const leg = lw?.legs.find((l) => l.id === sel.leg.id);
       if (!leg) {
@@ -522,6 +524,14 @@ class App {
     } catch (e) {
       this.error(e);
     }
+  }
+
+  /** Whether the details pane has input the planner typed, or a command of theirs is in flight. */
+  private busy(): boolean {
+    if (this.inFlight > 0) return true;
+    return [...this.details.querySelectorAll<HTMLInputElement | HTMLSelectElement>("input, select")].some((i) =>
+      i instanceof HTMLSelectElement ? i.value !== (i.dataset.initial ?? i.value) : i.value !== i.defaultValue,
+    );
   }
 
   private renderLeg(lane: Lane, leg: LegView, violations: Violation[]): void {
@@ -764,6 +774,7 @@ class App {
    */
   private async command(errEl: HTMLElement | null, run: () => Promise<unknown>, done: string, after?: () => Promise<void>): Promise<boolean> {
     if (errEl) errEl.textContent = "";
+    this.inFlight++;
     try {
       await run();
     } catch (e) {
@@ -771,6 +782,8 @@ class App {
       if (errEl) errEl.textContent = text;
       this.error(e);
       return false;
+    } finally {
+      this.inFlight--;
     }
     try {
       this.board.invalidate("all");

@@ -75,6 +75,42 @@ func TestKVCassandraBlobs(t *testing.T) {
 	}
 }
 
+// The long fill of the published Cassandra table takes its column's
+// replication factor and consistency: TWO on one node is refused by the
+// node, ONE fills.
+func TestKVLongCassandraBlobsColumns(t *testing.T) {
+	hosts := testenv.Cassandra(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		rf      int
+		cons    string
+		setting string
+		fails   bool
+	}{
+		{1, "one", "RF 1 ONE", false},
+		{2, "two", "RF 2 TWO", len(hosts) == 1},
+	} {
+		res, err := bench.RunKVLong(ctx, bench.KVLongConfig{
+			KVConfig: bench.KVConfig{Backends: []string{"cassandra-blobs"}, Cassandra: hosts, Clients: 2},
+			Size:     2e6, Payload: 100, Batch: 64, Interval: 200 * time.Millisecond, Replicas: c.rf, Consistency: c.cons,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.Rows[0]
+		if r.Setting != c.setting {
+			t.Errorf("setting %q, want %q", r.Setting, c.setting)
+		}
+		if failed := r.Error != ""; failed != c.fails {
+			t.Errorf("%s: error %q, want failure %v", c.setting, r.Error, c.fails)
+		}
+		if !c.fails && r.Bytes < 2e6 {
+			t.Errorf("%s: %d bytes put", c.setting, r.Bytes)
+		}
+	}
+}
+
 // A table split by blob size is drawn against its own setting, named
 // for what it varies and for the blob size.
 func TestKVFiguresSplitTables(t *testing.T) {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -30,6 +31,12 @@ type KVLongConfig struct {
 	Payload, Batch int
 	// Interval is how often throughput is taken (default one minute).
 	Interval time.Duration
+	// Replicas and Consistency are cassandra-blobs' replication factor
+	// (default 1) and write consistency (default "one"): the published
+	// long run's three columns are RF 1 with ONE, RF 2 with ONE and RF 2
+	// with TWO. Other backends ignore them.
+	Replicas    int
+	Consistency string
 }
 
 // LongFloor is the embedded backend's floor: its last interval at least
@@ -39,6 +46,8 @@ const LongFloor = 0.6
 // KVLongRow is one backend's fill.
 type KVLongRow struct {
 	Backend string `json:"backend"`
+	// Setting is cassandra-blobs' replication factor and consistency.
+	Setting string `json:"setting,omitempty"`
 	// PerInterval is puts per second in each whole interval, in order.
 	PerInterval []float64 `json:"puts_per_sec"`
 	IntervalSec float64   `json:"interval_sec"`
@@ -83,6 +92,10 @@ func RunKVLong(ctx context.Context, cfg KVLongConfig) (*KVLongResult, error) {
 	res := &KVLongResult{}
 	for _, b := range cfg.Backends {
 		row := KVLongRow{Backend: b}
+		if b == "cassandra-blobs" {
+			// Named in the table by its column, as "cassandra-blobs RF 2 TWO".
+			row.Setting = fmt.Sprintf("RF %d %s", max(1, cfg.Replicas), strings.ToUpper(cmp.Or(cfg.Consistency, "one")))
+		}
 		if b == "embedded" {
 			row.Floor = LongFloor
 		}
@@ -153,9 +166,9 @@ func memAvailable() (int64, error) {
 func fill(ctx context.Context, cfg KVLongConfig, backend string, row *KVLongRow) error {
 	st := setting{table: "long", batch: cfg.Batch, payload: cfg.Payload, clients: cfg.Clients}
 	if backend == "cassandra-blobs" {
-		// The published long run's first column: replication factor 1,
-		// consistency ONE, 8 partitions.
-		st.replicas, st.consistency, st.partitions = 1, "one", 8
+		// The published long run's table: 8 partitions; by default its
+		// first column, replication factor 1 and consistency ONE.
+		st.replicas, st.consistency, st.partitions = max(1, cfg.Replicas), cmp.Or(cfg.Consistency, "one"), 8
 	}
 	p, err := open(ctx, cfg.KVConfig, backend, st)
 	if err != nil {
@@ -256,7 +269,7 @@ func (r *KVLongResult) Table() [][]string {
 		if row.DiskBytes > 0 {
 			disk = fmt.Sprintf("%.2f", float64(row.DiskBytes)/1e9)
 		}
-		out = append(out, []string{row.Backend, fmt.Sprintf("%.2f", float64(row.Bytes)/1e9), fmt.Sprintf("%.1f", row.Seconds/60),
+		out = append(out, []string{strings.TrimSpace(row.Backend + " " + row.Setting), fmt.Sprintf("%.2f", float64(row.Bytes)/1e9), fmt.Sprintf("%.1f", row.Seconds/60),
 			fmt.Sprintf("%.0f", row.First), fmt.Sprintf("%.0f", row.Last), fmt.Sprintf("%.2f", row.Ratio), floor, disk})
 	}
 	return out

@@ -17,19 +17,23 @@ import (
 
 // kvLongFlags are the flags of bench kv --table long.
 type kvLongFlags struct {
-	size     *string
-	payload  *int
-	batch    *int
-	interval *time.Duration
-	cfg      bench.KVLongConfig
+	size        *string
+	payload     *int
+	batch       *int
+	interval    *time.Duration
+	replicas    *int
+	consistency *string
+	cfg         bench.KVLongConfig
 }
 
 func registerKVLong(fs *pflag.FlagSet) *kvLongFlags {
 	return &kvLongFlags{
-		size:     fs.String("size", "20GB", "--table long: bytes of values put into each backend (as 20GB, 1.5GB)"),
-		payload:  fs.Int("payload", 1000, "--table long: bytes per value"),
-		batch:    fs.Int("batch", 256, "--table long: puts per batch"),
-		interval: fs.Duration("interval", time.Minute, "--table long: how often puts/s is taken"),
+		size:        fs.String("size", "20GB", "--table long: bytes of values put into each backend (as 20GB, 1.5GB)"),
+		payload:     fs.Int("payload", 1000, "--table long: bytes per value"),
+		batch:       fs.Int("batch", 256, "--table long: puts per batch"),
+		interval:    fs.Duration("interval", time.Minute, "--table long: how often puts/s is taken"),
+		replicas:    fs.Int("replicas", 1, "--table long, cassandra-blobs: the keyspace's replication factor (2 needs scripts/cassandra.sh start --nodes 2)"),
+		consistency: fs.String("consistency", "one", "--table long, cassandra-blobs: the writes' consistency: any, one or two"),
 	}
 }
 
@@ -46,7 +50,16 @@ func (l *kvLongFlags) check(plotFile string) error {
 			return cliutil.Usagef("--plot %v", err)
 		}
 	}
-	l.cfg = bench.KVLongConfig{Size: int64(n), Payload: *l.payload, Batch: *l.batch, Interval: *l.interval}
+	if *l.replicas < 1 || *l.replicas > 3 {
+		return cliutil.Usagef("--replicas %d: 1, 2 or 3", *l.replicas)
+	}
+	switch *l.consistency {
+	case "any", "one", "two":
+	default:
+		return cliutil.Usagef("--consistency %q: any, one or two", *l.consistency)
+	}
+	l.cfg = bench.KVLongConfig{Size: int64(n), Payload: *l.payload, Batch: *l.batch, Interval: *l.interval,
+		Replicas: *l.replicas, Consistency: *l.consistency}
 	return nil
 }
 

@@ -19,6 +19,8 @@ func TestBenchKVLong(t *testing.T) {
 	}{
 		{[]string{"bench", "kv", "--table", "long", "--size", "lots"}, `--size "lots"`},
 		{[]string{"bench", "kv", "--table", "long", "--interval", "0s"}, "must be positive"},
+		{[]string{"bench", "kv", "--table", "long", "--replicas", "0"}, "--replicas 0: 1, 2 or 3"},
+		{[]string{"bench", "kv", "--table", "long", "--consistency", "quorum"}, `--consistency "quorum": any, one or two`},
 		{[]string{"bench", "kv", "--table", "long,batch"}, `--table "long"`},
 	} {
 		code, _, stderr := runCLI(t, c.args...)

@@ -57,7 +57,9 @@ func Render(idx *Index, results map[string]*Result) ([]byte, error) {
 	p("the template (Go's text/template over the command's JSON) that renders ours, what differs, and the status. ")
 	p("A template naming a field the output lacks fails the test rather than leave a blank.\n\n")
 	p("Commands that need a server read it from the environment (`$PG` is what `scripts/postgres.sh start` prints, ")
-	p("`$KAFKA` what `scripts/kafka.sh start` prints, `$REDIS` and `$CASSANDRA` those of `scripts/redis.sh` and `scripts/cassandra.sh`); the record keeps the variable's name, not its value. ")
+	p("`$KAFKA` what `scripts/kafka.sh start` prints, `$REDIS` and `$CASSANDRA` those of `scripts/redis.sh` and `scripts/cassandra.sh`; ")
+	p("the tables of two Cassandra nodes or two Kafka brokers read `$CASSANDRA2`, what `scripts/cassandra.sh start --nodes 2` prints, ")
+	p("and `$KAFKA2`, what `scripts/kafka.sh start --brokers 2` prints, each entry saying on which ports); the record keeps the variable's name, not its value. ")
 	p("A run recorded while the machine was loaded says so in its row: on a load average above its core count, read its numbers as indicative.\n\n")
 
 	// The index.

@@ -255,8 +255,61 @@ func TestKVTemplateRendersASampleOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "| embedded | batch | 128 |") || !strings.Contains(out, "failed: kv: backend unavailable") {
+	// The Redis entry shows Redis's rows only: the sample's failed Redis
+	// row, not the embedded backend's.
+	if !strings.Contains(out, "| redis | batch | 32768 | failed: kv: backend unavailable") || strings.Contains(out, "embedded") {
 		t.Errorf("kv template output:\n%s", out)
+	}
+	// A rate under 100 puts/s keeps a decimal (100 MB values: 0.3/s),
+	// and the posts' bytes per message stand beside their figure.
+	e, ok = idx.Entry("blob-redis-large")
+	if !ok {
+		t.Fatal("no entry blob-redis-large")
+	}
+	small := `{"rows":[{"backend":"redis","table":"payload","setting":"100000000","ops_per_sec":0.31,"p99_ms":2968,"bytes_per_message":100644768,"seed":1.2,"seed_bytes_per_message":152}]}`
+	r = &Result{ID: e.ID, Runs: []Run{{Command: e.Commands[0], Output: json.RawMessage(small)}}}
+	if out, err = ours(e, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "| redis | payload | 100000000 | 0.3 | 2968.0 | 100644768 | 1.2 (152 B/msg) |") {
+		t.Errorf("kv template output:\n%s", out)
+	}
+}
+
+// The long-run entries' template (KVLongResult rows, by label) is checked
+// against a sample written from KVLongRow's JSON fields (lab/bench), one
+// row of it failed and one without the fields it may leave out.
+func TestKVLongTemplateRendersASampleOutput(t *testing.T) {
+	idx, err := LoadIndex(filepath.Join("..", "..", IndexPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample, err := os.ReadFile(filepath.Join("testdata", "kv-long.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := idx.Entry("blob-cassandra-long")
+	if !ok {
+		t.Fatal("no entry blob-cassandra-long")
+	}
+	r := &Result{ID: e.ID}
+	for _, c := range e.Commands {
+		r.Runs = append(r.Runs, Run{Command: c, Output: sample})
+	}
+	out, err := ours(e, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| 100 B, RF 1, ONE | cassandra-blobs | RF 1 ONE | 0.10 | 296 | 3,456 | 2,842 | 0.82 |  |",
+		"| 100 B, RF 2, TWO | cassandra-blobs | RF 2 TWO | failed: Cannot achieve consistency level TWO |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kv long template output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "| redis |") {
+		t.Errorf("the Cassandra entry shows Redis's row:\n%s", out)
 	}
 }
 

@@ -399,14 +399,19 @@ describe("schedule board", () => {
       departure: new Date(last.arr + 6 * HOUR).toISOString(), arrival: new Date(last.arr + 7 * HOUR).toISOString(),
     };
     await api(PLANNER, "POST", "/api/rotations/LH-R0006/legs", add);
-    await reread;
-    const typed = new Date(leg.dep + 30 * 60_000).toISOString().slice(0, 16);
-    await page.getByLabel("Departure (UTC)").fill(typed);
-    await new Promise((r) => setTimeout(r, 1500)); // the held re-read answers
-    assert.ok(held > 0, "the re-read was held");
-    assert.equal(await page.getByLabel("Departure (UTC)").inputValue(), typed, "what the planner typed stays");
-    await page.unroute("**/api/board/legs?*");
-    await api(PLANNER, "DELETE", "/api/rotations/LH-R0006/legs/e2e-live-2");
+    try {
+      await reread;
+      const answered = page.waitForResponse((r) => r.url().includes("/api/board/legs") && selectionRead(r.url()));
+      const typed = new Date(leg.dep + 30 * 60_000).toISOString().slice(0, 16);
+      await page.getByLabel("Departure (UTC)").fill(typed);
+      await answered; // the held re-read answers; the page then has its turn
+      await page.evaluate(() => new Promise((r) => setTimeout(r, 200)));
+      assert.ok(held > 0, "the re-read was held");
+      assert.equal(await page.getByLabel("Departure (UTC)").inputValue(), typed, "what the planner typed stays");
+    } finally {
+      await page.unroute("**/api/board/legs?*");
+      await api(PLANNER, "DELETE", "/api/rotations/LH-R0006/legs/e2e-live-2");
+    }
     assert.deepEqual(errors, []);
   });
 

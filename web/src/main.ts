@@ -68,6 +68,8 @@ class App {
   private selection: { kind: "leg"; lane: Lane; leg: LegView; violations: Violation[] } | { kind: "lane"; lane: Lane } | null = null;
   /** Commands sent and not yet answered; a live refresh waits for them (busy). */
   private inFlight = 0;
+  /** A live refresh was skipped while a command was in flight. */
+  private refreshPending = false;
   private lanesTimer = 0;
   private violationsTimer = 0;
   private firstHello = true;
@@ -493,11 +495,13 @@ class App {
   /**
    * Re-reads the selected leg or lane after a change. A form the planner
    * has started to fill in is left alone (unless force): a live change
-   * must not take their input away.
+   * must not take their input away. One skipped while a command is in
+   * flight is run when the last command is answered.
    */
   private async refreshSelection(force = false): Promise<void> {
     const sel = this.selection;
     if (!sel) return;
+    if (!force && this.inFlight > 0) return void (this.refreshPending = true);
     if (!force && this.busy()) return;
     const lane = this.board.lane(sel.lane.rotation) ?? sel.lane;
     if (sel.kind === "lane") return this.renderLane(lane);
@@ -508,9 +512,12 @@ class App {
         from: new Date(t - 2 * DAY).toISOString(),
         to: new Date(t + 2 * DAY).toISOString(),
       });
-      // The planner may have started editing, or sent a command, while
-      // this was read: their form (and the refusal it may show) stays.
-      if (!force && (this.busy() || this.selection !== sel)) return;
+      // Another leg may have been selected while this was read; or the
+      // planner may have started editing, or sent a command: their form
+      // (and the refusal it may show) stays.
+      if (this.selection !== sel) return;
+      if (!force && this.inFlight > 0) return void (this.refreshPending = true);
+      if (!force && this.busy()) return;
       const lw = ans.lanes[0];
       const leg = lw?.legs.find((l) => l.id === sel.leg.id);
       if (!leg) {
@@ -784,6 +791,10 @@ class App {
       return false;
     } finally {
       this.inFlight--;
+      if (this.inFlight === 0 && this.refreshPending) {
+        this.refreshPending = false;
+        window.setTimeout(() => void this.refreshSelection(), 0);
+      }
     }
     try {
       this.board.invalidate("all");

@@ -237,19 +237,27 @@ func TestSlugsAsGitHub(t *testing.T) {
 // The kv entries have no recorded run yet: their template is checked
 // against a real output of `logbook bench kv -o json` (one row of it
 // failed), so the first recording renders.
-func TestKVTemplateRendersASampleOutput(t *testing.T) {
+// indexEntry is the index's entry id and the sample output in
+// testdata/file, for checking a template before its first recording.
+func indexEntry(t *testing.T, id, file string) (*Index, *Entry, []byte) {
+	t.Helper()
 	idx, err := LoadIndex(filepath.Join("..", "..", IndexPath))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sample, err := os.ReadFile(filepath.Join("testdata", "kv-batch.json"))
+	sample, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, ok := idx.Entry("blob-redis-batch")
+	e, ok := idx.Entry(id)
 	if !ok {
-		t.Fatal("no entry blob-redis-batch")
+		t.Fatalf("no entry %s", id)
 	}
+	return idx, e, sample
+}
+
+func TestKVTemplateRendersASampleOutput(t *testing.T) {
+	idx, e, sample := indexEntry(t, "blob-redis-batch", "kv-batch.json")
 	r := &Result{ID: e.ID, Runs: []Run{{Command: e.Commands[0], Output: sample}}}
 	out, err := ours(e, r)
 	if err != nil {
@@ -262,7 +270,7 @@ func TestKVTemplateRendersASampleOutput(t *testing.T) {
 	}
 	// A rate under 100 puts/s keeps a decimal (100 MB values: 0.3/s),
 	// and the posts' bytes per message stand beside their figure.
-	e, ok = idx.Entry("blob-redis-large")
+	e, ok := idx.Entry("blob-redis-large")
 	if !ok {
 		t.Fatal("no entry blob-redis-large")
 	}
@@ -280,18 +288,7 @@ func TestKVTemplateRendersASampleOutput(t *testing.T) {
 // against a sample written from KVLongRow's JSON fields (lab/bench), one
 // row of it failed and one without the fields it may leave out.
 func TestKVLongTemplateRendersASampleOutput(t *testing.T) {
-	idx, err := LoadIndex(filepath.Join("..", "..", IndexPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sample, err := os.ReadFile(filepath.Join("testdata", "kv-long.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, ok := idx.Entry("blob-cassandra-long")
-	if !ok {
-		t.Fatal("no entry blob-cassandra-long")
-	}
+	_, e, sample := indexEntry(t, "blob-cassandra-long", "kv-long.json")
 	r := &Result{ID: e.ID}
 	for _, c := range e.Commands {
 		r.Runs = append(r.Runs, Run{Command: c, Output: sample})

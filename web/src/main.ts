@@ -66,7 +66,7 @@ class App {
   private check: Check = "continuity";
   private vpage: CheckPage | null = null;
   private selection: { kind: "leg"; lane: Lane; leg: LegView; violations: Violation[] } | { kind: "lane"; lane: Lane } | null = null;
-  /** Commands sent and not yet answered; a live refresh waits for them (busy). */
+  /** Commands sent and not yet answered; a live refresh waits for them (holdsInput). */
   private inFlight = 0;
   /** A live refresh was skipped while a command was in flight. */
   private refreshPending = false;
@@ -501,8 +501,7 @@ class App {
   private async refreshSelection(force = false): Promise<void> {
     const sel = this.selection;
     if (!sel) return;
-    if (!force && this.inFlight > 0) return void (this.refreshPending = true);
-    if (!force && this.busy()) return;
+    if (!force && this.holdsInput()) return;
     const lane = this.board.lane(sel.lane.rotation) ?? sel.lane;
     if (sel.kind === "lane") return this.renderLane(lane);
     try {
@@ -516,8 +515,7 @@ class App {
       // planner may have started editing, or sent a command: their form
       // (and the refusal it may show) stays.
       if (this.selection !== sel) return;
-      if (!force && this.inFlight > 0) return void (this.refreshPending = true);
-      if (!force && this.busy()) return;
+      if (!force && this.holdsInput()) return;
       const lw = ans.lanes[0];
       const leg = lw?.legs.find((l) => l.id === sel.leg.id);
       if (!leg) {
@@ -533,9 +531,16 @@ class App {
     }
   }
 
-  /** Whether the details pane has input the planner typed, or a command of theirs is in flight. */
-  private busy(): boolean {
-    if (this.inFlight > 0) return true;
+  /**
+   * Whether a live refresh must leave the details pane alone: a command
+   * from it is in flight (the refresh is then run when it is answered),
+   * or the planner has typed into it.
+   */
+  private holdsInput(): boolean {
+    if (this.inFlight > 0) {
+      this.refreshPending = true;
+      return true;
+    }
     return [...this.details.querySelectorAll<HTMLInputElement | HTMLSelectElement>("input, select")].some((i) =>
       i instanceof HTMLSelectElement ? i.value !== (i.dataset.initial ?? i.value) : i.value !== i.defaultValue,
     );

@@ -58,5 +58,5 @@ func TestConformanceDeletion(t *testing.T) {
 func TestConformanceDeletionSync(t *testing.T) {
 	storetest.RunDeletion(t, func(t *testing.T, clock *storetest.Clock) eventstore.Store {
 		return opener(pebblestore.Options{Clock: clock.Now, SweepInterval: 5 * time.Millisecond})(t)
-	})
+	}, storetest.BackgroundSweep())
 }

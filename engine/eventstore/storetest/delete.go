@@ -43,9 +43,17 @@ type DeleterOpener = func(t *testing.T, clock *Clock) eventstore.Store
 // RunDeletion runs the conformance tests of eventstore.Deleter: soft and
 // hard deletes, truncation, retention by count and by age, and the
 // global order with holes, under concurrent appends.
-func RunDeletion(t *testing.T, open DeleterOpener) {
+//
+// The tests also run a projection.Runner over the store while it removes
+// events, and check what the sweeps report (SweepStats). A store whose
+// background sweep runs during the tests is opened with BackgroundSweep.
+func RunDeletion(t *testing.T, open DeleterOpener, opts ...DeletionOption) {
 	t.Helper()
-	for _, tc := range deletionTests() {
+	var cfg deletionConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	for _, tc := range deletionTests(cfg) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &Clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 			s := open(t, clock)
@@ -89,7 +97,7 @@ func streamsOf(evs []eventstore.Event) map[string][]uint64 {
 	return m
 }
 
-func deletionTests() []deletionCase {
+func deletionTests(cfg deletionConfig) []deletionCase {
 	return []deletionCase{
 		{"SoftDeleteThenRecreate", func(t *testing.T, s eventstore.Store, d eventstore.Deleter, _ *Clock) {
 			ctx := t.Context()
@@ -341,6 +349,8 @@ func deletionTests() []deletionCase {
 			}
 		}},
 		{"ConcurrentAppendsAndRemovals", concurrentRemovals},
+		{"SweepCounts", sweepCounts(cfg)},
+		{"ViewsAcrossRemovalsUnderLoad", viewsAcrossRemovals(cfg)},
 	}
 }
 

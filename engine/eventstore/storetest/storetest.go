@@ -17,7 +17,8 @@
 // own store; the suite may close a store itself (the Close tests), so
 // closing twice must be harmless.
 //
-// The suite only uses the Store interface. Its workloads are small enough
+// The suite only uses the Store interface (and, for the deletion tests,
+// runs engine/projection over it). Its workloads are small enough
 // to run in seconds under the race detector; the concurrent tests are
 // randomized with fixed seeds, and what they check holds whatever the
 // scheduling.

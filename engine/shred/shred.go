@@ -26,6 +26,13 @@
 // ErrForgotten, not sealed under a fresh key), and appends an audit event
 // to the stream [AuditStream] saying that a subject was forgotten, when
 // and by whom, and nothing of what was forgotten.
+//
+// An event payload declares a personal field as a [Sealed]: made by
+// [Keyring.SealField] before the command is decided, it is ciphertext in
+// the event's JSON, and [Sealed.Show] renders it as [ForgottenText] once
+// its subject is forgotten. [Keyring.Reforget] replays the audit stream
+// into a keyring restored from a backup older than a forgetting, which
+// would otherwise hold the destroyed key again.
 package shred
 
 import (

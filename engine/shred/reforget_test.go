@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
 )
 
@@ -119,8 +120,35 @@ func TestReforgetAfterRestore(t *testing.T) {
 	}
 	// Reopened, A stays forgotten.
 	k = open()
-	defer k.Close()
 	if _, err := a.Open(ctx, k); !errors.Is(err, ErrForgotten) {
 		t.Errorf("reopened after Reforget, A's field: %v, want ErrForgotten", err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restored again, and forgotten again from the whole log as a topic
+	// would give it: the audit events among others.
+	if _, err := st.Append(ctx, "other-1", eventstore.Any, []eventstore.NewEvent{{Type: TypeSubjectForgotten, Data: []byte("not an audit event")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, backup, dir)
+	k = open()
+	defer k.Close()
+	all, err := st.ReadAll(ctx, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := k.ReforgetEvents(ctx, all); err != nil || n != 1 {
+		t.Fatalf("ReforgetEvents = %d, %v; want 1", n, err)
+	}
+	if _, err := a.Open(ctx, k); !errors.Is(err, ErrForgotten) {
+		t.Errorf("after ReforgetEvents, A's field: %v, want ErrForgotten", err)
+	}
+	if v, err := b.Open(ctx, k); err != nil || v != "Bea" {
+		t.Errorf("after ReforgetEvents, B's field = %q, %v", v, err)
 	}
 }

@@ -197,6 +197,15 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	}
 	if keyring != nil {
 		defer keyring.Close()
+		// A keyring restored from a backup older than a forgetting holds
+		// the key again: the audit stream destroys it again.
+		n, err := keyring.Reforget(ctx, store)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			e.log.Warn("destroyed again keys the audit stream says were forgotten: the keyring was restored from a backup older than their forgetting", "keys", n)
+		}
 	} else {
 		e.log.Warn("no master key (--master-key-file, LOGBOOK_MASTER_KEY): the users' names and addresses are kept in clear and users cannot be forgotten")
 	}

@@ -26,6 +26,13 @@
 // ErrForgotten, not sealed under a fresh key), and appends an audit event
 // to the stream [AuditStream] saying that a subject was forgotten, when
 // and by whom, and nothing of what was forgotten.
+//
+// An event payload declares a personal field as a [Sealed]: made by
+// [Keyring.SealField] before the command is decided, it is ciphertext in
+// the event's JSON, and [Sealed.Show] renders it as [ForgottenText] once
+// its subject is forgotten. [Keyring.Reforget] replays the audit stream
+// into a keyring restored from a backup older than a forgetting, which
+// would otherwise hold the destroyed key again.
 package shred
 
 import (
@@ -609,4 +616,33 @@ func (k *Keyring) Forget(ctx context.Context, subject, by string) (Forgotten, er
 		f.Position = pos
 	}
 	return f, nil
+}
+
+// bury is Forget of a subject known by its hash, without the audit
+// event: it replaces the record by a tombstone (dated at) unless it is
+// one already, and reports whether a live key was destroyed.
+func (k *Keyring) bury(ctx context.Context, h hash, at time.Time) (bool, error) {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	recs, err := k.b.get(ctx, []hash{h})
+	if err != nil {
+		return false, err
+	}
+	var r record
+	if prev, ok := recs[h]; ok {
+		if r, err = decodeRecord(prev); err != nil {
+			return false, err
+		}
+	}
+	if r.kind != recTombstone {
+		tomb := record{kind: recTombstone, version: r.version, at: at.UnixNano()}
+		if err := k.b.bury(ctx, h, tomb.encode()); err != nil {
+			return false, err
+		}
+	}
+	k.mu.Lock()
+	k.gen++
+	k.cache[h] = cached{version: r.version}
+	k.mu.Unlock()
+	return r.kind == recKey, nil
 }

@@ -231,8 +231,17 @@ the signing key to --dir/tls/idp.key.`,
 			fmt.Fprintf(e.Stdout, "%-10s %s  log %s\n", n.Name, n.URL, filepath.Join(absDir, n.Name+".log"))
 		}
 		if loadgen != nil {
+			target := c.URL
+			if c.CAFile != "" {
+				target += " --ca " + c.CAFile
+			}
+			for _, f := range jwtFiles {
+				if f[0] == "viewer" {
+					target += " --token-file " + f[1]
+				}
+			}
 			fmt.Fprintf(e.Stdout, "load generator group %s: run one in it with\n  sh -c '%sexec \"$@\"' sh logbook loadtest read --url %s …\n",
-				loadgen.Path, loadgen.JoinScript(), c.URL)
+				loadgen.Path, loadgen.JoinScript(), target)
 		}
 		<-ctx.Done()
 		c.Stop()

@@ -23,8 +23,8 @@ import (
 )
 
 // TestClusterCommandTLS runs `logbook cluster --tls` as an operator
-// would — the binary, its own PostgreSQL, its own identity provider —
-// and drives a write and a read load through nginx over HTTPS with the
+// would — the binary, its own PostgreSQL, its own identity provider, a
+// replica fed by Kafka — and drives a write and a read load through nginx over HTTPS with the
 // JSON Web Tokens it minted. Then it checks each hop it added: every
 // node's connection to PostgreSQL is TLS (pg_stat_ssl), the store refuses
 // a plaintext connection and one that trusts another CA, and a token of
@@ -49,7 +49,10 @@ func TestClusterCommandTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.Command(bin, "cluster", "--tls", "--writers", "1", "--replicas", "1", "--addr", "127.0.0.1:0",
+	// The replica is fed by the bus: the bus URL is passed on as given
+	// (plaintext here; a URL asking for TLS keeps it), beside the nodes'
+	// trust of the cluster's CA.
+	cmd := exec.Command(bin, "cluster", "--tls", "--writers", "1", "--replicas", "1", "--addr", "127.0.0.1:0", "--bus", kafkaBus(t),
 		"--dir", filepath.Join(dir, "c"), "--tokens", tokFile, "--run-dir", filepath.Join(dir, "run"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -29,4 +30,14 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	cmd, err := root.ExecuteContextC(context.Background())
 	code := cliutil.ExitCode(&errb, root, cmd, err)
 	return code, out.String(), errb.String()
+}
+
+// TestClusterJWTNeedsTLS: the cluster's identity provider serves its
+// keys over HTTPS, so --jwt without --tls is bad usage, said before
+// anything starts.
+func TestClusterJWTNeedsTLS(t *testing.T) {
+	code, _, stderr := runCLI(t, "cluster", "--jwt", "--dir", t.TempDir(), "--run-dir", t.TempDir())
+	if code != 2 || !strings.Contains(stderr, "--jwt needs --tls") {
+		t.Fatalf("cluster --jwt without --tls: exit %d, %q; want 2 and why", code, stderr)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/internal/cliutil"
+	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/lab/cgroup"
 	"github.com/logbook/logbook/lab/cluster"
 )
@@ -84,7 +85,16 @@ behind; the next run, or logbook cluster clean, removes them.
 With --tls every HTTP hop speaks TLS, with certificates of a throwaway CA
 made in --dir/tls: clients speak HTTPS to nginx (trusting --dir/tls/ca.crt),
 nginx speaks HTTPS to the nodes, verifying them with the CA and presenting
-its own client certificate, which the nodes require (mutual TLS).`,
+its own client certificate, which the nodes require (mutual TLS). The
+PostgreSQL it starts (without --store) takes TLS only, with a certificate of
+the same CA, and every node connects to it with sslmode=verify-full; a
+--store or --bus URL is used as given (ask for TLS in it: sslmode=verify-full,
+or ?tls=1&tls_ca=…). With --tls the cluster also runs its own identity
+provider, unless --jwt=false: a fresh ES256 key whose key set it serves over
+HTTPS; every node verifies bearer JSON Web Tokens against it (--jwks-url,
+--issuer, --audience), besides the --tokens file. It writes a planner's and a
+viewer's token, valid 12 hours, to --dir/tls/planner.jwt and viewer.jwt, and
+the signing key to --dir/tls/idp.key.`,
 		Example: `  logbook cluster --writers 3 --replicas 2
   logbook cluster --writers 2 --replicas 0 --node-cpus 0.3 --store-cpus 0.5 --proxy-cpus 0.2 --loadgen-cpus 0.5
   logbook cluster --store postgres://localhost/logbook --bus kafka://127.0.0.1:9092/logbook
@@ -102,7 +112,8 @@ its own client certificate, which the nodes require (mutual TLS).`,
 	cliutil.FromEnv(fs, "addr")
 	tokensFile := fs.String("tokens", "./dev-tokens", "bearer tokens, one \"token role\" per line, for every node")
 	dir := fs.String("dir", "./data-cluster", "directory for the nodes' logs and nginx's files")
-	useTLS := fs.Bool("tls", false, "TLS on every HTTP hop (client to nginx, nginx to the nodes), with a throwaway CA made in --dir/tls")
+	useTLS := fs.Bool("tls", false, "TLS on every hop (client to nginx, nginx to the nodes, the nodes to the PostgreSQL it starts), with a throwaway CA made in --dir/tls")
+	useJWT := fs.Bool("jwt", true, "with --tls: run an identity provider of its own and have the nodes take its JSON Web Tokens (--jwt=false: the --tokens file only)")
 	var b budgetFlags
 	b.register(cmd, "CPU quota of a group made for a load generator; the command prints how to run one in it")
 	cmd.AddCommand(newClusterCleanCmd(e))
@@ -115,6 +126,9 @@ its own client certificate, which the nodes require (mutual TLS).`,
 		}
 		if err := b.check(); err != nil {
 			return err
+		}
+		if cmd.Flags().Changed("jwt") && *useJWT && !*useTLS {
+			return cliutil.Usage("--jwt needs --tls: the identity provider serves its keys over HTTPS")
 		}
 		plan := b.plan(*writers, *replicas, *store != "")
 		if err := plan.Check(b.oversubscribe); err != nil {
@@ -148,9 +162,20 @@ its own client certificate, which the nodes require (mutual TLS).`,
 		if err := os.MkdirAll(absDir, 0o755); err != nil {
 			return err
 		}
+		var ca *devca.CA
+		if *useTLS {
+			if ca, err = devca.New("logbook cluster CA"); err != nil {
+				return err
+			}
+		}
 		storeURL := *store
 		if storeURL == "" {
-			s, err := cluster.StartPostgres(ctx, run, absDir, b.store)
+			var s *cluster.Store
+			if ca != nil {
+				s, err = cluster.StartPostgresTLS(ctx, run, absDir, b.store, ca)
+			} else {
+				s, err = cluster.StartPostgres(ctx, run, absDir, b.store)
+			}
 			if err != nil {
 				return err
 			}
@@ -164,11 +189,26 @@ its own client certificate, which the nodes require (mutual TLS).`,
 			}
 		}
 		c, err := cluster.Start(ctx, cluster.Config{Binary: self, Store: storeURL, Bus: *bus, Writers: *writers, Replicas: *replicas,
-			Dir: absDir, Addr: *addr, Tokens: string(tokens), Run: run, NodeCPUs: b.node, ProxyCPUs: b.proxy, TLS: *useTLS})
+			Dir: absDir, Addr: *addr, Tokens: string(tokens), Run: run, NodeCPUs: b.node, ProxyCPUs: b.proxy,
+			TLS: *useTLS, Authority: ca, JWT: *useTLS && *useJWT})
 		if err != nil {
 			return err
 		}
 		defer c.Stop()
+		var jwtFiles [][2]string
+		if c.IdP != nil {
+			for _, role := range []string{"planner", "viewer"} {
+				tok, err := c.IdP.Mint(cluster.Claims{Subject: "cluster-" + role, Roles: []string{role}, Expiry: time.Now().Add(12 * time.Hour)})
+				if err != nil {
+					return err
+				}
+				f := filepath.Join(absDir, "tls", role+".jwt")
+				if err := os.WriteFile(f, []byte(tok+"\n"), 0o600); err != nil {
+					return err
+				}
+				jwtFiles = append(jwtFiles, [2]string{role, f})
+			}
+		}
 		start := run.Usage()
 		fmt.Fprintln(e.Stdout, "CPU plan:")
 		for _, l := range plan.Lines() {
@@ -178,6 +218,12 @@ its own client certificate, which the nodes require (mutual TLS).`,
 		if c.CAFile != "" {
 			fmt.Fprintf(e.Stdout, "CA        %s  (logbook loadtest read --url %s --ca %s …)\n", c.CAFile, c.URL, c.CAFile)
 		}
+		if c.IdP != nil {
+			fmt.Fprintf(e.Stdout, "issuer    %s  audience %s  keys %s  signing key %s\n", c.IdP.Issuer, c.IdP.Audience, c.IdP.URL, c.IdP.KeyFile)
+			for _, f := range jwtFiles {
+				fmt.Fprintf(e.Stdout, "%-9s JWT %s  (logbook loadtest … --token-file %s)\n", f[0], f[1], f[1])
+			}
+		}
 		if *store == "" {
 			fmt.Fprintf(e.Stdout, "postgres   %s\n", storeURL)
 		}
@@ -185,8 +231,17 @@ its own client certificate, which the nodes require (mutual TLS).`,
 			fmt.Fprintf(e.Stdout, "%-10s %s  log %s\n", n.Name, n.URL, filepath.Join(absDir, n.Name+".log"))
 		}
 		if loadgen != nil {
+			target := c.URL
+			if c.CAFile != "" {
+				target += " --ca " + c.CAFile
+			}
+			for _, f := range jwtFiles {
+				if f[0] == "viewer" {
+					target += " --token-file " + f[1]
+				}
+			}
 			fmt.Fprintf(e.Stdout, "load generator group %s: run one in it with\n  sh -c '%sexec \"$@\"' sh logbook loadtest read --url %s …\n",
-				loadgen.Path, loadgen.JoinScript(), c.URL)
+				loadgen.Path, loadgen.JoinScript(), target)
 		}
 		<-ctx.Done()
 		c.Stop()

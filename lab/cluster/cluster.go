@@ -24,6 +24,7 @@ import (
 
 	"github.com/logbook/logbook/engine/httpkit"
 	"github.com/logbook/logbook/engine/query"
+	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/lab/cgroup"
 	"github.com/logbook/logbook/services/flights/httpapi"
 )
@@ -54,6 +55,17 @@ type Config struct {
 	// client certificate of its own, which the nodes ask for (mutual
 	// TLS). Cluster.CAFile is the CA clients trust.
 	TLS bool
+	// Authority, if set, is the CA that signs the certificates of a TLS
+	// cluster (nil: a throwaway one made by Start): the one that signed
+	// the certificate of a store StartPostgresTLS started, say.
+	Authority *devca.CA
+	// JWT (with TLS) runs the cluster's own identity provider
+	// (Cluster.IdP): a key set served over HTTPS, which every node is
+	// told to verify bearer JSON Web Tokens against (--jwks-url,
+	// --issuer, --audience), besides Tokens. The nodes trust the
+	// cluster's CA for it (SSL_CERT_FILE: the system's roots and the
+	// CA).
+	JWT bool
 	// Run, if not nil, puts every process in a control group of its
 	// own (BeginRun) and records it for clean-up; NodeCPUs and ProxyCPUs
 	// are then the CPU quotas of each node and of nginx (0: none).
@@ -121,7 +133,10 @@ type Cluster struct {
 	// needs: the CA, and a client certificate the nodes take (it
 	// carries no role: requests still need a token). Nil without TLS.
 	ClientTLS *tls.Config
-	certs     *certs
+	// IdP is the cluster's identity provider, with Config.JWT (else
+	// nil): Mint signs tokens the nodes take.
+	IdP   *IdP
+	certs *certs
 }
 
 // Start starts the nodes and nginx and waits until they answer. Replicas
@@ -133,6 +148,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.Writers < 1 || cfg.Replicas < 0 || cfg.HTTPReplicas < 0 {
 		return nil, errors.New("cluster: want at least one write node and no negative replica count")
+	}
+	if cfg.JWT && !cfg.TLS {
+		return nil, errors.New("cluster: JWT needs TLS: the identity provider serves its keys over HTTPS")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
@@ -146,12 +164,33 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	scheme := "http://"
 	if cfg.TLS {
 		var err error
-		if c.certs, err = makeCerts(filepath.Join(cfg.Dir, "tls")); err != nil {
+		if c.certs, err = makeCerts(filepath.Join(cfg.Dir, "tls"), cfg.Authority); err != nil {
 			return nil, err
 		}
 		c.CAFile, c.ClientTLS = c.certs.ca, c.certs.clientTLS
 		client.Transport = &http.Transport{TLSClientConfig: c.ClientTLS}
 		scheme = "https://"
+	}
+	var jwtArgs, jwtEnv []string
+	if cfg.JWT {
+		var err error
+		if c.IdP, err = newIdP(filepath.Join(cfg.Dir, "tls"), c.certs); err != nil {
+			return nil, err
+		}
+		started := false
+		defer func() {
+			if !started {
+				c.IdP.close()
+			}
+		}()
+		defer func() { started = c.nginx != nil }()
+		trust, err := trustBundle(filepath.Join(cfg.Dir, "tls"), c.certs.authority.PEM)
+		if err != nil {
+			c.IdP.close()
+			return nil, err
+		}
+		jwtArgs = []string{"--jwks-url", c.IdP.URL, "--issuer", c.IdP.Issuer, "--audience", c.IdP.Audience, "--roles-claim", "roles"}
+		jwtEnv = []string{"SSL_CERT_FILE=" + trust}
 	}
 	for i := range cfg.Writers + cfg.Replicas + cfg.HTTPReplicas {
 		port, err := freePort()
@@ -164,6 +203,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if cfg.TLS {
 			n.args = append(n.args, "--tls-cert", c.certs.nodeCert, "--tls-key", c.certs.nodeKey, "--tls-client-ca", c.certs.ca)
 		}
+		n.args = append(n.args, jwtArgs...)
+		n.env = append(n.env, jwtEnv...)
 		switch {
 		case i >= cfg.Writers+cfg.Replicas:
 			n.Name = nameOf(i, cfg)
@@ -177,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			// The token goes in the environment, like the URLs below.
 			n.env = append(n.env, "LOGBOOK_REPLICA_OF="+of, "LOGBOOK_REPLICA_TOKEN="+cfg.ReplicaToken)
 			if cfg.TLS {
-				n.args = append(n.args, "--follow-ca", c.certs.ca)
+				n.args = append(n.args, "--follow-ca", c.certs.ca, "--follow-cert", c.certs.followCert, "--follow-key", c.certs.followKey)
 			}
 			c.Replicas = append(c.Replicas, n)
 		default:
@@ -266,6 +307,7 @@ func (c *Cluster) Stop() {
 		wg.Go(func() { n.Stop() })
 	}
 	wg.Wait()
+	c.IdP.close()
 }
 
 // stopNginx ends nginx, if it runs.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/lab/cgroup"
 )
 
@@ -59,6 +60,23 @@ func postgresBin() (string, error) {
 // as the postgres user (PostgreSQL refuses root). fsync stays on: the
 // write numbers must be honest.
 func StartPostgres(ctx context.Context, run *Run, dir string, cpus float64) (*Store, error) {
+	return startPostgres(ctx, run, dir, cpus, nil)
+}
+
+// StartPostgresTLS is StartPostgres with TLS, and TLS only, over TCP:
+// ca signs the server's certificate (for 127.0.0.1 and localhost),
+// pg_hba.conf rejects every connection over TCP without TLS, and URL
+// asks for sslmode=verify-full with the CA, written beside the data
+// directory, as sslrootcert. The server's key stays in its data
+// directory, readable by the server's user only.
+func StartPostgresTLS(ctx context.Context, run *Run, dir string, cpus float64, ca *devca.CA) (*Store, error) {
+	if ca == nil {
+		return nil, errors.New("cluster: StartPostgresTLS needs a CA")
+	}
+	return startPostgres(ctx, run, dir, cpus, ca)
+}
+
+func startPostgres(ctx context.Context, run *Run, dir string, cpus float64, ca *devca.CA) (*Store, error) {
 	bin, err := postgresBin()
 	if err != nil {
 		return nil, err
@@ -113,18 +131,65 @@ func StartPostgres(ctx context.Context, run *Run, dir string, cpus float64) (*St
 	args := append(setpriv, filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", data,
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=400", "-c", "shared_buffers=256MB",
 		"-c", "max_wal_size=4GB", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "logging_collector=off")
+	url := fmt.Sprintf("postgres://logbook@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if ca != nil {
+		caFile, err := pgTLS(parent, data, cred, ca)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "-c", "ssl=on", "-c", "ssl_cert_file=server.crt", "-c", "ssl_key_file=server.key",
+			"-c", "ssl_min_protocol_version=TLSv1.2")
+		url = fmt.Sprintf("postgres://logbook@127.0.0.1:%d/postgres?sslmode=verify-full&sslrootcert=%s", port, caFile)
+	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err == nil {
 		// Statements counted and timed, for the benchmarks that read what
 		// PostgreSQL did per request (bench scaling's write mode).
 		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements", "-c", "pg_stat_statements.track=all")
 	}
-	s := &Store{URL: fmt.Sprintf("postgres://logbook@127.0.0.1:%d/postgres?sslmode=disable", port), dir: data, addr: "127.0.0.1:" + strconv.Itoa(port),
+	s := &Store{URL: url, dir: data, addr: "127.0.0.1:" + strconv.Itoa(port),
 		args: args, cred: cred, group: group, run: run, logPath: filepath.Join(dir, "postgres.log"), setpriv: len(setpriv)}
 	if err := s.start(ctx); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// pgTLS writes the server's certificate and key, signed by ca, into the
+// data directory (owned by cred's user when set), the CA beside it
+// (returned), and a pg_hba.conf that takes TCP connections over TLS only,
+// replication ones included; the Unix socket stays trusted.
+func pgTLS(parent, data string, cred *syscall.Credential, ca *devca.CA) (string, error) {
+	pair, err := ca.Issue(devca.Leaf{Name: "localhost", Hosts: []string{"localhost", "127.0.0.1"}})
+	if err != nil {
+		return "", err
+	}
+	crt, key, err := pair.Write(data, "server")
+	if err != nil {
+		return "", err
+	}
+	caFile, err := ca.WriteCA(parent, "ca")
+	if err != nil {
+		return "", err
+	}
+	hba := filepath.Join(data, "pg_hba.conf")
+	if err := os.WriteFile(hba, []byte(`# written by logbook's cluster package: TLS or nothing over TCP
+local     all         all                trust
+hostssl   all         all   127.0.0.1/32 trust
+hostssl   replication all   127.0.0.1/32 trust
+hostnossl all         all   0.0.0.0/0    reject
+hostnossl replication all   0.0.0.0/0    reject
+`), 0o600); err != nil {
+		return "", err
+	}
+	if cred != nil {
+		for _, f := range []string{crt, key, hba} {
+			if err := os.Chown(f, int(cred.Uid), int(cred.Gid)); err != nil {
+				return "", err
+			}
+		}
+	}
+	return caFile, nil
 }
 
 // start starts the server on its data directory and waits until it

@@ -22,6 +22,9 @@ type certs struct {
 	nginx             *nginxTLS
 	clientTLS         *tls.Config
 	authority         *devca.CA
+	// follower is the client certificate an HTTP-fed replica presents to
+	// the node it follows (without a role: it follows with a token).
+	followCert, followKey string
 }
 
 // issue signs another certificate with the cluster's CA.
@@ -38,15 +41,19 @@ type nginxTLS struct {
 	NodeName              string
 }
 
-// makeCerts makes a throwaway CA and the cluster's certificates in dir.
-func makeCerts(dir string) (*certs, error) {
+// makeCerts makes the cluster's certificates in dir, signed by ca, or by
+// a throwaway CA it makes when ca is nil.
+func makeCerts(dir string, ca *devca.CA) (*certs, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	ca, err := devca.New("logbook cluster CA")
-	if err != nil {
-		return nil, err
+	if ca == nil {
+		var err error
+		if ca, err = devca.New("logbook cluster CA"); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	c := &certs{authority: ca}
 	if c.ca, err = ca.WriteCA(dir, "ca"); err != nil {
 		return nil, err
@@ -80,6 +87,15 @@ func makeCerts(dir string) (*certs, error) {
 		return nil, err
 	}
 	if c.clientTLS, err = server.ClientTLS(c.ca, hc, hk); err != nil {
+		return nil, err
+	}
+	// Every node requires a client certificate, the one an HTTP-fed
+	// replica follows included.
+	follower, err := ca.Issue(devca.Leaf{Name: "replica follower"})
+	if err != nil {
+		return nil, err
+	}
+	if c.followCert, c.followKey, err = follower.Write(dir, "follower"); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -19,7 +19,8 @@ import (
 	"github.com/logbook/logbook/lab/loadtest"
 )
 
-// TestClusterTLS runs a write node, a replica and nginx with TLS on every
+// TestClusterTLS runs a write node, a replica, a replica fed over HTTPS by
+// the write node (presenting a client certificate) and nginx with TLS on every
 // HTTP hop (`logbook cluster --tls`) and drives a small write and read
 // load through nginx over HTTPS, with no failure. Then each hop through
 // nginx is shown to refuse what it must: a client that does not trust the
@@ -34,7 +35,10 @@ func TestClusterTLS(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Config{Binary: bin, Store: url, Writers: 1, Replicas: 1, Dir: dir, Tokens: tokens, Nginx: nginx, TLS: true})
+	// The HTTP-fed replica follows the write node over HTTPS, with a
+	// client certificate: every node requires one.
+	c, err := Start(ctx, Config{Binary: bin, Store: url, Writers: 1, Replicas: 1, HTTPReplicas: 1, ReplicaToken: "viewer-token",
+		Dir: dir, Tokens: tokens, Nginx: nginx, TLS: true})
 	if err != nil {
 		t.Fatal(err)
 	}

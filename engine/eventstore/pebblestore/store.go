@@ -69,11 +69,25 @@ type Options struct {
 	// 20,000): the bound on the I/O it takes from appends and reads.
 	SweepBatch int
 	SweepRate  int
+	// SweepCompactRate bounds the disk I/O of the compactions that give
+	// the space of removed events back: the bytes they read and write, a
+	// second, averaged over a pass (default 16 MiB/s). Each compaction
+	// rewrites a chunk of about this many bytes of the files holding
+	// removed events, then the pass waits as long as reading and writing
+	// what it did takes at this rate: a pass whose removals are spread
+	// over the whole log rewrites the log at this pace rather than at
+	// once. A chunk is one file at least, so one step may exceed the
+	// rate by up to Pebble's largest file (a few MiB to 128 MiB).
+	SweepCompactRate int64
 
 	// closeWait is how long Close waits for appends in flight before it
 	// gives up on a stalled disk (default 5 s).
 	closeWait time.Duration
 }
+
+// DefaultSweepCompactRate is Options.SweepCompactRate's default: 16 MiB of
+// compaction writes a second, a small share of what an SSD sustains.
+const DefaultSweepCompactRate = 16 << 20
 
 // Store is the Pebble-backed eventstore.Store.
 type Store struct {
@@ -161,6 +175,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.SweepRate <= 0 {
 		opts.SweepRate = 20_000
+	}
+	if opts.SweepCompactRate <= 0 {
+		opts.SweepCompactRate = DefaultSweepCompactRate
 	}
 	s := &Store{
 		opts:      opts,

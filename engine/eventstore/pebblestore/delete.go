@@ -401,35 +401,40 @@ func (s *Store) Sweep(ctx context.Context) (eventstore.SweepStats, error) {
 // consecutive files of the level holding most of the range, about
 // SweepCompactRate bytes of them (one file at least), each chunk one
 // manual compaction, followed by a pause as long as moving what that
-// compaction read and wrote at SweepCompactRate bytes a second takes.
-// What it read is the size of the chunk's files; what it wrote, Pebble's
-// own count of what flushes and compactions wrote (background ones that
-// ran meanwhile among them, so the pass only errs on the slow side).
+// compaction read and wrote at SweepCompactRate bytes a second takes —
+// after the last chunk too, so that passes in a row keep the rate. What
+// it read and wrote is Pebble's own count for flushes and compactions
+// (background ones that ran meanwhile among them, so the pass only errs
+// on the slow side).
+//
+// A step cannot be throttled inside Pebble, and it may be larger than
+// its chunk: the pass's point deletes reach the disk in flushed files
+// that span every position they remove, and compacting one of those
+// merges it with every file below that it overlaps. Removals spread over
+// the whole log therefore rewrite it in the first step, and the pause
+// after it is as long: the rate holds on average, and the burst is the
+// size of what the removals span.
 func (s *Store) compactRemoved(ctx context.Context, lo, hi uint64) error {
 	start, end := eventKey(nil, lo), eventKey(nil, hi+1)
 	chunks, err := s.compactChunks(start, end)
 	if err != nil {
 		return err
 	}
-	for i, c := range chunks {
-		if i > 0 {
-			if err := s.pauseFor(ctx, c.after); err != nil {
-				return err
-			}
-		}
+	for _, c := range chunks {
 		if err := s.enter(); err != nil {
 			return err
 		}
-		before := s.bytesWritten()
+		before := s.compactionIO()
 		t0 := time.Now()
 		err := s.db.Compact(ctx, c.start, c.end, false)
-		wrote := s.bytesWritten() - before
+		moved := s.compactionIO() - before
 		s.leave()
 		if err != nil {
 			return err
 		}
-		if i+1 < len(chunks) {
-			chunks[i+1].after = time.Duration(float64(c.bytes+wrote)/float64(s.opts.SweepCompactRate)*float64(time.Second)) - time.Since(t0)
+		pause := time.Duration(float64(moved)/float64(s.opts.SweepCompactRate)*float64(time.Second)) - time.Since(t0)
+		if err := s.pauseFor(ctx, pause); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -437,8 +442,6 @@ func (s *Store) compactRemoved(ctx context.Context, lo, hi uint64) error {
 
 type compactChunk struct {
 	start, end []byte
-	bytes      uint64        // the size of its files
-	after      time.Duration // the pause before it
 }
 
 // compactChunks splits start..end at file boundaries into chunks of about
@@ -476,18 +479,20 @@ func (s *Store) compactChunks(start, end []byte) ([]compactChunk, error) {
 			break
 		}
 		if bytes.Compare(to, from) > 0 {
-			chunks = append(chunks, compactChunk{start: from, end: to, bytes: acc})
+			chunks = append(chunks, compactChunk{start: from, end: to})
 			from, acc = to, 0
 		}
 	}
-	return append(chunks, compactChunk{start: from, end: end, bytes: acc}), nil
+	return append(chunks, compactChunk{start: from, end: end}), nil
 }
 
-// bytesWritten is what Pebble's flushes and compactions have written.
-func (s *Store) bytesWritten() uint64 {
+// compactionIO is what Pebble's flushes and compactions have read and
+// written, in bytes.
+func (s *Store) compactionIO() uint64 {
 	m := s.db.Metrics()
 	var n uint64
 	for _, l := range m.Levels {
+		n += l.TableBytesIn + l.TableBytesRead // read
 		n += l.TableBytesFlushed + l.TableBytesCompacted + l.BlobBytesFlushed + l.BlobBytesCompacted
 	}
 	return n

@@ -71,13 +71,14 @@ type Options struct {
 	SweepRate  int
 	// SweepCompactRate bounds the disk I/O of the compactions that give
 	// the space of removed events back: the bytes they read and write, a
-	// second, averaged over a pass (default 16 MiB/s). Each compaction
-	// rewrites a chunk of about this many bytes of the files holding
-	// removed events, then the pass waits as long as reading and writing
-	// what it did takes at this rate: a pass whose removals are spread
-	// over the whole log rewrites the log at this pace rather than at
-	// once. A chunk is one file at least, so one step may exceed the
-	// rate by up to Pebble's largest file (a few MiB to 128 MiB).
+	// second, on average (default 16 MiB/s). The sweep compacts the
+	// range it removed from in chunks of about this many bytes of files,
+	// and after each waits as long as reading and writing what Pebble
+	// counted for it takes at this rate. One step is not throttled
+	// inside: it is a file at least, and when the pass's removals are
+	// spread over the log, its first step merges their deletions into
+	// every file they span (what any LSM compaction of those deletions
+	// would do); the pause after it is then as long.
 	SweepCompactRate int64
 
 	// closeWait is how long Close waits for appends in flight before it

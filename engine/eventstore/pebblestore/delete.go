@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -35,8 +36,10 @@ import (
 // highest position it removed, so that a restart never hands out a
 // removed position again even when the removed events were the last of
 // the log. Once a stream has nothing below its truncation point left, its
-// q key goes and it leaves pending. After a pass that removed events, a
-// manual compaction of the range they spanned gives the disk space back.
+// q key goes and it leaves pending. After a pass that removed events,
+// manual compactions of the range they spanned give the disk space back,
+// a chunk of files at a time, paced so that they write at most
+// SweepCompactRate bytes a second (compactRemoved).
 //
 // stateMu serializes the writers of x, q and the floor: the sequencer
 // holds it from deciding a removal to publishing it, the sweep while it
@@ -384,16 +387,132 @@ func (s *Store) Sweep(ctx context.Context) (eventstore.SweepStats, error) {
 	}
 	stats.Pending = len(s.pendingMap())
 	if stats.Removed > 0 {
-		if err := s.enter(); err != nil {
-			return stats, err
-		}
-		err := s.db.Compact(ctx, eventKey(nil, lo), eventKey(nil, hi+1), false)
-		s.leave()
-		if err != nil {
+		if err := s.compactRemoved(ctx, lo, hi); err != nil {
 			return stats, fmt.Errorf("compacting positions %d-%d: %w", lo, hi, err)
 		}
 	}
 	return stats, nil
+}
+
+// compactRemoved compacts the event keys of positions lo..hi, which the
+// pass removed events from, so that the files holding them are rewritten
+// without them and the disk space comes back. Removals spread over the
+// log make that range most of the log, so it goes a chunk at a time:
+// consecutive files of the level holding most of the range, about
+// SweepCompactRate bytes of them (one file at least), each chunk one
+// manual compaction, followed by a pause as long as moving what that
+// compaction read and wrote at SweepCompactRate bytes a second takes —
+// after the last chunk too, so that passes in a row keep the rate. What
+// it read and wrote is Pebble's own count for flushes and compactions
+// (background ones that ran meanwhile among them, so the pass only errs
+// on the slow side).
+//
+// A step cannot be throttled inside Pebble, and it may be larger than
+// its chunk: the pass's point deletes reach the disk in flushed files
+// that span every position they remove, and compacting one of those
+// merges it with every file below that it overlaps. Removals spread over
+// the whole log therefore rewrite it in the first step, and the pause
+// after it is as long: the rate holds on average, and the burst is the
+// size of what the removals span.
+func (s *Store) compactRemoved(ctx context.Context, lo, hi uint64) error {
+	start, end := eventKey(nil, lo), eventKey(nil, hi+1)
+	chunks, err := s.compactChunks(start, end)
+	if err != nil {
+		return err
+	}
+	for _, c := range chunks {
+		if err := s.enter(); err != nil {
+			return err
+		}
+		before := s.compactionIO()
+		t0 := time.Now()
+		err := s.db.Compact(ctx, c.start, c.end, false)
+		moved := s.compactionIO() - before
+		s.leave()
+		if err != nil {
+			return err
+		}
+		pause := time.Duration(float64(moved)/float64(s.opts.SweepCompactRate)*float64(time.Second)) - time.Since(t0)
+		if err := s.pauseFor(ctx, pause); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type compactChunk struct {
+	start, end []byte
+}
+
+// compactChunks splits start..end at file boundaries into chunks of about
+// SweepCompactRate bytes, going by the level with the most bytes in it.
+func (s *Store) compactChunks(start, end []byte) ([]compactChunk, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	levels, err := s.db.SSTables(pebble.WithKeyRangeFilter(start, end))
+	s.leave()
+	if err != nil {
+		return nil, err
+	}
+	var files []pebble.SSTableInfo
+	var most uint64
+	for _, l := range levels {
+		var n uint64
+		for _, f := range l {
+			n += f.Size
+		}
+		if n > most {
+			most, files = n, l
+		}
+	}
+	var chunks []compactChunk
+	from := start
+	var acc uint64
+	for i, f := range files {
+		acc += f.Size
+		if acc < uint64(s.opts.SweepCompactRate) || i == len(files)-1 {
+			continue
+		}
+		to := append(slices.Clone(f.Largest.UserKey), 0) // just after the file
+		if bytes.Compare(to, end) >= 0 {
+			break
+		}
+		if bytes.Compare(to, from) > 0 {
+			chunks = append(chunks, compactChunk{start: from, end: to})
+			from, acc = to, 0
+		}
+	}
+	return append(chunks, compactChunk{start: from, end: end}), nil
+}
+
+// compactionIO is what Pebble's flushes and compactions have read and
+// written, in bytes.
+func (s *Store) compactionIO() uint64 {
+	m := s.db.Metrics()
+	var n uint64
+	for _, l := range m.Levels {
+		n += l.TableBytesIn + l.TableBytesRead // read
+		n += l.TableBytesFlushed + l.TableBytesCompacted + l.BlobBytesFlushed + l.BlobBytesCompacted
+	}
+	return n
+}
+
+// pauseFor waits d, or until ctx ends or the store closes.
+func (s *Store) pauseFor(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return checkCtx(ctx)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return eventstore.ErrClosed
+	}
 }
 
 func ruleName(r eventstore.Retention) string {

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
@@ -191,5 +195,148 @@ func mustAppendN(t *testing.T, s *pebblestore.Store, stream string, n int) {
 			t.Fatal(err)
 		}
 		n -= k
+	}
+}
+
+// ioCounter counts the bytes read from and written to the store's table
+// files (.sst): the I/O of flushes and compactions.
+type ioCounter struct {
+	vfs.FS
+	n atomic.Int64
+}
+
+func (c *ioCounter) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := c.FS.Create(name, cat)
+	return c.wrap(name, f, err)
+}
+
+func (c *ioCounter) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := c.FS.Open(name, opts...)
+	return c.wrap(name, f, err)
+}
+
+func (c *ioCounter) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".sst") {
+		return f, err
+	}
+	return &countedFile{File: f, n: &c.n}, nil
+}
+
+type countedFile struct {
+	vfs.File
+	n *atomic.Int64
+}
+
+func (f *countedFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (f *countedFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (f *countedFile) Read(p []byte) (int, error) {
+	n, err := f.File.Read(p)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+// A sweep whose removals are spread over the whole log keeps the table
+// I/O of its compactions (as the file system counts it) within
+// SweepCompactRate bytes a second on average, and still gives the space
+// back.
+func TestSweepCompactionKeepsByteBudget(t *testing.T) {
+	const rate = 4 << 20 // bytes a second
+	ctx := t.Context()
+	dir := t.TempDir()
+	io := &ioCounter{FS: vfs.Default}
+	s, err := pebblestore.Open(dir, pebblestore.Options{NoSync: true, SweepInterval: -1, MemTableBytes: 1 << 20,
+		SweepBatch: 10_000, SweepRate: 1_000_000, SweepCompactRate: rate, FS: io})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// 24 MiB of incompressible events, the streams interleaved so that
+	// every file of the log holds events of every stream.
+	const streams, rounds, each = 8, 60, 6
+	for r := range rounds {
+		for i := range streams {
+			var batch []eventstore.NewEvent
+			for range each {
+				b := make([]byte, 8<<10)
+				_, _ = rand.Read(b)
+				batch = append(batch, eventstore.NewEvent{Type: "Blob", Data: b})
+			}
+			if _, err := s.Append(ctx, fmt.Sprintf("s-%d", i), eventstore.Exactly(uint64(r*each)), batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.Sweep(ctx); err != nil { // nothing to remove yet
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // let background compactions settle
+	before := dirSize(t, dir)
+	for i := range streams {
+		if i%4 != 0 { // remove three quarters, spread over the log
+			if err := s.DeleteStream(ctx, fmt.Sprintf("s-%d", i), eventstore.DeleteSoft); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type sample struct {
+		at time.Duration
+		n  int64
+	}
+	var samples []sample
+	done := make(chan error, 1)
+	n0, start := io.n.Load(), time.Now()
+	go func() { _, err := s.Sweep(ctx); done <- err }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			break wait
+		case <-tick.C:
+			samples = append(samples, sample{time.Since(start), io.n.Load() - n0})
+		}
+	}
+	total, took := io.n.Load()-n0, time.Since(start)
+	samples = append(samples, sample{took, total})
+	t.Logf("sweep compactions: %.1f MiB of table I/O in %v (budget %d MiB/s; data %d MiB)",
+		float64(total)/(1<<20), took.Round(time.Millisecond), rate>>20, before>>20)
+	if total < before/2 {
+		t.Fatalf("the sweep moved only %d bytes of a %d-byte log: it compacted little, the test proves nothing", total, before)
+	}
+	// On average the pass keeps to the rate: it lasts at least as long
+	// as moving its I/O at rate bytes a second takes (a tenth off for
+	// what the file system counts and Pebble does not).
+	if min := time.Duration(float64(total) / rate * 0.9 * float64(time.Second)); took < min {
+		t.Fatalf("%.1f MiB of table I/O in %v: faster than %d MiB/s allows (%v)", float64(total)/(1<<20), took, rate>>20, min)
+	}
+	// At no moment is it further ahead than one step: removals spread
+	// over the log may have their first step rewrite all of it.
+	for _, sm := range samples {
+		if allowed := int64(sm.at.Seconds()*rate) + 2*before; sm.n > allowed {
+			t.Fatalf("%.1f MiB of table I/O %v into the sweep, over the budget of %.1f MiB", float64(sm.n)/(1<<20), sm.at.Round(time.Millisecond), float64(allowed)/(1<<20))
+		}
+	}
+	after := dirSize(t, dir)
+	for deadline := time.Now().Add(20 * time.Second); after > before/2 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		after = dirSize(t, dir)
+	}
+	t.Logf("data directory: %d MiB before, %d MiB after removing 75%% of the events", before>>20, after>>20)
+	if after > before/2 {
+		t.Fatalf("data directory of %d bytes after the sweep, %d before: the space was not given back", after, before)
 	}
 }

@@ -69,11 +69,26 @@ type Options struct {
 	// 20,000): the bound on the I/O it takes from appends and reads.
 	SweepBatch int
 	SweepRate  int
+	// SweepCompactRate bounds the disk I/O of the compactions that give
+	// the space of removed events back: the bytes they read and write, a
+	// second, on average (default 16 MiB/s). The sweep compacts the
+	// range it removed from in chunks of about this many bytes of files,
+	// and after each waits as long as reading and writing what Pebble
+	// counted for it takes at this rate. One step is not throttled
+	// inside: it is a file at least, and when the pass's removals are
+	// spread over the log, its first step merges their deletions into
+	// every file they span (what any LSM compaction of those deletions
+	// would do); the pause after it is then as long.
+	SweepCompactRate int64
 
 	// closeWait is how long Close waits for appends in flight before it
 	// gives up on a stalled disk (default 5 s).
 	closeWait time.Duration
 }
+
+// DefaultSweepCompactRate is Options.SweepCompactRate's default: 16 MiB of
+// compaction writes a second, a small share of what an SSD sustains.
+const DefaultSweepCompactRate = 16 << 20
 
 // Store is the Pebble-backed eventstore.Store.
 type Store struct {
@@ -161,6 +176,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.SweepRate <= 0 {
 		opts.SweepRate = 20_000
+	}
+	if opts.SweepCompactRate <= 0 {
+		opts.SweepCompactRate = DefaultSweepCompactRate
 	}
 	s := &Store{
 		opts:      opts,

@@ -46,7 +46,7 @@ is printed. A PostgreSQL store is backed up with PostgreSQL's tools
 	srv := fs.String("server", "", "URL of the running server to ask for a backup (it writes under its --backup-dir)")
 	fromEnv(fs, "server")
 	token := fs.String("token", "", "bearer token of role admin for --server")
-	fromEnv(fs, "token")
+	secretFlag(fs, "token")
 	o := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var res *backup.Result
@@ -211,7 +211,7 @@ Exits 1 when there is a problem.`,
 	fs := cmd.Flags()
 	data := fs.String("data", "", "directory of the embedded store (stopped)")
 	url := fs.String("store", "", "postgres://… URL of a PostgreSQL store (its schema: the URL's search_path, else logbook)")
-	fromEnv(fs, "store")
+	secretFlag(fs, "store")
 	cmd.MarkFlagsMutuallyExclusive("data", "store")
 	o := cliutil.OutputFlag(cmd, cliutil.Table, cliutil.JSON)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

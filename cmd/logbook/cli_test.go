@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/logbook/logbook/internal/cliutil"
 )
 
 // commands lists the binary's command tree, the root first, each command
@@ -140,5 +142,53 @@ func TestServeAlias(t *testing.T) {
 	_, help, _ := runCLI(t, "--help")
 	if regexp.MustCompile(`(?m)^  serve\s`).MatchString(help) {
 		t.Errorf("help lists the deprecated serve:\n%s", help)
+	}
+}
+
+// secretFlagNames says which flags carry a secret, by name: the URLs of
+// the stores, buses and databases a command connects to (a password may
+// be in them) — store, bus, users-db, metrics-sink and bench kv's
+// postgres — and any token or password: token, a name ending in -token,
+// a name holding "password" or "secret". Addresses without credentials
+// (--addr, --server, --url, bench kv's --redis, --etcd, --kafka and
+// --cassandra host:port lists), --tokens (the path of a token file) and
+// the --…-file forms themselves are not secrets.
+func secretFlagName(name string) bool {
+	switch name {
+	case "store", "bus", "users-db", "metrics-sink", "postgres", "token":
+		return true
+	}
+	if strings.HasSuffix(name, "-file") {
+		return false
+	}
+	return strings.HasSuffix(name, "-token") || strings.Contains(name, "password") || strings.Contains(name, "secret")
+}
+
+// TestSecretFlagsHaveFileAndEnvForms walks the command tree: every flag
+// that carries a secret (secretFlagName) can be given as --NAME-file,
+// which the root reads into it, and as LOGBOOK_NAME, so that a secret
+// need never be in argv, where every user of the machine sees it.
+func TestSecretFlagsHaveFileAndEnvForms(t *testing.T) {
+	found := 0
+	for _, c := range commands(t) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if !secretFlagName(f.Name) {
+				return
+			}
+			found++
+			file := c.Flags().Lookup(f.Name + "-file")
+			if file == nil || len(file.Annotations[cliutil.FileAnnotation]) != 1 || file.Annotations[cliutil.FileAnnotation][0] != f.Name {
+				t.Errorf("%s --%s carries a secret but has no --%s-file form (cliutil.SecretFlag)", c.CommandPath(), f.Name, f.Name)
+			}
+			env := "LOGBOOK_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+			if got := f.Annotations[cliutil.EnvAnnotation]; len(got) != 1 || got[0] != env {
+				t.Errorf("%s --%s carries a secret but is not read from %s: %v", c.CommandPath(), f.Name, env, got)
+			}
+		})
+	}
+	// The rule finds the secrets it is meant to: each serving command's
+	// --store, the loadtests' --token, …
+	if found < 40 {
+		t.Errorf("the rule names %d secret flags in the tree; it matches less than it should", found)
 	}
 }

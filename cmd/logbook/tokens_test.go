@@ -131,6 +131,45 @@ func TestServeJWTsAndRevocableTokens(t *testing.T) {
 		}
 	}
 
+	// A JWT signed by a key the issuer does not publish: 401 as
+	// problem+json naming that reason, and nothing of the token — not its
+	// key id, subject or issuer — nor where the keys come from.
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSigner, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: other}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "kid-not-published-5d1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := jwt.Signed(otherSigner).Claims(map[string]any{
+		"iss": "https://idp.test", "aud": "logbook-kv", "sub": "subject-marker-77", "exp": hour.Unix(), "roles": []string{"writer"},
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("PUT", url+"/api/kv/k/forged", strings.NewReader("v"))
+	req.Header.Set("Authorization", "Bearer "+forged)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var prob struct {
+		Status int
+		Detail string
+	}
+	if res.StatusCode != 401 || res.Header.Get("Content-Type") != "application/problem+json" || json.Unmarshal(raw, &prob) != nil || prob.Status != 401 ||
+		!strings.Contains(prob.Detail, "a key the issuer does not publish") {
+		t.Errorf("a JWT of an unknown key: %d %s %s, want a 401 problem saying the key is not published", res.StatusCode, res.Header.Get("Content-Type"), raw)
+	}
+	for _, leak := range []string{"kid-not-published-5d1", "subject-marker-77", "idp.test", strings.TrimPrefix(idp.URL, "http://"), forged[:20]} {
+		if strings.Contains(string(raw), leak) {
+			t.Errorf("the refusal of a JWT of an unknown key shows %q: %s", leak, raw)
+		}
+	}
+
 	// Revoke the writer's static token by editing the file.
 	if err := os.WriteFile(file, []byte(viewerTok+" viewer\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -309,3 +309,26 @@ func TestTLSWithCoalesce(t *testing.T) {
 		}
 	}
 }
+
+// A client that speaks at most TLS 1.1 is refused in the handshake; the
+// same client allowed TLS 1.2 is answered. GODEBUG=tls10server=1 lowers
+// Go's own default minimum to TLS 1.0, as an operator's environment
+// might: the server's explicit minimum must hold regardless.
+func TestTLSRefusesTLS11Client(t *testing.T) {
+	t.Setenv("GODEBUG", "tls10server=1")
+	f := newTLSFiles(t, devca.Leaf{})
+	url, _, _ := started(t, Config{Name: "tls", Addr: "127.0.0.1:0", TLS: &TLSConfig{CertFile: f.cert, KeyFile: f.key}}, http.NotFoundHandler())
+	versioned := func(max uint16) *http.Client {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: f.ca.Pool(), MinVersion: tls.VersionTLS10, MaxVersion: max}}}
+	}
+	if code, err := status(t, versioned(tls.VersionTLS12), url+"/healthz", ""); err != nil || code != 200 {
+		t.Fatalf("a TLS 1.2 client: %d %v", code, err)
+	}
+	for _, v := range []uint16{tls.VersionTLS10, tls.VersionTLS11} {
+		code, err := status(t, versioned(v), url+"/healthz", "")
+		if err == nil || !strings.Contains(err.Error(), "protocol version") {
+			t.Fatalf("a client of at most %s: %d %v, want refused for its protocol version", tls.VersionName(v), code, err)
+		}
+	}
+}

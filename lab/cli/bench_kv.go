@@ -55,6 +55,7 @@ scripts/cassandra.sh, scripts/kafka.sh: run from the repository's root).`,
 	fs.IntVar(&cfg.UpdateClients, "cas-clients", 64, "clients of the embedded backend's compare-and-set row (0: none)")
 	fs.StringVar(&cfg.DataDir, "data", benchDataDir, "parent directory of the embedded backend's databases")
 	pg := fs.String("postgres", "", "PostgreSQL URL (default: scripts/postgres.sh start)")
+	cliutil.SecretFlag(fs, "postgres")
 	redis := fs.String("redis", "", "Redis host:port (default: scripts/redis.sh start)")
 	etcd := fs.String("etcd", "", "etcd endpoints, comma-separated (default: scripts/etcd.sh start)")
 	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: scripts/kafka.sh start)")

@@ -58,6 +58,7 @@ not a measurement.`,
 	fs.Float64Var(&cfg.Budget.Loadgen, "loadgen-cpus", 0, "CPU quota of this command, the load generator (0: none)")
 	fs.BoolVar(&cfg.Budget.Oversubscribe, "oversubscribe", false, "run even when the quotas at the largest --nodes add up to more than the machine's CPUs")
 	fs.StringVar(&cfg.Store, "store", "", "postgres:// URL to use (a fresh schema) instead of starting PostgreSQL")
+	cliutil.SecretFlag(fs, "store")
 	rates := fs.String("rates", "100,200,300,400,600,800", "capacity: offered read rates, requests/s")
 	fs.IntVar(&cfg.Reps, "reps", 5, "capacity: repetitions per rate")
 	fs.Float64Var(&cfg.Knee, "knee", 0, "read: one node's knee, requests/s (0: measure it first)")

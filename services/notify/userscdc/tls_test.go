@@ -2,11 +2,15 @@ package userscdc
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/internal/testenv"
 )
 
@@ -65,9 +69,16 @@ func TestFollowTLSRefusals(t *testing.T) {
 	wrongCA.RawQuery = q.Encode()
 	wrongHost, _ := url.Parse(e.cfg.URL)
 	wrongHost.Host = "127.0.0.2:" + wrongHost.Port()
+	plain, _ := url.Parse(e.cfg.URL)
+	q = plain.Query()
+	q.Set("sslmode", "disable")
+	plain.RawQuery = q.Encode()
 	for _, c := range []struct{ name, url, want string }{
 		{"wrong CA", wrongCA.String(), "certificate signed by unknown authority"},
 		{"wrong host name", wrongHost.String(), "certificate is valid for"},
+		// The server takes TLS only: a follower that would go in
+		// plaintext is turned away, its replication connection too.
+		{"plaintext", plain.String(), "no encryption"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := e.cfg
@@ -96,4 +107,77 @@ func TestFollowTLSRefusals(t *testing.T) {
 		t.Fatalf("the replication connection with the right URL: %v", err)
 	}
 	_ = conn.Close(ctx)
+}
+
+// verify-full refuses a users' database whose certificate has expired,
+// for the follower and for its replication connection alone. No
+// PostgreSQL will serve an expired certificate, so a listener of the
+// test's plays the server's part up to the TLS handshake: it answers the
+// client's SSLRequest with 'S' and shakes hands with the certificate the
+// case gives. With a valid certificate of the same CA the handshake
+// passes (the client then fails only on the missing server behind it).
+func TestFollowRefusesAnExpiredServerCertificate(t *testing.T) {
+	ca, err := devca.New("userscdc test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCA(t.TempDir(), "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(notAfter time.Time) string {
+		pair, err := ca.Issue(devca.Leaf{Name: "127.0.0.1", Hosts: []string{"127.0.0.1"}, NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := pair.TLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+					req := make([]byte, 8) // length 8, code 80877103
+					if _, err := io.ReadFull(c, req); err != nil {
+						return
+					}
+					if _, err := c.Write([]byte{'S'}); err != nil {
+						return
+					}
+					_ = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}}).Handshake()
+				}()
+			}
+		}()
+		return "postgres://logbook@" + ln.Addr().String() + "/logbook?connect_timeout=5&sslmode=verify-full&sslrootcert=" + url.QueryEscape(caFile)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cfg := Config{URL: serve(time.Now().Add(-time.Hour)), Schema: "public", Slot: "expired_slot"}
+	f, err := Start(ctx, openView(t, t.TempDir()), cfg)
+	if err == nil {
+		_ = f.Close()
+		t.Fatal("the follower started")
+	}
+	if !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("the follower of an expired server certificate: %v, want it refused as expired", err)
+	}
+	t.Logf("refused: %v", err)
+	if _, err := (&Follower{cfg: cfg}).replicationConn(ctx); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("the replication connection to an expired server certificate: %v, want it refused as expired", err)
+	}
+	valid := Config{URL: serve(time.Now().Add(time.Hour)), Schema: "public", Slot: "expired_slot"}
+	if _, err := (&Follower{cfg: valid}).replicationConn(ctx); err == nil || strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a valid server certificate of the same CA: %v, want the handshake to pass", err)
+	}
 }

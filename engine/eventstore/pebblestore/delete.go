@@ -296,6 +296,9 @@ func (s *Store) SetRetention(ctx context.Context, r eventstore.Retention) error 
 		return err
 	}
 	key := retentionKey(r)
+	s.retMu.Lock()
+	defer s.retMu.Unlock()
+	s.retGen++
 	if r.MaxAge == 0 && r.MaxCount == 0 {
 		return s.db.Delete(key, s.syncOpt())
 	}
@@ -351,12 +354,15 @@ func (s *Store) Sweep(ctx context.Context) (eventstore.SweepStats, error) {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
 	var stats eventstore.SweepStats
+	s.retMu.RLock()
+	gen := s.retGen
 	rules, err := s.Retentions(ctx)
+	s.retMu.RUnlock()
 	if err != nil {
 		return stats, err
 	}
 	for _, r := range rules {
-		n, err := s.applyRetention(ctx, r)
+		n, err := s.applyRetention(ctx, r, gen)
 		stats.Truncated += n
 		if err != nil {
 			return stats, fmt.Errorf("retention of %s: %w", ruleName(r), err)
@@ -530,9 +536,9 @@ func (s *Store) sweepPause(ctx context.Context, n int) error {
 
 // applyRetention truncates the streams r matches as far as it allows; it
 // returns how many it truncated.
-func (s *Store) applyRetention(ctx context.Context, r eventstore.Retention) (int, error) {
+func (s *Store) applyRetention(ctx context.Context, r eventstore.Retention, gen uint64) (int, error) {
 	if r.Stream != "" {
-		ok, err := s.retain(ctx, r, r.Stream)
+		ok, err := s.retain(ctx, r, gen, r.Stream)
 		if ok {
 			return 1, err
 		}
@@ -540,7 +546,7 @@ func (s *Store) applyRetention(ctx context.Context, r eventstore.Retention) (int
 	}
 	n := 0
 	err := s.streamsWithPrefix(ctx, r.Prefix, func(name string) error {
-		ok, err := s.retain(ctx, r, name)
+		ok, err := s.retain(ctx, r, gen, name)
 		if ok {
 			n++
 		}
@@ -592,8 +598,14 @@ func (s *Store) streamsWithPrefix(ctx context.Context, prefix string, fn func(st
 	}
 }
 
-// retain truncates one stream as r allows.
-func (s *Store) retain(ctx context.Context, r eventstore.Retention, stream string) (bool, error) {
+// retain truncates one stream as r allows, unless the rules changed
+// since the sweep read r (generation gen): the next pass applies them.
+func (s *Store) retain(ctx context.Context, r eventstore.Retention, gen uint64, stream string) (bool, error) {
+	s.retMu.RLock()
+	defer s.retMu.RUnlock()
+	if s.retGen != gen {
+		return false, nil
+	}
 	return backend.Retain(ctx, s, s.TruncateStream, r, stream, s.now())
 }
 

@@ -340,3 +340,60 @@ wait:
 		t.Fatalf("data directory of %d bytes after the sweep, %d before: the space was not given back", after, before)
 	}
 }
+
+// A retention rule cleared while a sweep applies it stops applying once
+// SetRetention has returned: the sweep read its rules before the change
+// and must not go on truncating streams by the old rule.
+func TestClearedRetentionStopsASweepInFlight(t *testing.T) {
+	ctx := t.Context()
+	s, err := pebblestore.Open(t.TempDir(), pebblestore.Options{SweepInterval: -1, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const streams = 400
+	for i := range streams {
+		mustAppendN(t, s, fmt.Sprintf("r-%03d", i), 5)
+	}
+	if err := s.SetRetention(ctx, eventstore.Retention{Prefix: "r-", MaxCount: 2}); err != nil {
+		t.Fatal(err)
+	}
+	swept := make(chan error, 1)
+	go func() { _, err := s.Sweep(ctx); swept <- err }()
+	// Clear the rule as soon as the sweep has truncated its first stream.
+	for {
+		evs, err := s.ReadStream(ctx, "r-000", 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 1 && evs[0].Seq > 1 {
+			break
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	if err := s.SetRetention(ctx, eventstore.Retention{Prefix: "r-"}); err != nil {
+		t.Fatal(err)
+	}
+	var after []uint64 // first seqs of streams the cleared rule truncated after it was cleared
+	untouched := map[string]bool{}
+	for i := range streams {
+		name := fmt.Sprintf("r-%03d", i)
+		if evs, _ := s.ReadStream(ctx, name, 1, 1); len(evs) == 1 && evs[0].Seq == 1 {
+			untouched[name] = true
+		}
+	}
+	if err := <-swept; err != nil {
+		t.Fatal(err)
+	}
+	for name := range untouched {
+		if evs, _ := s.ReadStream(ctx, name, 1, 1); len(evs) == 1 && evs[0].Seq != 1 {
+			after = append(after, evs[0].Seq)
+		}
+	}
+	if len(untouched) == 0 {
+		t.Skip("the sweep finished before the rule was cleared: nothing to check")
+	}
+	if len(after) > 0 {
+		t.Fatalf("%d of %d streams untouched when the rule was cleared were truncated by it afterwards", len(after), len(untouched))
+	}
+}

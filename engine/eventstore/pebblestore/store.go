@@ -131,6 +131,13 @@ type Store struct {
 	stateMu   sync.Mutex
 	sweepMu   sync.Mutex
 	sweepDone chan struct{}
+	// retMu orders retention changes against the sweep's truncations:
+	// SetRetention holds it to write a rule and bump retGen, each
+	// truncation by a rule holds it shared and is skipped if retGen moved
+	// since the sweep read its rules, so a changed rule is never applied
+	// once SetRetention has returned.
+	retMu  sync.RWMutex
+	retGen uint64
 
 	seq    sequencerState // owned by the sequencer goroutine
 	recent *recentIDs     // owned by the sequencer goroutine

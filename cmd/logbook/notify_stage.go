@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/registry"
+	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/services/notify"
 	"github.com/logbook/logbook/services/notify/deliver"
 	"github.com/logbook/logbook/services/notify/pipeline"
@@ -28,6 +30,10 @@ type notifyStageFlags struct {
 	attempts                        int
 	txnTimeout, sessionTimeout      time.Duration
 	atLeastOnce                     bool
+	// registryTLS verifies an https:// --registry (and presents a client
+	// certificate to a write node that asks for one); deliverTLS the
+	// https:// --push-url and --email-url.
+	registryTLS, deliverTLS cliutil.ClientTLSFlags
 }
 
 func newNotifyStageCmd(e *env) *cobra.Command {
@@ -45,7 +51,12 @@ input's result once, across crashes. The stage events are Avro records in
 the schema registry's wire format, their schemas registered under
 TOPIC-value in the registry at --registry (logbook's own, served by a write
 node at /registry; its token from LOGBOOK_REGISTRY_TOKEN or
---registry-token-file). Give each process of a stage its own --instance,
+--registry-token-file). An https:// registry is verified against
+--registry-ca, and --registry-cert/--registry-key answer a write node that
+demands client certificates; --deliver-ca (and --deliver-cert/--deliver-key)
+do the same for https:// delivery endpoints. The bus URL carries Kafka's
+TLS and SASL (tls_ca=, sasl=SCRAM-SHA-512, sasl_user=, the password in
+LOGBOOK_BUS_PASSWORD or sasl_password_file=). Give each process of a stage its own --instance,
 and the same one when it is restarted: the restart then aborts at once the
 transaction the old process left open. Delivery posts outside any
 transaction: a batch posted by a process killed before its commit is
@@ -72,11 +83,13 @@ once.`,
 	fromEnv(fs, "registry")
 	fs.StringVar(&f.registryToken, "registry-token", "", "bearer token for the registry, of role schema-admin (registering the stage schemas writes)")
 	secretFlag(fs, "registry-token")
+	f.registryTLS.Register(fs, "registry", "the https:// --registry")
 	fs.StringVar(&f.usersDB, "users-db", "", "postgres://… URL of the users' database (or a replica), read by preference and build")
 	secretFlag(fs, "users-db")
 	fs.StringVar(&f.usersSchema, "users-schema", "public", "schema of the users' tables")
 	fs.StringVar(&f.pushURL, "push-url", "", "deliver: URL push batches are posted to")
 	fs.StringVar(&f.emailURL, "email-url", "", "deliver: URL e-mail batches are posted to")
+	f.deliverTLS.Register(fs, "deliver", "the https:// --push-url and --email-url")
 	fs.IntVar(&f.attempts, "attempts", 6, "deliver: calls per batch before it fails for good")
 	fs.IntVar(&f.senders, "senders", 8, "deliver: calls in flight at once")
 	host, _ := os.Hostname()
@@ -109,8 +122,22 @@ once.`,
 		if err != nil {
 			return usagef("--bus %v", err)
 		}
+		if f.registryTLS.Set() && !strings.HasPrefix(f.registryURL, "https://") {
+			return usageError{Msg: "--registry-ca, --registry-cert and --registry-key are for an https:// --registry"}
+		}
+		if f.deliverTLS.Set() && stage != stages.Deliver {
+			return usagef("--deliver-ca, --deliver-cert and --deliver-key are for the deliver stage, not %s", stage)
+		}
+		registryTLS, err := f.registryTLS.Config()
+		if err != nil {
+			return err
+		}
+		deliverTLS, err := f.deliverTLS.Config()
+		if err != nil {
+			return err
+		}
 		ctx := cmd.Context()
-		schemas, err := registry.NewClient(f.registryURL, f.registryToken)
+		schemas, err := registry.NewClientTLS(f.registryURL, f.registryToken, registryTLS)
 		if err != nil {
 			return usagef("--registry: %v", err)
 		}
@@ -126,7 +153,7 @@ once.`,
 			cfg.Deliverer, err = deliver.New(deliver.Config{
 				Endpoints: map[notify.Channel]string{notify.Push: f.pushURL, notify.Email: f.emailURL},
 				Attempts:  f.attempts,
-				Client:    &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.senders, IdleConnTimeout: time.Minute}},
+				Client:    &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * f.senders, IdleConnTimeout: time.Minute, TLSClientConfig: deliverTLS}},
 			})
 			if err != nil {
 				return usageError{Msg: err.Error()}

@@ -75,10 +75,8 @@ func (s *Service) ListenSocket(dir string, log *slog.Logger) (stop func(), err e
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, fmt.Errorf("backup: %s exists and is not a socket; remove it", path)
 		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("backup: stale socket: %w", err)
-		}
-		log.Info("removed a stale backup socket", "path", path)
+		// Stale: the rename below replaces it.
+		log.Info("replacing a stale backup socket", "path", path)
 	}
 	tmp, err := os.MkdirTemp(dir, ".sock")
 	if err != nil {

@@ -157,7 +157,7 @@ func TestPGDumpWhileAppending(t *testing.T) {
 	code, out, errOut := runCLI(t, "verify", "--store", u.String(), "--json")
 	var v verifyJSON
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Problems) != 0 || v.Head == 0 {
-		t.Fatalf("verify --store of the restored dump: %d %s %s", code, out, errOut)
+		t.Fatalf("verify --store of the restored dump: %d %.2000s %s", code, out, errOut)
 	}
 
 	rs, err := pgstore.Open(t.Context(), restoreURL, pgstore.Options{Schema: schema, MaxConns: 4})

@@ -58,11 +58,17 @@ type openedStore struct {
 
 // Close runs onClose, then closes the store.
 func (s *openedStore) Close() error {
+	s.runOnClose()
+	return s.Store.Close()
+}
+
+// runOnClose runs onClose now, once: a command whose backup copies a
+// view stops the backup socket before it closes that view.
+func (s *openedStore) runOnClose() {
 	for i := len(s.onClose) - 1; i >= 0; i-- {
 		s.onClose[i]()
 	}
 	s.onClose = nil
-	return s.Store.Close()
 }
 
 func (f *storeFlags) open(log *slog.Logger) (*openedStore, error) {

@@ -11,7 +11,8 @@
 # web/e2e/artifacts/ (not in git). Arguments name test files to run
 # (e.g. e2e/tickets.test.mjs); none runs every one. The admin page's tests
 # also run the admin test server (internal/webui/testdata/adminserver: a
-# fresh embedded store whose deletion and forgetting hooks record calls).
+# fresh embedded store whose deletion, truncation and forgetting hooks
+# record calls, a stalled view and a Kafka publisher's state).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh

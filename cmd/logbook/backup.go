@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -25,23 +26,31 @@ import (
 func newBackupCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backup --data DIR --out DIR | --server URL",
-		Short: "Back up the embedded store, stopped or through its running server",
+		Short: "Back up the embedded store, stopped or while it serves",
 		Long: `Takes a consistent backup of the embedded store (a Pebble checkpoint) and
 prints the log position it holds.
 
-A stopped store is backed up directly: --data names it, --out a new or
-empty directory. A running server holds the store's directory lock, so
-only it can copy its store: --server URL asks it (POST /admin/backup, a
-token of role admin), and it writes the backup into a new directory under
-its own --backup-dir, on its machine, named after the time; the directory
-is printed. A PostgreSQL store is backed up with PostgreSQL's tools
-(pg_dump, pg_basebackup): see docs/operations.md.`,
+--data names the store, --out a new or empty directory. A stopped store is
+backed up directly. A store a server holds open is backed up by that
+server, while it serves and appends: every serving command listens on a
+unix socket in its store's directory (backup.sock, mode 0600; whoever can
+reach it can already read the store's files), and backup --data asks it
+through the socket to write the backup into --out (made absolute here; it
+is written by the server's user, on its machine). The views the server
+keeps durable are copied with the store.
+
+--server URL asks a server over HTTP instead (POST /admin/backup, a token
+of role admin), and it writes the backup into a new directory under its
+own --backup-dir, named after the time; the directory is printed.
+
+One backup runs at a time per server. A PostgreSQL store is backed up
+with PostgreSQL's tools (pg_dump, pg_basebackup): see docs/operations.md.`,
 		Example: `  logbook backup --data ./data --out /backups/2026-11-27
   logbook backup --server http://127.0.0.1:8080 --token "$ADMIN_TOKEN" --json`,
 		Args: noArgs,
 	}
 	fs := cmd.Flags()
-	data := fs.String("data", "./data", "directory of the embedded store (stopped)")
+	data := fs.String("data", "./data", "directory of the embedded store (stopped, or held by a running server)")
 	out := fs.String("out", "", "new or empty directory to write the backup into")
 	srv := fs.String("server", "", "URL of the running server to ask for a backup (it writes under its --backup-dir)")
 	fromEnv(fs, "server")
@@ -61,9 +70,12 @@ is printed. A PostgreSQL store is backed up with PostgreSQL's tools
 			}
 			res, err = remoteBackup(cmd.Context(), *srv, *token)
 		case *out == "":
-			return usagef("give --out DIR (a stopped store) or --server URL (a running one)")
+			return usagef("give --out DIR (with --data DIR) or --server URL")
 		default:
-			res, err = localBackup(*data, *out)
+			res, err = backup.AskSocket(cmd.Context(), *data, *out)
+			if errors.Is(err, backup.ErrNoServer) {
+				res, err = localBackup(*data, *out)
+			}
 		}
 		if err != nil {
 			return err
@@ -95,7 +107,7 @@ func checkStoreDir(dir string) error {
 		if errors.Is(err, pebblestore.ErrNotStore) {
 			return err
 		}
-		return fmt.Errorf("cannot open the store in %s: %w; if a server has it open, back it up through the server (--server URL --token T)", dir, err)
+		return fmt.Errorf("cannot open the store in %s: %w; if a server has it open and its socket is not in the directory, back it up through the server (--server URL --token T)", dir, err)
 	}
 	return nil
 }
@@ -256,18 +268,32 @@ func (n *node) serveBackup(s *openedStore) {
 // serveBackupOn mounts POST /admin/backup (role admin) on a server of the
 // embedded store: a backup of the store and views into a new directory
 // under root, or, without a root, a 404 that says how to turn backups on.
-// A server of the PostgreSQL store gets nothing: PostgreSQL's tools back
-// it up.
+// It also serves backups into a directory the caller names on the store
+// directory's socket (backup.SocketFile), for logbook backup --data DIR
+// --out OUT, until the store closes. A server of the PostgreSQL store gets
+// nothing: PostgreSQL's tools back it up.
 func serveBackupOn(mux *http.ServeMux, tokens *auth.Tokens, s *openedStore, root string, views map[string]backup.View) {
 	ps, ok := s.Store.(*pebblestore.Store)
 	if !ok {
 		return
 	}
+	svc := &backup.Service{Store: ps, Views: views, Root: root}
+	if s.dir != "" {
+		log := s.log
+		if log == nil {
+			log = slog.Default()
+		}
+		if stop, err := svc.ListenSocket(s.dir, log); err != nil {
+			log.Warn("logbook backup --data cannot reach this server; back it up with --server", "err", err)
+		} else {
+			s.onClose = append(s.onClose, stop)
+		}
+	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		problem.Error(w, http.StatusNotFound, "this server takes no backups: start it with --backup-dir DIR")
 	})
 	if root != "" {
-		h = &backup.Service{Store: ps, Views: views, Root: root}
+		h = svc
 	}
 	mux.Handle(backup.Path, tokens.RequireRole(auth.Admin, h))
 }

@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/logbook/logbook/engine/backup"
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
 )
@@ -230,5 +234,183 @@ func TestTicketsServeBackup(t *testing.T) {
 	}
 	if code, out, errs := runCLI(t, "verify", "--data", filepath.Join(b.Dir, "store")); code != 0 {
 		t.Fatalf("verify of the backup: %d %s %s", code, out, errs)
+	}
+}
+
+// TestBackupDataWhileServing: logbook backup --data DIR --out OUT on a
+// store a flights server holds open and appends to under load. The
+// server takes the backup, asked through the socket in DIR; restored, the
+// log holds every append acknowledged before the backup began, every
+// acknowledged append at or below the backup's position whole, none
+// above it, and verifies.
+func TestBackupDataWhileServing(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "planner-token:planner")
+	data := filepath.Join(t.TempDir(), "data")
+	// A stale socket, as a killed server leaves: the server replaces it.
+	os.MkdirAll(data, 0o755)
+	if l, err := net.Listen("unix", filepath.Join(data, backup.SocketFile)); err != nil {
+		t.Fatal(err)
+	} else {
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		l.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	url := startFlightsNode(t, ctx, cancel, "--data", data)
+	sock := filepath.Join(data, backup.SocketFile)
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the server's socket: %v %v", fi, err)
+	}
+
+	type ack struct {
+		reg          string
+		pos          uint64
+		beforeBackup bool
+	}
+	var (
+		mu           sync.Mutex
+		acks         []ack
+		backupCalled bool
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				reg := fmt.Sprintf("W%d-%d", w, i)
+				req, _ := http.NewRequest(http.MethodPost, url+"/api/airplanes", strings.NewReader(fmt.Sprintf(`{"registration":%q,"type":"A320","min_ground_time":30}`, reg)))
+				req.Header.Set("Authorization", "Bearer planner-token")
+				req.Header.Set("Content-Type", "application/json")
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				res.Body.Close()
+				pos, err := strconv.ParseUint(res.Header.Get("X-Logbook-Position"), 10, 64)
+				if res.StatusCode != http.StatusCreated || err != nil {
+					t.Errorf("create airplane %s: %s, position %q", reg, res.Status, res.Header.Get("X-Logbook-Position"))
+					return
+				}
+				mu.Lock()
+				acks = append(acks, ack{reg, pos, !backupCalled})
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	backupCalled = true
+	mu.Unlock()
+	// --out relative to the client's working directory: made absolute.
+	t.Chdir(t.TempDir())
+	code, out, stderr := runCLI(t, "backup", "--data", data, "--out", "backup", "--json")
+	time.Sleep(200 * time.Millisecond) // appends go on after the backup
+	close(stop)
+	wg.Wait()
+	var b struct {
+		Position uint64 `json:"position"`
+		Dir      string `json:"dir"`
+	}
+	wd, _ := os.Getwd()
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || b.Position == 0 || b.Dir != filepath.Join(wd, "backup") {
+		t.Fatalf("backup --data of a serving store: %d %s %s", code, out, stderr)
+	}
+	// A second backup into the same directory: not empty.
+	if code, _, stderr := runCLI(t, "backup", "--data", data, "--out", "backup"); code != 1 || !strings.Contains(stderr, "not empty") {
+		t.Errorf("backup into a directory that is not empty: %d %s", code, stderr)
+	}
+	if t.Failed() {
+		return
+	}
+	var before, after int
+	for _, a := range acks {
+		if a.beforeBackup {
+			before++
+		} else {
+			after++
+		}
+	}
+	t.Logf("backup at position %d; %d appends acknowledged before it began, %d after", b.Position, before, after)
+	if before == 0 || after == 0 {
+		t.Fatalf("load too light to test anything: %d appends before the backup, %d after", before, after)
+	}
+
+	restored := filepath.Join(t.TempDir(), "restored")
+	if code, out, stderr := runCLI(t, "restore", "--from", b.Dir, "--data", restored, "--json"); code != 0 || !strings.Contains(out, fmt.Sprintf(`"position":%d`, b.Position)) {
+		t.Fatalf("restore: %d %s %s", code, out, stderr)
+	}
+	if code, out, stderr := runCLI(t, "verify", "--data", restored, "--json"); code != 0 || !strings.Contains(out, fmt.Sprintf(`"head":%d`, b.Position)) {
+		t.Fatalf("verify of the restored store: %d %s %s", code, out, stderr)
+	}
+	rs, err := pebblestore.Open(restored, pebblestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	byPos := map[uint64]eventstore.Event{}
+	for from := uint64(1); ; {
+		page, err := rs.ReadAll(t.Context(), from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, ev := range page {
+			byPos[ev.Position] = ev
+		}
+		from = page[len(page)-1].Position + 1
+	}
+	if uint64(len(byPos)) != b.Position {
+		t.Fatalf("restored log holds %d events, backup position %d", len(byPos), b.Position)
+	}
+	for _, a := range acks {
+		switch {
+		case a.pos <= b.Position:
+			if ev, ok := byPos[a.pos]; !ok || ev.Stream != "airplane-"+a.reg {
+				t.Fatalf("airplane %s acknowledged at %d: the restored log has %+v there", a.reg, a.pos, ev)
+			}
+		case a.beforeBackup:
+			t.Fatalf("airplane %s acknowledged before the backup began is at %d, past its position %d", a.reg, a.pos, b.Position)
+		}
+	}
+}
+
+// TestBackupSocketGone: the server removes its socket when it stops;
+// backup --data then backs up the stopped store itself.
+func TestBackupSocketGone(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer")
+	data := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithCancel(context.Background())
+	startFlightsNode(t, ctx, cancel, "--data", data)
+	sock := filepath.Join(data, backup.SocketFile)
+	if _, err := os.Lstat(sock); err != nil {
+		t.Fatalf("no socket while serving: %v", err)
+	}
+	cancel()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Lstat(sock); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("socket left after shutdown")
+		}
+	}
+	// The socket goes just before the store closes: wait for its lock.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, out, stderr := runCLI(t, "backup", "--data", data, "--out", filepath.Join(t.TempDir(), "b"), "--json")
+		if code == 0 && strings.Contains(out, `"position"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backup of the stopped store: %d %s %s", code, out, stderr)
+		}
 	}
 }

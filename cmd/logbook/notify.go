@@ -304,6 +304,8 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	// The metrics windows are a durable view: backed up with the store,
 	// restored into --state (logbook restore --views STATE).
 	serveBackupOn(mux, tokens, s, f.backupDir, map[string]backup.View{"windows": svc.Aggregation()})
+	// The socket's backups copy the windows: it stops before they close.
+	defer s.runOnClose()
 	err = server.Run(ctx, server.Config{
 		Name: "logbook notify", Addr: f.addr, MaxConns: f.maxConns, TLS: f.tlsCfg, Tokens: tokens, Metrics: reg, Check: notifyCheck(store, view, svc), DebugAddr: f.debugAddr, Logger: e.log,
 		LogAttrs: []any{"store", f.store.describe(), "users_position", view.Position().String(), "push_url", deliver.RedactURL(f.pushURL), "email_url", deliver.RedactURL(f.emailURL)},

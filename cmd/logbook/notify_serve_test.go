@@ -450,7 +450,8 @@ func TestNotifyServeMetricsSink(t *testing.T) {
 // TestNotifyServeBackup: notify serve's metrics windows are a durable
 // view, backed up with its store through POST /admin/backup; the
 // backup's windows checkpoint is at or below its log position, and
-// restore --views puts them where --state expects them.
+// restore --views puts them where --state expects them. backup --data,
+// through the store directory's socket, copies them too.
 func TestNotifyServeBackup(t *testing.T) {
 	url, schema, slot, _ := usersDB(t, userscdc.Population{Users: 8, Clubs: 2, Seed: 1})
 	sk, err := sink.New(sink.Options{})
@@ -502,6 +503,23 @@ func TestNotifyServeBackup(t *testing.T) {
 	}
 	if b.Position < acc.Position || len(b.Views) != 1 || b.Views[0].Name != "windows" || b.Views[0].Checkpoint == 0 || b.Views[0].Checkpoint > b.Position {
 		t.Fatalf("backup %+v, the send at %d", b, acc.Position)
+	}
+	// The same through the store directory's socket: backup --data.
+	viaSocket := filepath.Join(t.TempDir(), "b")
+	code, out, stderr = runCLI(t, "backup", "--data", filepath.Join(dir, "data"), "--out", viaSocket, "--json")
+	var bs struct {
+		Dir      string `json:"dir"`
+		Position uint64 `json:"position"`
+		Views    []struct {
+			Name       string `json:"name"`
+			Checkpoint uint64 `json:"checkpoint"`
+		} `json:"views"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &bs) != nil || bs.Dir != viaSocket || bs.Position < b.Position || len(bs.Views) != 1 || bs.Views[0].Name != "windows" || bs.Views[0].Checkpoint == 0 || bs.Views[0].Checkpoint > bs.Position {
+		t.Fatalf("backup --data of the serving store: %d %s %s", code, out, stderr)
+	}
+	if code, out, stderr := runCLI(t, "restore", "--from", viaSocket, "--data", filepath.Join(t.TempDir(), "data"), "--views", filepath.Join(t.TempDir(), "state")); code != 0 {
+		t.Fatalf("restore of the socket's backup: %d %s %s", code, out, stderr)
 	}
 	state := filepath.Join(t.TempDir(), "state")
 	if code, out, stderr := runCLI(t, "restore", "--from", b.Dir, "--data", filepath.Join(t.TempDir(), "data"), "--views", state); code != 0 {

@@ -48,6 +48,27 @@ type openedStore struct {
 	eventstore.Store
 	fsyncs func() uint64  // nil when the backend cannot count
 	pg     *pgstore.Store // the PostgreSQL store, if that is the backend
+	// dir is the embedded store's directory ("" for PostgreSQL).
+	dir string
+	log *slog.Logger
+	// onClose run before the store closes, last added first (the backup
+	// socket, which lives as long as the store's lock).
+	onClose []func()
+}
+
+// Close runs onClose, then closes the store.
+func (s *openedStore) Close() error {
+	s.runOnClose()
+	return s.Store.Close()
+}
+
+// runOnClose runs onClose now, once: a command whose backup copies a
+// view stops the backup socket before it closes that view.
+func (s *openedStore) runOnClose() {
+	for i := len(s.onClose) - 1; i >= 0; i-- {
+		s.onClose[i]()
+	}
+	s.onClose = nil
 }
 
 func (f *storeFlags) open(log *slog.Logger) (*openedStore, error) {
@@ -55,5 +76,9 @@ func (f *storeFlags) open(log *slog.Logger) (*openedStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &openedStore{Store: s.Store, fsyncs: s.Fsyncs, pg: s.PG}, nil
+	o := &openedStore{Store: s.Store, fsyncs: s.Fsyncs, pg: s.PG, log: log}
+	if s.PG == nil {
+		o.dir = f.data
+	}
+	return o, nil
 }

@@ -2,9 +2,11 @@
 // serve` of the other tests (its imported schedule's streams, its
 // validation view), and against the admin test server
 // (internal/webui/testdata/adminserver: a real embedded store, a real
-// view, and deletion and forgetting hooks that are real functions
-// recording each call — the store has no deletion of its own yet) for
-// the admin's buttons. scripts/test-ui.sh starts both.
+// view and one stalled behind the head, a Kafka publisher's state, and
+// deletion, truncation and forgetting hooks that record each call —
+// deletion and truncation through the store's own DeleteStream and
+// TruncateStream) for the admin's buttons and the positions panel.
+// scripts/test-ui.sh starts both.
 // @ts-check
 import { after, afterEach, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -183,4 +185,54 @@ test("a viewer of the test server sees no delete or forget; an admin deletes a s
   await page.getByText("Forgot user-7.").waitFor();
   assert.deepEqual(await calls(), [...before, "delete customer-2 hard=false", "delete customer-1 hard=true", "forget user-7"]);
   await page.screenshot({ path: join(ARTIFACTS, "admin-admin.png") });
+});
+
+test("the test server's positions: a view's lag, the Kafka publisher's panel; an event's metadata; an admin truncates a stream", async () => {
+  const calls = async () => adminAPI(TEST_SERVER, VIEWER, "GET", "/test/calls");
+  const before = await calls();
+  const { page } = await open();
+  await signIn(page, TEST_SERVER, ADMIN);
+
+  // The stalled view: at 3, lagging the head by the rest.
+  const cells = (sel) => page.locator(`${sel} td`).allTextContents();
+  await eventually(async () => {
+    const p = await adminAPI(TEST_SERVER, VIEWER, "GET", "/admin/api/positions");
+    const v = p.views.find((v) => v.name === "stalled");
+    const c = await cells('tr[data-view="stalled"]');
+    return v !== undefined && v.position === 3 && v.lag_events === p.head - 3 && c[1] === "3" && c[2] === String(p.head - 3);
+  }, "the stalled view at 3, its lag the rest of the log");
+  assert.ok(await page.locator('tr[data-view="stalled"] td.lagging').count() === 1, "the lag is marked");
+
+  // The publisher: two events behind the head, after a failure.
+  await eventually(async () => {
+    const p = await adminAPI(TEST_SERVER, VIEWER, "GET", "/admin/api/positions");
+    const c = await cells('tr[data-topic="test-topic"]');
+    return c.length === 7 && c[0] === "test-topic" && c[1] === "yes" && c[2] === String(p.head - 2) && c[3] === "2" && c[4] === "5" && c[5] === "1" && c[6].startsWith("broker unreachable");
+  }, "the publisher's topic, running, position, lag 2, published, restarts and last error");
+  assert.equal(await page.locator('tr[data-topic="test-topic"] td.lagging').count(), 1);
+
+  // An event's metadata, beside its payload.
+  await page.locator('tr[data-stream="customer-3"] button').click();
+  await page.getByRole("heading", { name: "customer-3" }).waitFor();
+  const first = page.locator('article.event[data-seq="1"]');
+  await first.waitFor();
+  assert.deepEqual(await first.locator("dt, dd").allTextContents().then((t) => t.slice(t.indexOf("meta by"), t.indexOf("meta by") + 2)), ["meta by", "signup"]);
+  assert.equal(await page.locator('article.event[data-seq="2"] dt', { hasText: /^meta / }).count(), 0, "an event without metadata shows none");
+
+  // Truncate customer-3 before its second event: the button waits for
+  // the id; the store removes event 1 and keeps event 2.
+  await page.getByRole("button", { name: "Truncate…" }).click();
+  const dialog = page.locator("dialog.confirm");
+  const confirm = dialog.getByRole("button", { name: "Truncate", exact: true });
+  assert.equal(await dialog.getByLabel("Remove events before").inputValue(), "2");
+  assert.ok(await confirm.isDisabled(), "truncate before the id is typed");
+  await dialog.getByLabel("Type “customer-3” to confirm").fill("customer-3");
+  await confirm.click();
+  await page.getByText("Truncated customer-3 before event 2.").waitFor();
+  assert.deepEqual(await calls(), [...before, "truncate customer-3 before=2"]);
+  const events = (await adminAPI(TEST_SERVER, VIEWER, "GET", "/admin/api/streams/customer-3")).events;
+  assert.deepEqual(events.map((e) => e.seq), [2], "the store kept only event 2");
+  await page.locator('article.event[data-seq="2"]').waitFor();
+  assert.equal(await page.locator('article.event[data-seq="1"]').count(), 0);
+  await page.screenshot({ path: join(ARTIFACTS, "admin-positions.png") });
 });

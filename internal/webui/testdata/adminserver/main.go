@@ -1,10 +1,12 @@
 // Command adminserver is the admin page's browser-test server
 // (scripts/test-ui.sh runs it, web/e2e/admin.test.mjs drives it): a real
 // embedded store in a fresh directory holding a few streams, a real view
-// reporting its position, the admin API and the embedded web UI — and
-// deletion through the store's own DeleteStream, and forgetting; both
-// hooks record each call (GET /test/calls lists them), answer an unknown
-// stream as admin.ErrNoStream, and the deletion then deletes for real (a
+// reporting its position and one stalled behind it, a Kafka publisher's
+// state (fixed, as a process with a bus reports it), the admin API and
+// the embedded web UI — deletion and truncation through the store's own
+// DeleteStream and TruncateStream, and forgetting. The hooks record each
+// call (GET /test/calls lists them), answer an unknown stream as
+// admin.ErrNoStream, and deletion and truncation then act for real (a
 // deleted stream's page answers 410). Forgetting is a recording function:
 // this server keeps no personal data (notify's test covers forgetting).
 // It lives under testdata: no part of the product builds it.
@@ -20,6 +22,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/logbook/logbook/engine/admin"
 	"github.com/logbook/logbook/engine/auth"
@@ -66,6 +69,19 @@ func run() error {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = view.Run(vctx) }()
 	defer func() { vcancel(); <-done }()
+	// A view that stalls after three events, so that the page has a lag
+	// to show: applying the fourth waits until the server stops.
+	stalled := projection.NewRunner(store, projection.NewMemory(0, func(n *int, ev eventstore.Event) error {
+		if *n == 3 {
+			<-vctx.Done()
+			return vctx.Err()
+		}
+		*n++
+		return nil
+	}), projection.Options{Name: "stalled", Registerer: reg, Logger: log, MaxBatch: 1})
+	stalledDone := make(chan struct{})
+	go func() { defer close(stalledDone); _ = stalled.Run(vctx) }()
+	defer func() { vcancel(); <-stalledDone }()
 
 	var mu sync.Mutex
 	calls := []string{}
@@ -97,9 +113,24 @@ func run() error {
 			}
 			return store.DeleteStream(ctx, stream, mode)
 		},
+		Truncate: func(ctx context.Context, stream string, before uint64) error {
+			if err := known(ctx, stream); err != nil {
+				return err
+			}
+			record(fmt.Sprintf("truncate %s before=%d", stream, before))
+			return store.TruncateStream(ctx, stream, before)
+		},
 		Forget: func(_ context.Context, subject string) error {
 			record("forget " + subject)
 			return nil
+		},
+		// A publisher's state as a process with a bus reports it
+		// (kafkabus.Monitor; TestAdminShowsThePublisher covers a real
+		// one): two events behind the head, after a failure.
+		Publishers: func(ctx context.Context) []admin.PublisherState {
+			head, _ := store.Head(ctx)
+			at := time.Date(2026, 11, 27, 9, 30, 0, 0, time.UTC)
+			return []admin.PublisherState{{Topic: "test-topic", Running: true, Position: head - min(head, 2), Published: 5, Restarts: 1, LastError: "broker unreachable", LastErrorTime: &at}}
 		},
 	}
 	mux := http.NewServeMux()

@@ -601,12 +601,13 @@ func (s *Store) streamsWithPrefix(ctx context.Context, prefix string, fn func(st
 // retain truncates one stream as r allows, unless the rules changed
 // since the sweep read r (generation gen): the next pass applies them.
 func (s *Store) retain(ctx context.Context, r eventstore.Retention, gen uint64, stream string) (bool, error) {
+	now := s.now()
 	s.retMu.RLock()
 	defer s.retMu.RUnlock()
 	if s.retGen != gen {
 		return false, nil
 	}
-	return backend.Retain(ctx, s, s.TruncateStream, r, stream, s.now())
+	return backend.Retain(ctx, s, s.TruncateStream, r, stream, now)
 }
 
 // reclaim removes up to SweepBatch of stream's events below its

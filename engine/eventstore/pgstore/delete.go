@@ -40,6 +40,22 @@ type removal struct {
 	truncate bool
 	mode     eventstore.DeleteMode
 	before   uint64
+	// rule, for a truncation by a retention rule, is that rule: the
+	// truncation is made only if the rule still holds, read with a share
+	// lock that SetRetention's change of it waits for.
+	rule *eventstore.Retention
+}
+
+// errRuleChanged is what a truncation by a retention rule returns when
+// the rule was changed or cleared since the sweep read it.
+var errRuleChanged = errors.New("retention rule changed")
+
+// retentionKey is a rule's row key in the retention table.
+func retentionKey(r eventstore.Retention) (kind, name string) {
+	if r.Prefix != "" {
+		return "p", r.Prefix
+	}
+	return "s", r.Stream
 }
 
 // DeleteStream implements eventstore.Deleter.
@@ -70,6 +86,17 @@ func (s *Store) remove(ctx context.Context, stream string, op removal) error {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if op.rule != nil {
+			kind, name := retentionKey(*op.rule)
+			var age, count int64
+			err := tx.QueryRow(ctx, `SELECT max_age, max_count FROM retention WHERE kind = $1 AND name = $2 FOR SHARE`, kind, name).Scan(&age, &count)
+			if errors.Is(err, pgx.ErrNoRows) || err == nil && (time.Duration(age) != op.rule.MaxAge || uint64(count) != min(op.rule.MaxCount, 1<<62)) {
+				return errRuleChanged
+			}
+			if err != nil {
+				return err
+			}
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO streams VALUES ($1, 0) ON CONFLICT DO NOTHING`, stream); err != nil {
 			return err
 		}
@@ -115,6 +142,9 @@ func (s *Store) remove(ctx context.Context, stream string, op removal) error {
 		return nil
 	})
 	s.forget([]string{stream})
+	if errors.Is(err, errRuleChanged) {
+		return err
+	}
 	if errors.Is(err, eventstore.ErrStreamTombstoned) {
 		return fmt.Errorf("remove from %q: %w", stream, err)
 	}
@@ -148,10 +178,7 @@ func (s *Store) SetRetention(ctx context.Context, r eventstore.Retention) error 
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	kind, name := "s", r.Stream
-	if r.Prefix != "" {
-		kind, name = "p", r.Prefix
-	}
+	kind, name := retentionKey(r)
 	if err := s.limits.ValidateStreamID(name); err != nil {
 		return fmt.Errorf("set retention: %w", err)
 	}
@@ -213,8 +240,17 @@ func (s *Store) Sweep(ctx context.Context) (eventstore.SweepStats, error) {
 		return stats, err
 	}
 	for _, r := range rules {
+		// Each truncation checks that r still holds: a rule changed or
+		// cleared once SetRetention has returned is not applied; the
+		// next pass applies what holds then.
+		truncate := func(ctx context.Context, stream string, before uint64) error {
+			if err := s.limits.ValidateStreamID(stream); err != nil {
+				return fmt.Errorf("truncate stream: %w", err)
+			}
+			return s.remove(ctx, stream, removal{truncate: true, before: before, rule: &r})
+		}
 		retain := func(stream string) error {
-			ok, err := backend.Retain(ctx, s, s.TruncateStream, r, stream, s.now())
+			ok, err := backend.Retain(ctx, s, truncate, r, stream, s.now())
 			if ok {
 				stats.Truncated++
 			}
@@ -224,6 +260,9 @@ func (s *Store) Sweep(ctx context.Context) (eventstore.SweepStats, error) {
 			err = retain(r.Stream)
 		} else {
 			err = s.streamsWithPrefix(ctx, r.Prefix, retain)
+		}
+		if errors.Is(err, errRuleChanged) {
+			continue
 		}
 		if err != nil {
 			return stats, err

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,13 +20,21 @@ import (
 type Clock struct {
 	mu sync.Mutex
 	t  time.Time
+	// onNow, if set, is called (outside mu) by every Now: a test uses it
+	// to hold a sweep, which reads the clock for each stream a retention
+	// rule matches, between two streams.
+	onNow func()
 }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
+	t, hook := c.t, c.onNow
+	c.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return t
 }
 
 // Advance moves the clock forward by d.
@@ -271,6 +280,7 @@ func deletionTests(cfg deletionConfig) []deletionCase {
 			wantErrIs(t, "a rule with neither", d.SetRetention(ctx, eventstore.Retention{MaxCount: 1}), eventstore.ErrInvalidRetention)
 			wantErrIs(t, "a negative age", d.SetRetention(ctx, eventstore.Retention{Stream: "a", MaxAge: -time.Second}), eventstore.ErrInvalidRetention)
 		}},
+		{"ClearedRuleStopsASweepInFlight", clearedRuleStopsASweep(cfg)},
 		{"RetentionByAge", func(t *testing.T, s eventstore.Store, d eventstore.Deleter, clock *Clock) {
 			ctx := t.Context()
 			mustAppend(t, s, "log-a", eventstore.NoStream, evs("L", 3)...)
@@ -536,6 +546,68 @@ func concurrentRemovals(t *testing.T, s eventstore.Store, d eventstore.Deleter, 
 	for st, seqs := range want {
 		if proj[st] != len(seqs) {
 			t.Fatalf("projection counts %d events of %s, the stream has %d", proj[st], st, len(seqs))
+		}
+	}
+}
+
+// clearedRuleStopsASweep: a retention rule cleared while a sweep applies
+// it is not applied once SetRetention has returned. The sweep is held
+// (through the clock it reads for each stream) after its first stream, the
+// rule is cleared, and the sweep let go: the streams after the first must
+// keep all their events.
+func clearedRuleStopsASweep(cfg deletionConfig) func(t *testing.T, s eventstore.Store, d eventstore.Deleter, clock *Clock) {
+	return func(t *testing.T, s eventstore.Store, d eventstore.Deleter, clock *Clock) {
+		if cfg.background {
+			t.Skip("a background sweep would read the held clock too")
+		}
+		ctx := t.Context()
+		const streams = 5
+		for i := range streams {
+			mustAppend(t, s, fmt.Sprintf("r-%d", i), eventstore.NoStream, evs("R", 5)...)
+		}
+		rule := eventstore.Retention{Prefix: "r-", MaxCount: 2}
+		if err := d.SetRetention(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		held, release := make(chan struct{}), make(chan struct{})
+		var calls atomic.Int32
+		clock.mu.Lock()
+		clock.onNow = func() {
+			if calls.Add(1) == 2 { // the sweep is about to apply the rule to its second stream
+				close(held)
+				<-release
+			}
+		}
+		clock.mu.Unlock()
+		swept := make(chan error, 1)
+		go func() { _, err := d.Sweep(ctx); swept <- err }()
+		select {
+		case <-held:
+		case err := <-swept:
+			t.Fatalf("the sweep ended (%v) before it read the clock for a second stream", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the sweep never reached its second stream")
+		}
+		wantSeqs(t, "r-0, truncated before the rule was cleared", readStream(t, s, "r-0"), 4, 5)
+		cleared := make(chan error, 1)
+		// SetRetention may wait for the held truncation to finish, so it
+		// runs beside the release.
+		go func() { cleared <- d.SetRetention(ctx, eventstore.Retention{Prefix: rule.Prefix}) }()
+		// Give SetRetention its chance to complete (or to queue behind the
+		// sweep's lock) before the sweep is let go.
+		time.Sleep(50 * time.Millisecond)
+		close(release)
+		if err := <-cleared; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-swept; err != nil {
+			t.Fatalf("Sweep: %v", err)
+		}
+		clock.mu.Lock()
+		clock.onNow = nil
+		clock.mu.Unlock()
+		for i := 1; i < streams; i++ {
+			wantSeqs(t, fmt.Sprintf("r-%d, after the rule was cleared", i), readStream(t, s, fmt.Sprintf("r-%d", i)), 1, 5)
 		}
 	}
 }

@@ -226,8 +226,11 @@ func TestTicketsPipelined(t *testing.T) {
 	if !res.Pipelined || res.FirstFailure != "" {
 		t.Fatalf("pipelined %v, first failure %q", res.Pipelined, res.FirstFailure)
 	}
+	// Cycling is offered about 100/s and more; a machine loaded by other
+	// work (a CI run's parallel packages) serves less of it in a 1.5 s
+	// step, so the floor only tells served from starved.
 	for _, s := range res.Steps {
-		if s.Failures > 0 || s.Dropped > 0 || s.Throughput["cycling"] < 100 {
+		if s.Failures > 0 || s.Dropped > 0 || s.Throughput["cycling"] < 50 {
 			t.Fatalf("step %+v", s)
 		}
 	}

@@ -91,9 +91,10 @@ its own client certificate, which the nodes require (mutual TLS). The
 PostgreSQL it starts (without --store) takes TLS only, with a certificate of
 the same CA, and every node connects to it with sslmode=verify-full; a
 --store or --bus URL is used as given (ask for TLS in it: sslmode=verify-full,
-or ?tls=1&tls_ca=…; a warning on stderr says when one does not). With --tls the cluster also runs its own identity
-provider, unless --jwt=false: a fresh ES256 key whose key set it serves over
-HTTPS; every node verifies bearer JSON Web Tokens against it (--jwks-url,
+or ?tls=1&tls_ca=…; a warning on stderr says when one does not). With --tls
+the cluster also runs its own identity provider, unless --jwt=false: a fresh
+ES256 key whose key set it serves over HTTPS; every node verifies bearer JSON
+Web Tokens against it (--jwks-url, trusting the CA for it with --jwks-ca,
 --issuer, --audience), besides the --tokens file. It writes a planner's and a
 viewer's token, valid 12 hours, to --dir/tls/planner.jwt and viewer.jwt, and
 the signing key to --dir/tls/idp.key.`,

@@ -176,8 +176,11 @@ func TestKafkaSASLPasswordStaysOutOfOutput(t *testing.T) {
 	}
 	var bodies strings.Builder
 	if base != "" {
-		// Let the publisher try the broker, and fail, a few times.
-		time.Sleep(3 * time.Second)
+		// Wait until the publisher has tried the broker and logged its
+		// refusal (checked below), within a deadline for a loaded machine.
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !strings.Contains(stderr.String(), "SASL_AUTHENTICATION_FAILED"); {
+			time.Sleep(50 * time.Millisecond)
+		}
 		for _, path := range []string{"/healthz", "/metrics"} {
 			req, _ := http.NewRequest("GET", base+path, nil)
 			req.Header.Set("Authorization", "Bearer viewer-token")

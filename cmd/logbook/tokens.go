@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,10 +22,12 @@ import (
 // tokenFlags are the flags by which every serving command authenticates
 // its callers: a token file (--tokens, reloaded when it changes and on
 // SIGHUP) or LOGBOOK_TOKENS, and JSON Web Tokens of an identity provider
-// (--jwks-url, --issuer, --audience, --roles-claim, --jwt-leeway).
+// (--jwks-url, --jwks-ca, --issuer, --audience, --roles-claim,
+// --jwt-leeway).
 type tokenFlags struct {
 	file       string
 	jwksURL    string
+	jwksCA     string
 	issuer     string
 	audience   string
 	rolesClaim string
@@ -37,6 +40,8 @@ func (f *tokenFlags) register(fs *pflag.FlagSet, roles string) {
 	fs.StringVar(&f.file, "tokens", "", "bearer tokens, one \"token role\" per line"+roles+"; a token may be given as its digest, sha256:<hex> (logbook token digest); reloaded when the file changes and on SIGHUP (default: LOGBOOK_TOKENS, token:role,…)")
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "also accept bearer JSON Web Tokens signed by a key of the identity provider's key set at this https URL (RS256, ES256 or EdDSA)")
 	fromEnv(fs, "jwks-url")
+	fs.StringVar(&f.jwksCA, "jwks-ca", "", "verify the certificate of --jwks-url's server against the CAs of this PEM file, for that URL only (default: the system's)")
+	fromEnv(fs, "jwks-ca")
 	fs.StringVar(&f.issuer, "issuer", "", "the issuer (iss) a JSON Web Token must name (required with --jwks-url)")
 	fromEnv(fs, "issuer")
 	fs.StringVar(&f.audience, "audience", "", "the audience (aud) a JSON Web Token must be for (required with --jwks-url)")
@@ -51,8 +56,8 @@ func (f *tokenFlags) register(fs *pflag.FlagSet, roles string) {
 // the message when there is no token at all; required says that none at
 // all, and no --jwks-url, is bad usage.
 func (f *tokenFlags) load(ctx context.Context, log *slog.Logger, required bool, need ...auth.Role) (*auth.Tokens, error) {
-	if f.jwksURL == "" && (f.issuer != "" || f.audience != "") {
-		return nil, usagef("--issuer and --audience are for JSON Web Tokens: give --jwks-url too")
+	if f.jwksURL == "" && (f.issuer != "" || f.audience != "" || f.jwksCA != "") {
+		return nil, usagef("--issuer, --audience and --jwks-ca are for JSON Web Tokens: give --jwks-url too")
 	}
 	var tokens *auth.Tokens
 	var err error
@@ -74,7 +79,13 @@ func (f *tokenFlags) load(ctx context.Context, log *slog.Logger, required bool, 
 		if f.leeway < 0 || f.leeway > jwks.MaxLeeway {
 			return nil, usagef("--jwt-leeway %s: want 0 to %s", f.leeway, jwks.MaxLeeway)
 		}
-		v, err := jwks.New(ctx, jwks.Config{URL: f.jwksURL, Issuer: f.issuer, Audience: f.audience, RolesClaim: f.rolesClaim, Leeway: f.leeway, Logger: log})
+		var roots *x509.CertPool
+		if f.jwksCA != "" {
+			if roots, err = server.LoadCertPool(f.jwksCA); err != nil {
+				return nil, usagef("--jwks-ca: %v", err)
+			}
+		}
+		v, err := jwks.New(ctx, jwks.Config{URL: f.jwksURL, Issuer: f.issuer, Audience: f.audience, RolesClaim: f.rolesClaim, Leeway: f.leeway, RootCAs: roots, Logger: log})
 		if err != nil {
 			return nil, err
 		}

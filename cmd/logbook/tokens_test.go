@@ -3,15 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +25,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/internal/devca"
 )
 
 // startServing runs a serving command in-process until the test ends and
@@ -234,6 +240,8 @@ func TestJWTFlagsUsage(t *testing.T) {
 		says string
 	}{
 		{[]string{"--issuer", "x"}, "give --jwks-url too"},
+		{[]string{"--jwks-ca", "ca.pem"}, "give --jwks-url too"},
+		{[]string{"--jwks-url", "https://idp.test/jwks", "--issuer", "i", "--audience", "a", "--jwks-ca", "/nonexistent/ca.pem"}, "--jwks-ca"},
 		{[]string{"--jwks-url", "https://idp.test/jwks"}, "needs --issuer and --audience"},
 		{[]string{"--jwks-url", "https://idp.test/jwks", "--issuer", "i", "--audience", "a", "--jwt-leeway", "1h"}, "--jwt-leeway"},
 	} {
@@ -241,6 +249,106 @@ func TestJWTFlagsUsage(t *testing.T) {
 		args := append([]string{"kv", "serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, c.args...)
 		if code := run(context.Background(), &env{stdout: io.Discard, stderr: &errb, getenv: os.Getenv}, args); code != 2 || !strings.Contains(errb.String(), c.says) {
 			t.Errorf("%v: exit %d %s, want 2 and %q", c.args, code, errb.String(), c.says)
+		}
+	}
+}
+
+// TestServeJWKSCA: --jwks-ca is the CA a serving command trusts for its
+// identity provider's key set, and for that only. With it, the key set is
+// fetched over HTTPS and the provider's tokens are taken; without it (the
+// system's roots), or when the provider's certificate comes from another
+// CA or has expired, the key set is refused and the command does not
+// serve, saying why without showing the URL's query.
+func TestServeJWKSCA(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := devca.New("identity provider CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := devca.New("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile, err := ca.WriteCA(dir, "idp-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// idp serves the key set over HTTPS with a certificate ca issues,
+	// valid until notAfter.
+	idp := func(ca *devca.CA, notAfter time.Time) string {
+		pair, err := ca.Issue(devca.Leaf{Name: "idp", Hosts: []string{"127.0.0.1"}, NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := pair.TLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
+		}))
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv.URL + "/jwks.json?secret=query-marker-3e1"
+	}
+	good := idp(ca, time.Now().Add(time.Hour))
+	args := func(url string, more ...string) []string {
+		return append([]string{"kv", "serve", "--data", t.TempDir(), "--jwks-url", url, "--issuer", "https://idp.test", "--audience", "logbook-kv"}, more...)
+	}
+
+	url, _ := startServing(t, args(good, "--jwks-ca", caFile)...)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(signer).Claims(map[string]any{
+		"iss": "https://idp.test", "aud": "logbook-kv", "sub": "someone", "exp": time.Now().Add(time.Hour).Unix(), "roles": []string{"writer"},
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		token string
+		code  int
+	}{{tok, 201}, {tok[:len(tok)-4] + "AAAA", 401}} {
+		req, _ := http.NewRequest("PUT", url+"/api/kv/k/"+strconv.Itoa(c.code), strings.NewReader("v"))
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header.Set("If-None-Match", "*")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != c.code {
+			t.Errorf("a JWT, the key set fetched with --jwks-ca: %d, want %d", res.StatusCode, c.code)
+		}
+	}
+
+	for _, c := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"the system's roots", args(good), "certificate signed by unknown authority"},
+		{"another CA's certificate", args(idp(other, time.Now().Add(time.Hour)), "--jwks-ca", caFile), "certificate signed by unknown authority"},
+		{"an expired certificate", args(idp(ca, time.Now().Add(-time.Minute)), "--jwks-ca", caFile), "expired"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var errb syncBuffer
+		code := run(ctx, &env{stdout: io.Discard, stderr: &errb, getenv: os.Getenv}, append(c.args, "--addr", "127.0.0.1:0"))
+		cancel()
+		if code == 0 || !strings.Contains(errb.String(), c.says) || strings.Contains(errb.String(), " serving") {
+			t.Errorf("%s: exit %d %s, want a refusal saying %q", c.name, code, errb.String(), c.says)
+		}
+		if strings.Contains(errb.String(), "query-marker-3e1") {
+			t.Errorf("%s: the error shows the URL's query: %s", c.name, errb.String())
 		}
 	}
 }

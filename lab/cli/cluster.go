@@ -2,12 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/lab/cgroup"
@@ -89,9 +91,10 @@ its own client certificate, which the nodes require (mutual TLS). The
 PostgreSQL it starts (without --store) takes TLS only, with a certificate of
 the same CA, and every node connects to it with sslmode=verify-full; a
 --store or --bus URL is used as given (ask for TLS in it: sslmode=verify-full,
-or ?tls=1&tls_ca=…). With --tls the cluster also runs its own identity
-provider, unless --jwt=false: a fresh ES256 key whose key set it serves over
-HTTPS; every node verifies bearer JSON Web Tokens against it (--jwks-url,
+or ?tls=1&tls_ca=…; a warning on stderr says when one does not). With --tls
+the cluster also runs its own identity provider, unless --jwt=false: a fresh
+ES256 key whose key set it serves over HTTPS; every node verifies bearer JSON
+Web Tokens against it (--jwks-url, trusting the CA for it with --jwks-ca,
 --issuer, --audience), besides the --tokens file. It writes a planner's and a
 viewer's token, valid 12 hours, to --dir/tls/planner.jwt and viewer.jwt, and
 the signing key to --dir/tls/idp.key.`,
@@ -129,6 +132,11 @@ the signing key to --dir/tls/idp.key.`,
 		}
 		if cmd.Flags().Changed("jwt") && *useJWT && !*useTLS {
 			return cliutil.Usage("--jwt needs --tls: the identity provider serves its keys over HTTPS")
+		}
+		if *useTLS {
+			for _, w := range plaintextHops(*store, *bus, os.Getenv) {
+				fmt.Fprintln(e.Stderr, "warning: --tls: "+w)
+			}
 		}
 		plan := b.plan(*writers, *replicas, *store != "")
 		if err := plan.Check(b.oversubscribe); err != nil {
@@ -283,4 +291,31 @@ starts.`,
 		return nil
 	}
 	return cmd
+}
+
+// plaintextHops says which of the --store and --bus URLs given to
+// cluster --tls ask for no verified TLS: the nodes use them as given. A
+// store URL without sslmode takes PGSSLMODE, else "prefer" (TLS if the
+// server offers it, unverified, else plaintext). Neither URL is shown:
+// it may carry a password.
+func plaintextHops(store, bus string, getenv func(string) string) []string {
+	var out []string
+	if store != "" {
+		mode := getenv("PGSSLMODE")
+		if u, err := url.Parse(store); err == nil && u.Query().Has("sslmode") {
+			mode = u.Query().Get("sslmode")
+		}
+		if mode == "" {
+			mode = "prefer"
+		}
+		if mode != "verify-full" && mode != "verify-ca" {
+			out = append(out, fmt.Sprintf("the --store URL asks for sslmode=%s, not verify-full: the nodes' hop to the store may be plaintext or unverified", mode))
+		}
+	}
+	if bus != "" {
+		if cfg, _, err := kafkabus.ParseURL(bus); err == nil && !cfg.Security.TLS {
+			out = append(out, "the --bus URL asks for no TLS (add tls=true or tls_ca=FILE): the publisher and the replicas reach Kafka in plaintext")
+		}
+	}
+	return out
 }

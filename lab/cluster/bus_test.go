@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,18 @@ func kafkaBus(t *testing.T) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return "kafka://" + strings.Join(testenv.Kafka(t), ",") + "/cluster-" + hex.EncodeToString(b)
+}
+
+// kafkaTLSBus names a fresh topic on the TLS test broker's SASL_SSL
+// listener: TLS verified against the broker's CA, SCRAM-SHA-512 with the
+// password in a file.
+func kafkaTLSBus(t *testing.T) string {
+	t.Helper()
+	kb := testenv.KafkaTLS(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "kafka://" + kb.SASLSSL + "/cluster-tls-" + hex.EncodeToString(b) + "?" + url.Values{
+		"tls_ca": {kb.CA}, "sasl": {kafkabus.ScramSHA512}, "sasl_user": {kb.User}, "sasl_password_file": {kb.PasswordFile}}.Encode()
 }
 
 // checkBus checks that the topic holds every event of the log exactly

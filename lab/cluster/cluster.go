@@ -63,8 +63,8 @@ type Config struct {
 	// (Cluster.IdP): a key set served over HTTPS, which every node is
 	// told to verify bearer JSON Web Tokens against (--jwks-url,
 	// --issuer, --audience), besides Tokens. The nodes trust the
-	// cluster's CA for it (SSL_CERT_FILE: the system's roots and the
-	// CA).
+	// cluster's CA for the key set only (--jwks-ca): the system's roots
+	// stay theirs for everything else, a TLS broker of Bus say.
 	JWT bool
 	// Run, if not nil, puts every process in a control group of its
 	// own (BeginRun) and records it for clean-up; NodeCPUs and ProxyCPUs
@@ -171,26 +171,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		client.Transport = &http.Transport{TLSClientConfig: c.ClientTLS}
 		scheme = "https://"
 	}
-	var jwtArgs, jwtEnv []string
+	var jwtArgs []string
 	if cfg.JWT {
 		var err error
 		if c.IdP, err = newIdP(filepath.Join(cfg.Dir, "tls"), c.certs); err != nil {
 			return nil, err
 		}
-		started := false
+		// Start has succeeded when nginx runs; an error before that
+		// closes the identity provider (c.Stop closes it too, which is
+		// harmless).
 		defer func() {
-			if !started {
+			if c.nginx == nil {
 				c.IdP.close()
 			}
 		}()
-		defer func() { started = c.nginx != nil }()
-		trust, err := trustBundle(filepath.Join(cfg.Dir, "tls"), c.certs.authority.PEM)
-		if err != nil {
-			c.IdP.close()
-			return nil, err
-		}
-		jwtArgs = []string{"--jwks-url", c.IdP.URL, "--issuer", c.IdP.Issuer, "--audience", c.IdP.Audience, "--roles-claim", "roles"}
-		jwtEnv = []string{"SSL_CERT_FILE=" + trust}
+		jwtArgs = []string{"--jwks-url", c.IdP.URL, "--jwks-ca", c.certs.ca, "--issuer", c.IdP.Issuer, "--audience", c.IdP.Audience, "--roles-claim", "roles"}
 	}
 	for i := range cfg.Writers + cfg.Replicas + cfg.HTTPReplicas {
 		port, err := freePort()
@@ -204,7 +199,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			n.args = append(n.args, "--tls-cert", c.certs.nodeCert, "--tls-key", c.certs.nodeKey, "--tls-client-ca", c.certs.ca)
 		}
 		n.args = append(n.args, jwtArgs...)
-		n.env = append(n.env, jwtEnv...)
 		switch {
 		case i >= cfg.Writers+cfg.Replicas:
 			n.Name = nameOf(i, cfg)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/logbook/logbook/engine/server"
 	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/internal/testenv"
 	"github.com/logbook/logbook/lab/loadtest"
@@ -25,7 +27,8 @@ import (
 // TestClusterCommandTLS runs `logbook cluster --tls` as an operator
 // would — the binary, its own PostgreSQL, its own identity provider, a
 // replica fed by Kafka — and drives a write and a read load through nginx over HTTPS with the
-// JSON Web Tokens it minted. Then it checks each hop it added: every
+// JSON Web Tokens it minted. Then it checks each hop it added: the
+// replica, fed by Kafka over TLS and SCRAM only, catches up; every
 // node's connection to PostgreSQL is TLS (pg_stat_ssl), the store refuses
 // a plaintext connection and one that trusts another CA, and a token of
 // another issuer, an expired one and one signed by another key are
@@ -49,10 +52,10 @@ func TestClusterCommandTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	// The replica is fed by the bus: the bus URL is passed on as given
-	// (plaintext here; a URL asking for TLS keeps it), beside the nodes'
-	// trust of the cluster's CA.
-	cmd := exec.Command(bin, "cluster", "--tls", "--writers", "1", "--replicas", "1", "--addr", "127.0.0.1:0", "--bus", kafkaBus(t),
+	// The replica is fed by the bus, the TLS broker's SASL_SSL listener
+	// (TLS and SCRAM-SHA-512): the publisher and the replica's consumer
+	// take the bus URL as given, and the listener takes nothing else.
+	cmd := exec.Command(bin, "cluster", "--tls", "--writers", "1", "--replicas", "1", "--addr", "127.0.0.1:0", "--bus", kafkaTLSBus(t),
 		"--dir", filepath.Join(dir, "c"), "--tokens", tokFile, "--run-dir", filepath.Join(dir, "run"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -122,13 +125,15 @@ func TestClusterCommandTLS(t *testing.T) {
 				got[f[0]] = f[2]
 			case len(f) > 8 && f[0] == "issuer":
 				got["key"] = f[8]
+			case len(f) > 1 && (f[0] == "writer-1" || f[0] == "replica-1"):
+				got[f[0]] = f[1]
 			}
 			got["last"] = l
 		case <-ctx.Done():
 			t.Fatal("cluster --tls not up in time")
 		}
 	}
-	for _, k := range []string{"nginx", "ca", "postgres", "planner", "viewer", "key"} {
+	for _, k := range []string{"nginx", "ca", "postgres", "planner", "viewer", "key", "writer-1", "replica-1"} {
 		if got[k] == "" {
 			t.Fatalf("cluster --tls printed no %s", k)
 		}
@@ -171,6 +176,65 @@ func TestClusterCommandTLS(t *testing.T) {
 		t.Fatalf("read load with a JWT over TLS: %+v %v", rr, err)
 	}
 	t.Logf("through cluster --tls with JWTs: %d commands, %d reads, no failure", wr.Requests, rr.Requests)
+	if strings.Contains(stderr.String(), "warning") {
+		t.Errorf("cluster --tls warned of URLs that ask for TLS:\n%s", stderr.String())
+	}
+
+	// The Kafka hop: the replica, fed only by the bus over TLS and
+	// SCRAM, catches up with the writer's log. Asked directly, with the
+	// harness's client certificate (the nodes require one).
+	direct, err := server.ClientTLS(got["ca"], filepath.Join(dir, "c", "tls", "harness.crt"), filepath.Join(dir, "c", "tls", "harness.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: direct}}
+	// metric is the largest value node's /metrics gives name.
+	metric := func(node, name string) uint64 {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", got[node]+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+viewer)
+		res, err := nodeClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s /metrics: %v", node, err)
+		}
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		var max uint64
+		found := false
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 2 && (f[0] == name || strings.HasPrefix(f[0], name+"{")) {
+				v, err := strconv.ParseFloat(f[1], 64)
+				if err != nil {
+					t.Fatalf("%s: %q", node, sc.Text())
+				}
+				found, max = true, maxOf(max, uint64(v))
+			}
+		}
+		if !found {
+			t.Fatalf("%s /metrics (%s): no %s", node, res.Status, name)
+		}
+		return max
+	}
+	// The writer has published its whole log over TLS and SCRAM, and
+	// the replica's view, which only Kafka's records move on (the store
+	// fills gaps behind them), has applied it.
+	want := metric("writer-1", "logbook_head_position")
+	if want == 0 {
+		t.Fatalf("the writer's log is empty after %d commands", wr.Requests)
+	}
+	for {
+		pub, applied := metric("writer-1", "logbook_bus_published_position"), metric("replica-1", "logbook_projection_position")
+		if pub >= want && applied >= want {
+			t.Logf("the writer's log, %d events, published over TLS and SCRAM and applied by the Kafka-fed replica", want)
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("writer at %d: published %d, the Kafka-fed replica at %d", want, pub, applied)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	// The store hop: every node's connection is TLS, and the server
 	// takes nothing else.
@@ -259,4 +323,11 @@ func TestClusterCommandTLS(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("cluster --tls on SIGINT: %v; stderr:\n%s", err, stderr.String())
 	}
+}
+
+func maxOf(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
 }

@@ -176,19 +176,3 @@ func (p *IdP) close() {
 		_ = p.srv.Close()
 	}
 }
-
-// trustBundle writes dir/trust.pem: the system's roots (Debian's bundle,
-// when there is one) and the cluster's CA, for a node's SSL_CERT_FILE,
-// so that the node trusts the identity provider without forgetting the
-// roots a bus URL's broker may need.
-func trustBundle(dir string, caPEM []byte) (string, error) {
-	var b []byte
-	for _, f := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"} {
-		if sys, err := os.ReadFile(f); err == nil {
-			b = append(sys, '\n')
-			break
-		}
-	}
-	out := filepath.Join(dir, "trust.pem")
-	return out, os.WriteFile(out, append(b, caPEM...), 0o644)
-}

@@ -11,6 +11,9 @@
 // confusion) is refused. The clock may be off by Config.Leeway.
 //
 // The key set is fetched from Config.URL only (no redirect is followed),
+// over HTTPS from a server whose certificate is valid and comes from a
+// CA of Config.RootCAs (a private identity provider's; default the
+// system's),
 // within a time limit and a size limit, then again every Config.Refresh,
 // and when a token names a key the set does not hold — at most once every
 // Config.MinRefresh, so that tokens naming made-up keys cannot make the
@@ -34,6 +37,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -57,16 +62,17 @@ import (
 
 // Config says whose tokens a Verifier accepts.
 type Config struct {
-	URL        string        // the identity provider's JWKS URL: https, or http on a loopback address
-	Issuer     string        // the iss a token must carry
-	Audience   string        // a value the token's aud must hold
-	RolesClaim string        // the claim holding the roles (a string or an array of strings); dots walk into objects, as "realm_access.roles". Default "roles"
-	Leeway     time.Duration // clock skew allowed on exp, nbf and iat. Default 30s; at most 5m
-	Refresh    time.Duration // how often the key set is fetched again. Default 10m
-	MinRefresh time.Duration // the least time between two fetches a token's unknown key triggers. Default 30s
-	Timeout    time.Duration // a fetch's time limit. Default 5s
-	MaxBytes   int64         // a key set's size limit. Default 1 MiB
-	Client     *http.Client  // for the fetches; default a client of Timeout that follows no redirect
+	URL        string         // the identity provider's JWKS URL: https, or http on a loopback address
+	Issuer     string         // the iss a token must carry
+	Audience   string         // a value the token's aud must hold
+	RolesClaim string         // the claim holding the roles (a string or an array of strings); dots walk into objects, as "realm_access.roles". Default "roles"
+	Leeway     time.Duration  // clock skew allowed on exp, nbf and iat. Default 30s; at most 5m
+	Refresh    time.Duration  // how often the key set is fetched again. Default 10m
+	MinRefresh time.Duration  // the least time between two fetches a token's unknown key triggers. Default 30s
+	Timeout    time.Duration  // a fetch's time limit. Default 5s
+	MaxBytes   int64          // a key set's size limit. Default 1 MiB
+	RootCAs    *x509.CertPool // the CAs the key set's https server must have its certificate from (nil: the system's); for a client of the verifier's own making only
+	Client     *http.Client   // for the fetches; default a client of Timeout that follows no redirect and speaks TLS 1.2 or later, trusting RootCAs
 	Logger     *slog.Logger
 	Now        func() time.Time // the clock; default time.Now
 }
@@ -170,8 +176,11 @@ func (c *Config) defaults() error {
 		c.MaxBytes = 1 << 20
 	}
 	if c.Client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.RootCAs}
 		c.Client = &http.Client{
-			Timeout: c.Timeout,
+			Timeout:   c.Timeout,
+			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return errors.New("the key set URL redirects; give the final URL")
 			},

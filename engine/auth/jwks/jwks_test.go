@@ -8,10 +8,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,12 +28,13 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/logbook/logbook/engine/auth"
+	"github.com/logbook/logbook/internal/devca"
 )
 
 // idp is an identity provider: it publishes the public halves of its
 // keys at a loopback URL and signs tokens with them.
 type idp struct {
-	srv   *httptest.Server
+	base  string // http://host:port or https://host:port
 	mu    sync.Mutex
 	keys  map[string]signingKey // by kid
 	hits  atomic.Int64
@@ -62,7 +67,32 @@ func rsaKey(t testing.TB, i int) *rsa.PrivateKey {
 
 func newIDP(t testing.TB) *idp {
 	p := &idp{keys: map[string]signingKey{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(p.handler())
+	t.Cleanup(srv.Close)
+	p.base = srv.URL
+	p.add("rsa-1", jose.RS256, rsaKey(t, 0))
+	return p
+}
+
+// newTLSIDP is newIDP over HTTPS, with the certificate *cert holds at
+// each handshake.
+func newTLSIDP(t testing.TB, cert *atomic.Pointer[tls.Certificate]) *idp {
+	p := &idp{keys: map[string]signingKey{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		TLSConfig: &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }}}
+	go func() { _ = srv.ServeTLS(l, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	p.base = "https://" + l.Addr().String()
+	p.add("rsa-1", jose.RS256, rsaKey(t, 0))
+	return p
+}
+
+func (p *idp) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.hits.Add(1)
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -76,10 +106,7 @@ func newIDP(t testing.TB) *idp {
 		}
 		w.Header().Set("Content-Type", "application/jwk-set+json")
 		_ = json.NewEncoder(w).Encode(set)
-	}))
-	t.Cleanup(p.srv.Close)
-	p.add("rsa-1", jose.RS256, rsaKey(t, 0))
-	return p
+	})
 }
 
 func (p *idp) add(kid string, alg jose.SignatureAlgorithm, priv crypto.Signer) {
@@ -138,7 +165,7 @@ func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *clock) set(t time.Time)     { c.ns.Store(t.UnixNano()) }
 func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
 func newClock(t time.Time) *clock    { c := &clock{}; c.set(t); return c }
-func (p *idp) url() string           { return p.srv.URL + "/jwks.json" }
+func (p *idp) url() string           { return p.base + "/jwks.json" }
 func (p *idp) signRSA(t *testing.T, c map[string]any) string {
 	return sign(t, jose.RS256, rsaKey(t, 0), "rsa-1", c)
 }
@@ -360,6 +387,105 @@ func TestFetchIsBounded(t *testing.T) {
 		if _, err := New(context.Background(), c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// TestKeySetOverHTTPS: the key set is fetched over HTTPS from a server
+// whose certificate comes from a CA of Config.RootCAs and is valid. With
+// the identity provider's CA, tokens verify. A server whose certificate
+// comes from another CA, or has expired, is refused: when the verifier is
+// made (a server does not start), and on a later fetch, where a token
+// signed with a key only that fetch would bring is answered 401 ("a key the
+// issuer does not publish"), saying nothing of the certificate or the URL.
+func TestKeySetOverHTTPS(t *testing.T) {
+	ca, err := devca.New("identity provider CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := devca.New("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ca *devca.CA, notAfter time.Time) *tls.Certificate {
+		pair, err := ca.Issue(devca.Leaf{Name: "idp", Hosts: []string{"127.0.0.1"}, NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := pair.TLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	good := issue(ca, time.Now().Add(time.Hour))
+	refused := map[string]*tls.Certificate{
+		"another CA's certificate": issue(other, time.Now().Add(time.Hour)),
+		"an expired certificate":   issue(ca, time.Now().Add(-time.Minute)),
+	}
+	var cert atomic.Pointer[tls.Certificate]
+	p := newTLSIDP(t, &cert)
+	cfg := func(pool *x509.CertPool) Config {
+		return Config{URL: p.url(), Issuer: issuer, Audience: audience, RootCAs: pool}
+	}
+
+	// The server's certificate is the CA's and valid: without the CA
+	// (the system's roots) the key set is refused; with it, fetched.
+	cert.Store(good)
+	if _, err := New(context.Background(), cfg(nil)); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a private CA's server, the system's roots trusted: %v", err)
+	}
+	for name, c := range refused {
+		cert.Store(c)
+		if _, err := New(context.Background(), cfg(ca.Pool())); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	cert.Store(good)
+	clk := newClock(t0.Add(time.Minute))
+	v := newVerifier(t, p, clk, func(c *Config) { c.RootCAs = ca.Pool() })
+	if roles, err := v.Verify(p.signRSA(t, claims(nil))); err != nil || len(roles) != 2 {
+		t.Fatalf("a token, the key set fetched over HTTPS: %v %v", roles, err)
+	}
+	toks, err := auth.ParseEnv("", []auth.Role{"editor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks.SetVerifier(v)
+	h := toks.RequireRole("editor", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.add("ec-new", jose.ES256, ec)
+	newKeyToken := sign(t, jose.ES256, ec, "ec-new", claims(nil))
+	for name, c := range refused {
+		cert.Store(c)
+		v.cfg.Client.CloseIdleConnections() // a new handshake
+		clk.add(time.Minute)                // past MinRefresh: the unknown key makes a fetch
+		before := v.Fetches()
+		req := httptest.NewRequest("POST", "/", nil)
+		req.Header.Set("Authorization", "Bearer "+newKeyToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if v.Fetches() != before+1 {
+			t.Errorf("%s: %d fetches, want 1", name, v.Fetches()-before)
+		}
+		if rec.Code != 401 || rec.Header().Get("Content-Type") != "application/problem+json" || !strings.Contains(rec.Body.String(), "a key the issuer does not publish") {
+			t.Errorf("%s: %d %s %s, want 401 problem+json, a key the issuer does not publish", name, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
+		for _, leak := range []string{"127.0.0.1", "x509", "certificate", "jwks.json"} {
+			if strings.Contains(rec.Body.String(), leak) {
+				t.Errorf("%s: the answer shows %q: %s", name, leak, rec.Body)
+			}
+		}
+	}
+	// The same token once the server's certificate is good again.
+	cert.Store(good)
+	v.cfg.Client.CloseIdleConnections()
+	clk.add(time.Minute)
+	if _, err := v.Verify(newKeyToken); err != nil {
+		t.Errorf("the new key's token, the certificate good again: %v", err)
 	}
 }
 

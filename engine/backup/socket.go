@@ -214,8 +214,8 @@ func (s *Service) ListenSocket(dir string, log *slog.Logger) (stop func(), err e
 		if err := srv.Shutdown(ctx); err != nil {
 			// A backup still running keeps its connection until it
 			// has answered; the others are dropped.
-			//lint:ignore SA2001 the empty section waits for the backup under way
 			s.running.Lock()
+			//lint:ignore SA2001 the empty section waits for the backup under way
 			s.running.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()

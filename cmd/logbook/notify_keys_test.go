@@ -5,13 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
+	"github.com/logbook/logbook/engine/kafkabus"
 	"github.com/logbook/logbook/engine/shred"
+	"github.com/logbook/logbook/internal/testenv"
 )
 
 // copyTree copies a closed keyring's directory: its backup, or its
@@ -165,6 +169,40 @@ func TestNotifyKeysReforget(t *testing.T) {
 			t.Fatalf("after reforget %v: user 1 opens %v (want closed), user 2 %v", src, a, b)
 		}
 		reforget(0, src...)
+	}
+
+	// From the Kafka topic the log was published to.
+	if os.Getenv("LOGBOOK_TEST_KAFKA") != "" || testenv.Required() {
+		broker := testenv.Kafka(t)[0]
+		topic := fmt.Sprintf("logbook-reforget-%d", time.Now().UnixNano())
+		st, err := pebblestore.Open(data, pebblestore.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := st.Head(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		p := kafkabus.NewPublisher(st, kafkabus.PublisherConfig{Config: kafkabus.Config{Brokers: []string{broker}}, Topic: topic, TransactionalID: topic, Partitions: 1})
+		done := make(chan error, 1)
+		go func() { done <- p.Run(pctx) }()
+		for deadline := time.Now().Add(30 * time.Second); p.LastPosition() < h; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the publisher did not reach the head %d", h)
+			}
+		}
+		cancel()
+		<-done
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		copyTree(t, backup, keys)
+		reforget(1, "--bus", "kafka://"+broker+"/"+topic)
+		if a, b := opens(); a || !b {
+			t.Fatalf("after reforget --bus: user 1 opens %v (want closed), user 2 %v", a, b)
+		}
+		reforget(0, "--bus", "kafka://"+broker+"/"+topic)
 	}
 
 	// Bad input: exit 2, a message, and the restored key left alone.

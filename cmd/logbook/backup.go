@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,9 +33,11 @@ prints the log position it holds.
 
 --data names the store, --out a new or empty directory. A stopped store is
 backed up directly. A store a server holds open is backed up by that
-server, while it serves and appends: every serving command listens on a
-unix socket in its store's directory (backup.sock, mode 0600; whoever can
-reach it can already read the store's files), and backup --data asks it
+server, while it serves and appends: flights serve, tickets serve and
+notify serve on the embedded store listen on a unix socket in its
+directory (backup.sock, mode 0600; whoever can reach it can already read
+the store's files; kv serve does not, and a server on PostgreSQL has no
+such directory), and backup --data asks it
 through the socket to write the backup into --out (made absolute here; it
 is written by the server's user, on its machine). The views the server
 keeps durable are copied with the store.
@@ -120,14 +123,22 @@ func localBackup(data, out string) (*backup.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := backup.Take(s, nil, out)
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	// As the socket's: not into the store's directory, and a directory
+	// made for a failed backup is removed.
+	res, err := (&backup.Service{Store: s, Dir: data}).BackupInto(abs)
 	if cerr := s.Close(); err == nil && cerr != nil {
 		return nil, cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &backup.Result{Dir: out, Manifest: *m}, nil
+	res.Dir = out
+	return res, nil
 }
 
 func remoteBackup(ctx context.Context, url, token string) (*backup.Result, error) {

@@ -55,15 +55,9 @@ func TestPGDumpWhileAppending(t *testing.T) {
 	}
 	defer s.Close()
 
-	type ack struct {
-		stream     string
-		first      uint64
-		ids        []eventstore.ID
-		beforeDump bool
-	}
 	var (
 		mu         sync.Mutex
-		acks       []ack
+		acks       []loadAck
 		dumpCalled bool
 	)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -86,12 +80,12 @@ func TestPGDumpWhileAppending(t *testing.T) {
 					}
 					return
 				}
-				a := ack{stream: stream, first: res.FirstPosition}
+				a := loadAck{stream: stream, first: res.FirstPosition}
 				for _, e := range evs {
 					a.ids = append(a.ids, e.ID)
 				}
 				mu.Lock()
-				a.beforeDump = !dumpCalled
+				a.before = !dumpCalled
 				acks = append(acks, a)
 				mu.Unlock()
 			}
@@ -165,59 +159,11 @@ func TestPGDumpWhileAppending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	byPos := map[uint64]eventstore.Event{}
-	for from := uint64(1); ; {
-		page, err := rs.ReadAll(t.Context(), from, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		for _, ev := range page {
-			byPos[ev.Position] = ev
-		}
-		from = page[len(page)-1].Position + 1
-	}
-	head := v.Head
-	if uint64(len(byPos)) != head {
-		t.Fatalf("restored log holds %d events, head %d", len(byPos), head)
-	}
-	var before, after int
-	var whole uint64
 	if len(acks) == 0 || acks[0].ids[0] == (eventstore.ID{}) {
 		t.Fatal("appends left their events without ids: nothing to compare")
 	}
-	for _, a := range acks {
-		if a.beforeDump {
-			before++
-		} else {
-			after++
-		}
-		last := a.first + uint64(len(a.ids)) - 1
-		switch {
-		case last <= head:
-			for k, id := range a.ids {
-				if ev, ok := byPos[a.first+uint64(k)]; !ok || ev.ID != id || ev.Stream != a.stream {
-					t.Fatalf("acknowledged append at %d (event %d) missing or different in the restored dump: %+v", a.first, k, ev)
-				}
-			}
-			whole += uint64(len(a.ids))
-		case a.first > head:
-			if a.beforeDump {
-				t.Fatalf("append acknowledged before the dump began is at %d, past the dump's head %d", a.first, head)
-			}
-		default:
-			t.Fatalf("append at %d–%d straddles the dump's head %d", a.first, last, head)
-		}
-	}
-	t.Logf("dump holds head %d; %d appends acknowledged before the dump began, %d after", head, before, after)
-	if before == 0 || after == 0 {
-		t.Fatalf("load too light to test anything: %d appends before the dump, %d after", before, after)
-	}
-	if whole != head {
-		t.Fatalf("the restored dump holds %d events not from a whole acknowledged append", head-whole)
-	}
+	head := v.Head
+	checkBackupUnderLoad(t, logByPosition(t, rs), head, acks, true)
 	if !strings.Contains(out, fmt.Sprintf(`"head":%d`, head)) {
 		t.Fatalf("verify's head: %s", out)
 	}

@@ -261,14 +261,9 @@ func TestBackupDataWhileServing(t *testing.T) {
 		t.Fatalf("the server's socket: %v %v", fi, err)
 	}
 
-	type ack struct {
-		reg          string
-		pos          uint64
-		beforeBackup bool
-	}
 	var (
 		mu           sync.Mutex
-		acks         []ack
+		acks         []loadAck
 		backupCalled bool
 	)
 	stop := make(chan struct{})
@@ -299,7 +294,7 @@ func TestBackupDataWhileServing(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				acks = append(acks, ack{reg, pos, !backupCalled})
+				acks = append(acks, loadAck{stream: "airplane-" + reg, first: pos, before: !backupCalled})
 				mu.Unlock()
 			}
 		}()
@@ -326,20 +321,12 @@ func TestBackupDataWhileServing(t *testing.T) {
 	if code, _, stderr := runCLI(t, "backup", "--data", data, "--out", "backup"); code != 1 || !strings.Contains(stderr, "not empty") {
 		t.Errorf("backup into a directory that is not empty: %d %s", code, stderr)
 	}
+	// Into the store's own directory: refused by the server.
+	if code, _, stderr := runCLI(t, "backup", "--data", data, "--out", filepath.Join(data, "inner")); code != 1 || !strings.Contains(stderr, "inside the store's directory") {
+		t.Errorf("backup into the store's directory: %d %s", code, stderr)
+	}
 	if t.Failed() {
 		return
-	}
-	var before, after int
-	for _, a := range acks {
-		if a.beforeBackup {
-			before++
-		} else {
-			after++
-		}
-	}
-	t.Logf("backup at position %d; %d appends acknowledged before it began, %d after", b.Position, before, after)
-	if before == 0 || after == 0 {
-		t.Fatalf("load too light to test anything: %d appends before the backup, %d after", before, after)
 	}
 
 	restored := filepath.Join(t.TempDir(), "restored")
@@ -354,33 +341,7 @@ func TestBackupDataWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	byPos := map[uint64]eventstore.Event{}
-	for from := uint64(1); ; {
-		page, err := rs.ReadAll(t.Context(), from, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		for _, ev := range page {
-			byPos[ev.Position] = ev
-		}
-		from = page[len(page)-1].Position + 1
-	}
-	if uint64(len(byPos)) != b.Position {
-		t.Fatalf("restored log holds %d events, backup position %d", len(byPos), b.Position)
-	}
-	for _, a := range acks {
-		switch {
-		case a.pos <= b.Position:
-			if ev, ok := byPos[a.pos]; !ok || ev.Stream != "airplane-"+a.reg {
-				t.Fatalf("airplane %s acknowledged at %d: the restored log has %+v there", a.reg, a.pos, ev)
-			}
-		case a.beforeBackup:
-			t.Fatalf("airplane %s acknowledged before the backup began is at %d, past its position %d", a.reg, a.pos, b.Position)
-		}
-	}
+	checkBackupUnderLoad(t, logByPosition(t, rs), b.Position, acks, false)
 }
 
 // TestBackupSocketGone: the server removes its socket when it stops;
@@ -412,5 +373,12 @@ func TestBackupSocketGone(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("backup of the stopped store: %d %s %s", code, out, stderr)
 		}
+	}
+	// Into the store's own directory: refused by the command too.
+	if code, _, stderr := runCLI(t, "backup", "--data", data, "--out", filepath.Join(data, "inner")); code != 1 || !strings.Contains(stderr, "inside the store's directory") {
+		t.Errorf("backup of the stopped store into its directory: %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, "inner")); !os.IsNotExist(err) {
+		t.Errorf("a refused backup made its directory: %v", err)
 	}
 }

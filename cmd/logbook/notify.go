@@ -41,6 +41,7 @@ func newNotifyCmd(e *env) *cobra.Command {
 		newNotifyServeCmd(e),
 		newNotifySinkCmd(e),
 		newNotifyUsersCmd(e),
+		newNotifyKeysCmd(e),
 		newNotifyStageCmd(e),
 	)
 	g.Long = `The notify service sends a notification to many users at once: a send

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/kafkabus"
-	"github.com/logbook/logbook/internal/devca"
 	"github.com/logbook/logbook/internal/testenv"
 )
 
@@ -34,18 +33,7 @@ const keyMarker = "key-contents-never-shown-3c8e"
 func TestTLSKeyContentsStayOutOfOutput(t *testing.T) {
 	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer")
 	dir := t.TempDir()
-	ca, err := devca.New("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ca.Issue(devca.Leaf{Name: "server", Hosts: []string{"127.0.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := sp.Write(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, cert, key := testServerCert(t, dir)
 	bad := map[string]string{
 		"text":      keyMarker + "\n",
 		"pem body":  "-----BEGIN EC PRIVATE KEY-----\n" + keyMarker + "\n-----END EC PRIVATE KEY-----\n",

@@ -62,6 +62,10 @@ func (s *openedStore) Close() error {
 	return s.Store.Close()
 }
 
+// Unwrap returns the backend's store, for what only a backend offers
+// (the admin API's deletion and truncation look for it through here).
+func (s *openedStore) Unwrap() eventstore.Store { return s.Store }
+
 // runOnClose runs onClose now, once: a command whose backup copies a
 // view stops the backup socket before it closes that view.
 func (s *openedStore) runOnClose() {

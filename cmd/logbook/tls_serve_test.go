@@ -18,6 +18,25 @@ import (
 	"github.com/logbook/logbook/services/notify/userscdc"
 )
 
+// testServerCert makes a test CA and a server certificate it issues for
+// 127.0.0.1, written into dir: the CA, and the certificate's and key's
+// files.
+func testServerCert(t *testing.T, dir string) (ca *devca.CA, cert, key string) {
+	t.Helper()
+	ca, err := devca.New("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ca.Issue(devca.Leaf{Name: "server", Hosts: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert, key, err = sp.Write(dir, "server"); err != nil {
+		t.Fatal(err)
+	}
+	return ca, cert, key
+}
+
 // Each serving command besides flights (TestServeTLSAndReplicaOverTLS)
 // serves HTTPS end to end through its --tls-cert and --tls-key: its
 // "serving" line names an https:// URL; a client trusting the test CA
@@ -27,18 +46,7 @@ import (
 func TestServingCommandsServeHTTPS(t *testing.T) {
 	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,sender-token:sender")
 	dir := t.TempDir()
-	ca, err := devca.New("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ca.Issue(devca.Leaf{Name: "server", Hosts: []string{"127.0.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := sp.Write(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, cert, key := testServerCert(t, dir)
 	caFile, err := ca.WriteCA(dir, "ca")
 	if err != nil {
 		t.Fatal(err)

@@ -130,7 +130,7 @@ func prepareEmpty(dir string) error {
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		return syncDir(filepath.Dir(dir))
@@ -154,7 +154,7 @@ func writeManifest(dir string, m *Manifest) error {
 		return err
 	}
 	tmp := filepath.Join(dir, ManifestFile+".tmp")
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
@@ -305,7 +305,7 @@ func copyTree(src, dst string, made *[]string) error {
 		return err
 	}
 	if _, err := os.Stat(dst); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dst, 0o755); err != nil {
+		if err := os.MkdirAll(dst, 0o700); err != nil {
 			return err
 		}
 		*made = append(*made, dst)
@@ -338,7 +338,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

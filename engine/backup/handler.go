@@ -29,8 +29,14 @@ type Service struct {
 	Store *pebblestore.Store
 	Views map[string]View
 	Root  string
+	// Dir is the store's directory: BackupInto refuses a target inside
+	// it. ListenSocket sets it to the directory it serves.
+	Dir string
 
 	running sync.Mutex
+	// handlers counts the socket's requests under way: its stop waits
+	// for them, so that the store is not closed under a backup.
+	handlers sync.WaitGroup
 }
 
 // Result is the answer to a backup request (and the CLI's output).
@@ -45,7 +51,7 @@ func (s *Service) Backup() (*Result, error) {
 		return nil, errBusy
 	}
 	defer s.running.Unlock()
-	if err := os.MkdirAll(s.Root, 0o755); err != nil {
+	if err := os.MkdirAll(s.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("backup: root %s: %w", s.Root, err)
 	}
 	name := time.Now().UTC().Format("20060102T150405.000Z")

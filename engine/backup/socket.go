@@ -3,6 +3,8 @@ package backup
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,10 +41,16 @@ type socketRequest struct {
 
 // BackupInto takes a backup into out, an absolute path to a new or empty
 // directory, as Backup does under Root. One backup runs at a time, shared
-// with Backup.
+// with Backup. out may not lie inside the store's own directory (Dir,
+// when set). A directory it made for a backup that failed
+// is removed, with whatever the failure left in it.
 func (s *Service) BackupInto(out string) (*Result, error) {
 	if !filepath.IsAbs(out) {
 		return nil, fmt.Errorf("backup: %q is not an absolute path", out)
+	}
+	out = filepath.Clean(out)
+	if s.Dir != "" && within(out, s.Dir) {
+		return nil, fmt.Errorf("%w: %s is inside the store's directory %s: give a directory outside it", ErrInsideStore, out, s.Dir)
 	}
 	if !s.running.TryLock() {
 		return nil, errBusy
@@ -51,11 +60,42 @@ func (s *Service) BackupInto(out string) (*Result, error) {
 	m, err := Take(s.Store, s.Views, out)
 	if err != nil {
 		if errors.Is(statErr, os.ErrNotExist) {
-			_ = os.Remove(out)
+			_ = os.RemoveAll(out)
 		}
 		return nil, err
 	}
 	return &Result{Dir: out, Manifest: *m}, nil
+}
+
+// ErrInsideStore is BackupInto's error for a target inside the store's
+// own directory: the backup would copy itself into the next one, and a
+// restore of the store's directory would take it along.
+var ErrInsideStore = errors.New("backup: target inside the store's directory")
+
+// within says whether path is dir or lies under it, symbolic links of
+// either resolved as far as they exist.
+func within(path, dir string) bool {
+	resolve := func(p string) string {
+		// The longest existing prefix is resolved; the rest is appended.
+		rest := ""
+		for {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				return filepath.Join(r, rest)
+			}
+			parent := filepath.Dir(p)
+			if parent == p {
+				return filepath.Join(p, rest)
+			}
+			rest = filepath.Join(filepath.Base(p), rest)
+			p = parent
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(resolve(abs), resolve(path))
+	return err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))))
 }
 
 // ListenSocket serves BackupInto on SocketFile in dir, the store's
@@ -78,7 +118,11 @@ func (s *Service) ListenSocket(dir string, log *slog.Logger) (stop func(), err e
 		// Stale: the rename below replaces it.
 		log.Info("replacing a stale backup socket", "path", path)
 	}
-	tmp, err := os.MkdirTemp(dir, ".sock")
+	// The temporary directory's path (DIR/.sXXXXXX/s) is no longer than
+	// the socket's (DIR/backup.sock): a unix socket's path is limited to
+	// about 100 bytes, and the bind should fail only where the socket
+	// could not be anyway.
+	tmp, err := mkdirShort(dir)
 	if err != nil {
 		return nil, fmt.Errorf("backup: socket: %w", err)
 	}
@@ -96,25 +140,39 @@ func (s *Service) ListenSocket(dir string, log *slog.Logger) (stop func(), err e
 		l.Close()
 		return nil, fmt.Errorf("backup: socket: %w", err)
 	}
+	if s.Dir == "" {
+		s.Dir = dir
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /backup", func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// The body (a short JSON object) must arrive within
+		// socketReadTimeout: a client that sends it slowly does not hold
+		// the handler. The backup itself has no deadline.
+		_ = rc.SetReadDeadline(time.Now().Add(socketReadTimeout))
 		var req socketRequest
 		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
+			// The deadline stays: the server reads no further.
+			w.Header().Set("Connection", "close")
 			problem.Error(w, http.StatusBadRequest, "want {\"out\": \"/absolute/path\"}: "+err.Error())
 			return
 		}
+		_ = rc.SetReadDeadline(time.Time{})
 		if req.Out == "" || !filepath.IsAbs(req.Out) {
 			problem.Error(w, http.StatusBadRequest, fmt.Sprintf("out %q: want an absolute path", req.Out))
 			return
 		}
 		res, err := s.BackupInto(filepath.Clean(req.Out))
+		// However long the backup took, the answer (a few hundred
+		// bytes) must be taken within socketWriteTimeout.
+		_ = rc.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
 		switch {
 		case errors.Is(err, errBusy):
 			problem.Error(w, http.StatusConflict, "a backup is already running; try again when it has finished")
 			return
-		case errors.Is(err, ErrNotEmpty):
+		case errors.Is(err, ErrNotEmpty), errors.Is(err, ErrInsideStore):
 			problem.Error(w, http.StatusBadRequest, err.Error())
 			return
 		case err != nil:
@@ -126,18 +184,79 @@ func (s *Service) ListenSocket(dir string, log *slog.Logger) (stop func(), err e
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(res)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+	// No WriteTimeout or ReadTimeout on the server: both run from the
+	// request's start, and a backup of a large store may take minutes —
+	// the handler sets its own deadlines around the reading of the body
+	// and the writing of the answer instead.
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.handlers.Add(1)
+			defer s.handlers.Done()
+			mux.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: socketReadTimeout,
+		IdleTimeout:       socketReadTimeout,
+		MaxHeaderBytes:    16 << 10,
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = srv.Serve(l)
 	}()
 	return func() {
-		// A backup under way finishes first: Shutdown waits for it.
-		_ = srv.Shutdown(context.Background())
+		// A backup under way finishes first. Shutdown waits for every
+		// request for socketShutdownGrace; then Close drops the
+		// connections left (a client slow to send its request), and
+		// stop still waits for the handlers, so that the caller does not
+		// close the store under a backup.
+		ctx, cancel := context.WithTimeout(context.Background(), socketShutdownGrace)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			// A backup still running keeps its connection until it
+			// has answered; the others are dropped.
+			s.running.Lock()
+			//lint:ignore SA2001 the empty section waits for the backup under way
+			s.running.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if srv.Shutdown(ctx) != nil {
+				log.Warn("closing the backup socket's connections left after the grace period", "grace", socketShutdownGrace)
+				_ = srv.Close()
+			}
+		}
 		<-done
+		s.handlers.Wait()
 		_ = os.Remove(path)
 	}, nil
+}
+
+// The backup socket's deadlines (variables for the tests).
+var (
+	// socketReadTimeout bounds the wait for a request's header and body,
+	// and an idle connection.
+	socketReadTimeout = 10 * time.Second
+	// socketWriteTimeout bounds the writing of the answer, once the
+	// backup is taken.
+	socketWriteTimeout = 10 * time.Second
+	// socketShutdownGrace is how long stop lets requests under way
+	// finish before it closes their connections (a backup running in one
+	// still finishes: stop waits for it).
+	socketShutdownGrace = 5 * time.Second
+)
+
+// mkdirShort makes a new directory of mode 0700 in dir named .sXXXXXX.
+func mkdirShort(dir string) (string, error) {
+	for range 100 {
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		p := filepath.Join(dir, ".s"+hex.EncodeToString(b[:]))
+		err := os.Mkdir(p, 0o700)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return p, err
+	}
+	return "", errors.New("no free name for a temporary directory")
 }
 
 // ErrNoServer is AskSocket's error when no process serves dir's socket:

@@ -31,6 +31,11 @@ func mountAdmin(mux *http.ServeMux, store eventstore.Store, tokens *auth.Tokens,
 	mux.Handle("/admin/api/", admin.New(store, tokens, opts.WithStore(store)))
 }
 
+// browseOnly is a store the admin API may read but not remove from: it
+// offers only eventstore.Store's methods, so neither a Deleter nor an
+// Unwrap to one is found through it.
+type browseOnly struct{ eventstore.Store }
+
 // publisherState is a kafkabus publisher's state as the admin API shows it.
 func publisherState(s kafkabus.PublisherState) admin.PublisherState {
 	p := admin.PublisherState{Topic: s.Topic, Running: s.Running, Position: s.Position, Published: s.Published, Restarts: s.Restarts}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -141,5 +142,43 @@ func TestAdminShowsThePublisher(t *testing.T) {
 	}
 	if pub := p.Publishers[0]; pub.Topic != topic || !pub.Running || pub.Lag != 0 || pub.Published != 3 {
 		t.Fatalf("publisher %+v", pub)
+	}
+}
+
+// A read replica (--read-only on a shared store) browses but never
+// removes: its admin API offers no delete or truncate, while a write
+// node on the same PostgreSQL store offers both.
+func TestReadReplicaAdminDoesNotRemove(t *testing.T) {
+	t.Setenv("LOGBOOK_TOKENS", "viewer-token:viewer,planner-token:planner,admin-token:admin")
+	pgURL, _ := testenv.SchemaURL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	writer := startFlightsNode(t, ctx, cancel, "--store", pgURL)
+	if code, body := caller(t, writer)("POST", "/api/rotations", "planner-token", `{"id":"r1"}`); code != http.StatusCreated {
+		t.Fatalf("creating a rotation: %d %s", code, body)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	replica := startFlightsNode(t, rctx, rcancel, "--store", pgURL, "--read-only")
+	for _, c := range []struct {
+		url    string
+		offers bool
+	}{{writer, true}, {replica, false}} {
+		code, body := caller(t, c.url)("GET", "/admin/api/me", "admin-token", "")
+		want := fmt.Sprintf(`"delete":%v`, c.offers)
+		if code != http.StatusOK || !strings.Contains(body, want) || !strings.Contains(body, fmt.Sprintf(`"truncate":%v`, c.offers)) {
+			t.Errorf("%s: an admin's /me: %d %s, want %s", c.url, code, body, want)
+		}
+	}
+	code, body := caller(t, replica)("GET", "/admin/api/streams", "viewer-token", "")
+	var page struct {
+		Streams []struct{ ID string } `json:"streams"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &page) != nil || len(page.Streams) != 1 {
+		t.Fatalf("the replica's streams: %d %s", code, body)
+	}
+	if code, body := caller(t, replica)("DELETE", "/admin/api/streams/"+page.Streams[0].ID, "admin-token", ""); code < 400 {
+		t.Errorf("an admin's delete through the replica: %d %s", code, body)
+	}
+	if code, _ := caller(t, writer)("GET", "/admin/api/streams/"+page.Streams[0].ID, "viewer-token", ""); code != http.StatusOK {
+		t.Errorf("the stream after the replica's refused delete: %d", code)
 	}
 }

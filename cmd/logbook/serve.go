@@ -249,7 +249,13 @@ func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, er
 		if n.publisher != nil {
 			mons = append(mons, n.publisher)
 		}
-		mountAdmin(n.mux, n.store, cfg.tokens, n.reg, admin.Options{}, mons...)
+		adminStore := n.store
+		if cfg.mode == modeReadOnly {
+			// A read replica never writes the shared store: its admin
+			// page browses, and removals go to a write node.
+			adminStore = browseOnly{n.store}
+		}
+		mountAdmin(n.mux, adminStore, cfg.tokens, n.reg, admin.Options{}, mons...)
 	}
 	n.mux.Handle("/", webui.Handler())
 	return n, nil

@@ -282,9 +282,14 @@ the embedded store and the keyring's directory are opened.`,
 
 		var k *shred.Keyring
 		if pgKeys {
-			k, err = shred.OpenPostgres(ctx, s.pg.Pool(), master, shred.PostgresOptions{})
+			k, err = shred.OpenPostgres(ctx, s.pg.Pool(), master, shred.PostgresOptions{Options: shred.Options{Existing: true}})
 		} else {
-			k, err = shred.OpenDir(ctx, keys, master, shred.DirOptions{Logger: e.log})
+			k, err = shred.OpenDir(ctx, keys, master, shred.DirOptions{Options: shred.Options{Existing: true}, Logger: e.log})
+		}
+		if errors.Is(err, shred.ErrNoKeyring) {
+			// A path or database with no keyring is the operator's
+			// mistake, not a keyring with nothing to re-forget.
+			return usageError{Msg: err.Error()}
 		}
 		if err != nil {
 			return err

@@ -207,6 +207,7 @@ func TestNotifyKeysReforget(t *testing.T) {
 
 	// Bad input: exit 2, a message, and the restored key left alone.
 	copyTree(t, backup, keys)
+	emptyDir := t.TempDir()
 	bad := filepath.Join(dir, "bad.ndjson")
 	good := strings.TrimSpace(string(exported))
 	for _, c := range []struct {
@@ -223,6 +224,10 @@ func TestNotifyKeysReforget(t *testing.T) {
 		{"no master key", good, nil, "", "master key"},
 		{"bad master key", good, nil, "00", "master"},
 		{"missing keyring", good, []string{"reforget", "--keys", filepath.Join(dir, "nowhere"), "--from", bad}, masterHex, "nowhere"},
+		// A directory that exists but holds no keyring (the state
+		// directory instead of its keys/) is refused, not taken for an
+		// empty keyring with nothing to re-forget.
+		{"a directory with no keyring", good, []string{"reforget", "--keys", emptyDir, "--from", bad}, masterHex, "no keyring"},
 	} {
 		if err := os.WriteFile(bad, []byte(c.file), 0o600); err != nil {
 			t.Fatal(err)

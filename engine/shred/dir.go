@@ -53,13 +53,17 @@ func OpenDir(ctx context.Context, dir string, master MasterKey, opts DirOptions)
 		DisableWAL:         true,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebblekit.Logger(opts.Logger, "keyring"),
+		ErrorIfNotExists:   opts.Existing,
 	}
 	db, err := pebble.Open(dir, popts)
+	if err != nil && opts.Existing && errors.Is(err, pebble.ErrDBDoesNotExist) {
+		return nil, fmt.Errorf("open keyring %s: %w", dir, ErrNoKeyring)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shred: open keyring %s: %w", dir, err)
 	}
 	b := &dirBackend{db: db}
-	if err := b.claim(); err != nil {
+	if err := b.claim(opts.Existing); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("shred: open keyring %s: %w", dir, err)
 	}
@@ -87,11 +91,13 @@ func (b *dirBackend) getOne(k []byte) ([]byte, error) {
 
 // claim checks the format marker, or writes it in an empty database
 // (pebblekit.Claim's rule, durable by a flush as there is no WAL).
-func (b *dirBackend) claim() error {
+func (b *dirBackend) claim(existing bool) error {
 	got, err := b.getOne(dirFormatKey)
 	switch {
 	case err != nil:
 		return err
+	case got == nil && existing:
+		return ErrNoKeyring
 	case got == nil:
 		iter, err := b.db.NewIter(nil)
 		if err != nil {

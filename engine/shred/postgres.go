@@ -44,6 +44,15 @@ func OpenPostgres(ctx context.Context, pool *pgxpool.Pool, master MasterKey, opt
 		opts.CacheTTL = 5 * time.Second
 	}
 	b := &pgBackend{pool: pool, table: opts.Table}
+	if opts.Existing {
+		var found bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, b.table).Scan(&found); err != nil {
+			return nil, fmt.Errorf("shred: open keyring %s: %w", b.table, err)
+		}
+		if !found {
+			return nil, fmt.Errorf("open keyring %s (in the connection's search path): %w", b.table, ErrNoKeyring)
+		}
+	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+b.table+` (
 		subject bytea PRIMARY KEY,
 		record  bytea NOT NULL

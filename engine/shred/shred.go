@@ -193,9 +193,17 @@ type Options struct {
 	// asked again (default: for ever on a directory, which one process
 	// owns; 5 s on PostgreSQL, where another process may forget it).
 	CacheTTL time.Duration
+	// Existing opens only a keyring that is already there, and refuses to
+	// make a new, empty one: for tools that act on a keyring (a mistyped
+	// path must not pass for a keyring with nothing to do).
+	Existing bool
 	// now is the clock (tests).
 	now func() time.Time
 }
+
+// ErrNoKeyring is what opening with Options.Existing returns where no
+// keyring is.
+var ErrNoKeyring = errors.New("shred: no keyring there")
 
 // Keyring holds a data key per subject, wrapped under a master key.
 type Keyring struct {

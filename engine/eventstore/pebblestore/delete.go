@@ -296,14 +296,30 @@ func (s *Store) SetRetention(ctx context.Context, r eventstore.Retention) error 
 		return err
 	}
 	key := retentionKey(r)
+	var v []byte
+	if r.MaxAge != 0 || r.MaxCount != 0 {
+		v = binary.AppendUvarint(nil, uint64(r.MaxAge))
+		v = binary.AppendUvarint(v, r.MaxCount)
+	}
 	s.retMu.Lock()
 	defer s.retMu.Unlock()
+	old, closer, err := s.db.Get(key)
+	switch {
+	case err == nil:
+		same := bytes.Equal(old, v)
+		_ = closer.Close()
+		if same {
+			return nil // unchanged: a sweep under way goes on applying it
+		}
+	case !errors.Is(err, pebble.ErrNotFound):
+		return err
+	case v == nil:
+		return nil // clearing a rule that is not there
+	}
 	s.retGen++
-	if r.MaxAge == 0 && r.MaxCount == 0 {
+	if v == nil {
 		return s.db.Delete(key, s.syncOpt())
 	}
-	v := binary.AppendUvarint(nil, uint64(r.MaxAge))
-	v = binary.AppendUvarint(v, r.MaxCount)
 	return s.db.Set(key, v, s.syncOpt())
 }
 

@@ -570,6 +570,9 @@ func clearedRuleStopsASweep(cfg deletionConfig) func(t *testing.T, s eventstore.
 			t.Fatal(err)
 		}
 		held, release := make(chan struct{}), make(chan struct{})
+		var releaseOnce sync.Once
+		letGo := func() { releaseOnce.Do(func() { close(release) }) }
+		defer letGo() // a failed check must not leave the sweep held
 		var calls atomic.Int32
 		clock.mu.Lock()
 		clock.onNow = func() {
@@ -593,12 +596,20 @@ func clearedRuleStopsASweep(cfg deletionConfig) func(t *testing.T, s eventstore.
 		// SetRetention may wait for the held truncation to finish, so it
 		// runs beside the release.
 		go func() { cleared <- d.SetRetention(ctx, eventstore.Retention{Prefix: rule.Prefix}) }()
-		// Give SetRetention its chance to complete (or to queue behind the
-		// sweep's lock) before the sweep is let go.
-		time.Sleep(50 * time.Millisecond)
-		close(release)
-		if err := <-cleared; err != nil {
-			t.Fatal(err)
+		// The sweep is held outside its lock (or transaction), so
+		// SetRetention returns before it is let go; a store whose
+		// SetRetention waits for the sweep instead is let go after a while.
+		select {
+		case err := <-cleared:
+			if err != nil {
+				t.Fatal(err)
+			}
+			letGo()
+		case <-time.After(5 * time.Second):
+			letGo()
+			if err := <-cleared; err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := <-swept; err != nil {
 			t.Fatalf("Sweep: %v", err)

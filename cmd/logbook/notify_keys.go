@@ -269,7 +269,11 @@ the embedded store and the keyring's directory are opened.`,
 			defer s.Close()
 		}
 		if bus != nil {
-			recs, err := kafkabus.ReadTopic(ctx, bus.Config, bus.Topic)
+			// Bounded in time: a broker that answers slowly or not at
+			// all ends the command with an error, not a hang.
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			recs, err := kafkabus.ReadTopic(rctx, bus.Config, bus.Topic)
+			cancel()
 			if err != nil {
 				return fmt.Errorf("read the audit events from %s: %w", bus.Topic, err)
 			}

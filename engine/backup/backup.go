@@ -139,6 +139,11 @@ func prepareEmpty(dir string) error {
 	case len(entries) > 0:
 		return fmt.Errorf("%w: %s holds %d entries (%s, …); give an empty or new directory", ErrNotEmpty, dir, len(entries), entries[0].Name())
 	}
+	// An existing, empty directory is made private too: the checkpoint's
+	// files inside it are written world-readable.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
 	return nil
 }
 

@@ -51,6 +51,9 @@ func (s *Service) Backup() (*Result, error) {
 		return nil, errBusy
 	}
 	defer s.running.Unlock()
+	if s.Dir != "" && within(s.Root, s.Dir) {
+		return nil, fmt.Errorf("%w: the backup root %s is inside the store's directory %s", ErrInsideStore, s.Root, s.Dir)
+	}
 	if err := os.MkdirAll(s.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("backup: root %s: %w", s.Root, err)
 	}
@@ -64,7 +67,7 @@ func (s *Service) Backup() (*Result, error) {
 	}
 	m, err := Take(s.Store, s.Views, dir)
 	if err != nil {
-		_ = os.Remove(dir)
+		_ = os.RemoveAll(dir) // the directory is this backup's own, new
 		return nil, err
 	}
 	return &Result{Dir: dir, Manifest: *m}, nil

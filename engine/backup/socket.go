@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -188,9 +189,20 @@ func (s *Service) ListenSocket(dir string, log *slog.Logger) (stop func(), err e
 	// request's start, and a backup of a large store may take minutes —
 	// the handler sets its own deadlines around the reading of the body
 	// and the writing of the answer instead.
+	// stopping, once set, turns requests away before they count in
+	// s.handlers, so that none is added while stop waits for them.
+	var stopMu sync.Mutex
+	stopping := false
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			stopMu.Lock()
+			if stopping {
+				stopMu.Unlock()
+				http.Error(w, "the server is stopping", http.StatusServiceUnavailable)
+				return
+			}
 			s.handlers.Add(1)
+			stopMu.Unlock()
 			defer s.handlers.Done()
 			mux.ServeHTTP(w, r)
 		}),
@@ -209,6 +221,9 @@ func (s *Service) ListenSocket(dir string, log *slog.Logger) (stop func(), err e
 		// connections left (a client slow to send its request), and
 		// stop still waits for the handlers, so that the caller does not
 		// close the store under a backup.
+		stopMu.Lock()
+		stopping = true
+		stopMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), socketShutdownGrace)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {

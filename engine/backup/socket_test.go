@@ -154,6 +154,25 @@ func TestBackupIntoTargets(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(data, "b")); !os.IsNotExist(err) {
 		t.Errorf("a refused backup made its directory: %v", err)
 	}
+	// The server-named backups of --backup-dir are refused inside the
+	// store's directory too.
+	inside := &Service{Store: store, Dir: data, Root: filepath.Join(data, "backups")}
+	if _, err := inside.Backup(); !errors.Is(err, ErrInsideStore) {
+		t.Errorf("Backup with its root inside the store: %v, want ErrInsideStore", err)
+	}
+	// An existing, empty target that others may read is made private.
+	open := filepath.Join(root, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BackupInto(open); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(open); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o700 {
+		t.Errorf("an existing target after the backup: mode %v, want 0700", st.Mode().Perm())
+	}
 	// A sibling whose name starts like the store's is outside it.
 	res, err := s.BackupInto(data + "-backup")
 	if err != nil {

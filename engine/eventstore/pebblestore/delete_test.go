@@ -317,10 +317,13 @@ wait:
 	if total < before/2 {
 		t.Fatalf("the sweep moved only %d bytes of a %d-byte log: it compacted little, the test proves nothing", total, before)
 	}
-	// On average the pass keeps to the rate: it lasts at least as long
-	// as moving its I/O at rate bytes a second takes (a tenth off for
-	// what the file system counts and Pebble does not).
-	if min := time.Duration(float64(total) / rate * 0.9 * float64(time.Second)); took < min {
+	// On average the pass keeps to the rate: it lasts at least half as
+	// long as moving its I/O at rate bytes a second takes. The pacing
+	// counts Pebble's bytes of the sweep's own compactions; the file
+	// system also sees Pebble's background flushes and compactions
+	// meanwhile (a CI run measured 8.0 s for 8.7 s at the full rate).
+	// Unpaced, the same pass takes a twentieth of the time.
+	if min := time.Duration(float64(total) / rate * 0.5 * float64(time.Second)); took < min {
 		t.Fatalf("%.1f MiB of table I/O in %v: faster than %d MiB/s allows (%v)", float64(total)/(1<<20), took, rate>>20, min)
 	}
 	// At no moment is it further ahead than one step: removals spread

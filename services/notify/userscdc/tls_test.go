@@ -2,9 +2,6 @@ package userscdc
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -125,42 +122,7 @@ func TestFollowRefusesAnExpiredServerCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve := func(notAfter time.Time) string {
-		pair, err := ca.Issue(devca.Leaf{Name: "127.0.0.1", Hosts: []string{"127.0.0.1"}, NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := pair.TLS()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-					req := make([]byte, 8) // length 8, code 80877103
-					if _, err := io.ReadFull(c, req); err != nil {
-						return
-					}
-					if _, err := c.Write([]byte{'S'}); err != nil {
-						return
-					}
-					_ = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}}).Handshake()
-				}()
-			}
-		}()
-		return "postgres://logbook@" + ln.Addr().String() + "/logbook?connect_timeout=5&sslmode=verify-full&sslrootcert=" + url.QueryEscape(caFile)
-	}
+	serve := func(notAfter time.Time) string { return testenv.PostgresCertStandIn(t, ca, caFile, notAfter) }
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cfg := Config{URL: serve(time.Now().Add(-time.Hour)), Schema: "public", Slot: "expired_slot"}

@@ -71,10 +71,15 @@ func (s *Store) DeleteStream(ctx context.Context, stream string, mode eventstore
 
 // TruncateStream implements eventstore.Deleter.
 func (s *Store) TruncateStream(ctx context.Context, stream string, before uint64) error {
+	return s.truncate(ctx, stream, before, nil)
+}
+
+// truncate is TruncateStream, by retention rule if rule is not nil.
+func (s *Store) truncate(ctx context.Context, stream string, before uint64, rule *eventstore.Retention) error {
 	if err := s.limits.ValidateStreamID(stream); err != nil {
 		return fmt.Errorf("truncate stream: %w", err)
 	}
-	return s.remove(ctx, stream, removal{truncate: true, before: before})
+	return s.remove(ctx, stream, removal{truncate: true, before: before, rule: rule})
 }
 
 func (s *Store) remove(ctx context.Context, stream string, op removal) error {
@@ -244,10 +249,7 @@ func (s *Store) Sweep(ctx context.Context) (eventstore.SweepStats, error) {
 		// cleared once SetRetention has returned is not applied; the
 		// next pass applies what holds then.
 		truncate := func(ctx context.Context, stream string, before uint64) error {
-			if err := s.limits.ValidateStreamID(stream); err != nil {
-				return fmt.Errorf("truncate stream: %w", err)
-			}
-			return s.remove(ctx, stream, removal{truncate: true, before: before, rule: &r})
+			return s.truncate(ctx, stream, before, &r)
 		}
 		retain := func(stream string) error {
 			ok, err := backend.Retain(ctx, s, truncate, r, stream, s.now())

@@ -164,7 +164,15 @@ func TestPGDumpRestore(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`); err != nil {
+		// admin is closed by now (deferred above): drop through a fresh
+		// connection, or every run leaves its database behind.
+		c, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Logf("drop database %s: %v", db, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`); err != nil {
 			t.Logf("drop database %s: %v", db, err)
 		}
 	})

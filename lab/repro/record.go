@@ -27,7 +27,28 @@ type RecordOptions struct {
 	Dir string
 	// Stderr receives the commands' standard error (progress, logs).
 	Stderr io.Writer
+	// Shared, when given, holds the runs of the entries recorded before
+	// this one in the same invocation: a command one of them ran is not
+	// run again, its run (output, time and load) is taken as it was and
+	// marked reused. Several entries list one command when it measures
+	// several of a work's tables at once.
+	Shared *SharedRuns
 }
+
+// SharedRuns are the commands run so far in one invocation of the
+// recorder, by their text.
+type SharedRuns struct {
+	runs map[string]sharedRun
+}
+
+type sharedRun struct {
+	run  Run
+	load Load
+	at   time.Time
+}
+
+// NewSharedRuns returns an empty set of shared runs.
+func NewSharedRuns() *SharedRuns { return &SharedRuns{runs: map[string]sharedRun{}} }
 
 // Record runs the entry's commands, one after the other, each through
 // "bash -c" with the logbook binary first on $PATH, and returns the
@@ -69,39 +90,70 @@ func Record(ctx context.Context, e *Entry, opt RecordOptions) (*Result, error) {
 	}
 	path := dir + string(os.PathListSeparator) + os.Getenv("PATH")
 	r := &Result{
-		ID:         e.ID,
-		RecordedAt: time.Now().UTC().Format(time.RFC3339),
-		Commit:     commit(ctx, opt.Dir),
-		GoVersion:  runtime.Version(),
-		CPUs:       runtime.NumCPU(),
+		ID:        e.ID,
+		Commit:    commit(ctx, opt.Dir),
+		GoVersion: runtime.Version(),
+		CPUs:      runtime.NumCPU(),
 	}
-	r.Load.Before = loadAvg()
-	sampler := startLoadSampler(r.Load.Before)
-	start := time.Now()
-	for _, c := range e.Commands {
-		t0 := time.Now()
-		cmd := exec.CommandContext(ctx, "bash", "-c", c)
-		cmd.Dir = opt.Dir
-		cmd.Env = append(os.Environ(), "PATH="+path)
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		cmd.Stderr = stderr
-		if err := cmd.Run(); err != nil {
-			sampler.stop()
-			return nil, fmt.Errorf("%s: %w", c, err)
+	var first time.Time
+	for i, c := range e.Commands {
+		sr, ok := sharedRun{}, false
+		if opt.Shared != nil {
+			sr, ok = opt.Shared.runs[c]
 		}
-		raw := bytes.TrimSpace(out.Bytes())
-		if !json.Valid(raw) {
-			sampler.stop()
-			return nil, fmt.Errorf("%s: its output is not one JSON value (does it have -o json?): %.200q", c, raw)
+		if !ok {
+			var err error
+			if sr, err = runOne(ctx, c, opt.Dir, path, stderr); err != nil {
+				return nil, err
+			}
+			if opt.Shared != nil {
+				opt.Shared.runs[c] = sr
+			}
+		} else {
+			sr.run.Reused = true
 		}
-		r.Runs = append(r.Runs, Run{Command: c, Seconds: round2(time.Since(t0).Seconds()), Output: json.RawMessage(raw)})
+		r.Runs = append(r.Runs, sr.run)
+		r.Seconds += sr.run.Seconds
+		if i == 0 || sr.at.Before(first) {
+			first = sr.at
+		}
+		if i == 0 {
+			r.Load = sr.load
+		} else {
+			r.Load.Max = max(r.Load.Max, sr.load.Max)
+			r.Load.After = sr.load.After
+		}
 	}
-	r.Seconds = round2(time.Since(start).Seconds())
-	r.Load.Max = sampler.stop()
-	r.Load.After = loadAvg()
-	r.Load.Max = max(r.Load.Max, r.Load.After)
+	r.RecordedAt = first.UTC().Format(time.RFC3339)
+	r.Seconds = round2(r.Seconds)
 	return r, nil
+}
+
+// runOne runs one command through bash with the logbook binary first
+// on path, sampling the load average every second while it runs.
+func runOne(ctx context.Context, c, dir, path string, stderr io.Writer) (sharedRun, error) {
+	sr := sharedRun{at: time.Now()}
+	sr.load.Before = loadAvg()
+	sampler := startLoadSampler(sr.load.Before)
+	cmd := exec.CommandContext(ctx, "bash", "-c", c)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = stderr
+	err := cmd.Run()
+	sr.load.Max = sampler.stop()
+	if err != nil {
+		return sr, fmt.Errorf("%s: %w", c, err)
+	}
+	raw := bytes.TrimSpace(out.Bytes())
+	if !json.Valid(raw) {
+		return sr, fmt.Errorf("%s: its output is not one JSON value (does it have -o json?): %.200q", c, raw)
+	}
+	sr.load.After = loadAvg()
+	sr.load.Max = max(sr.load.Max, sr.load.After)
+	sr.run = Run{Command: c, Seconds: round2(time.Since(sr.at).Seconds()), Output: json.RawMessage(raw)}
+	return sr, nil
 }
 
 // WriteResult writes the record as dir/ID.json.

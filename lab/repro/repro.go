@@ -214,6 +214,9 @@ type Run struct {
 	Command string          `json:"command"`
 	Seconds float64         `json:"seconds"`
 	Output  json.RawMessage `json:"output"`
+	// Reused: not run for this entry but taken from another entry's run
+	// of the same command in the same invocation of the recorder.
+	Reused bool `json:"reused,omitempty"`
 }
 
 // LoadResults reads every results/ID.json in dir whose id the index has;

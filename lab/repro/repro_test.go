@@ -325,3 +325,46 @@ func TestSumOverAList(t *testing.T) {
 		t.Error("a row without the field was summed")
 	}
 }
+
+// Entries recorded in one invocation that list the same command share
+// its run: the command runs once, and the later entry's run says it was
+// reused; a command not seen before still runs.
+func TestRecordSharesARunBetweenEntries(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fake-logbook")
+	// Each call appends a line to calls, and prints how many there were.
+	script := "#!/bin/sh\necho x >> calls\nprintf '{\"n\":%d}\\n' \"$(wc -l < calls)\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := NewSharedRuns()
+	opt := RecordOptions{Logbook: fake, Dir: dir, Shared: shared}
+	a, err := Record(context.Background(), &Entry{ID: "a", Commands: []string{"logbook same"}}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Record(context.Background(), &Entry{ID: "b", Commands: []string{"logbook same", "logbook other"}}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a.Runs[0].Output) != `{"n":1}` || a.Runs[0].Reused {
+		t.Errorf("first entry's run: %s, reused %v", a.Runs[0].Output, a.Runs[0].Reused)
+	}
+	if string(b.Runs[0].Output) != `{"n":1}` || !b.Runs[0].Reused {
+		t.Errorf("second entry's shared run: %s, reused %v; want the first run's output, marked reused", b.Runs[0].Output, b.Runs[0].Reused)
+	}
+	if string(b.Runs[1].Output) != `{"n":2}` || b.Runs[1].Reused {
+		t.Errorf("second entry's own run: %s, reused %v", b.Runs[1].Output, b.Runs[1].Reused)
+	}
+	if b.RecordedAt > a.RecordedAt && a.RecordedAt != "" {
+		t.Errorf("the second entry's record is dated %s, after its shared run's %s", b.RecordedAt, a.RecordedAt)
+	}
+	// Without Shared every entry runs its commands.
+	c, err := Record(context.Background(), &Entry{ID: "c", Commands: []string{"logbook same"}}, RecordOptions{Logbook: fake, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Runs[0].Output) != `{"n":3}` {
+		t.Errorf("unshared run: %s, want a new run", c.Runs[0].Output)
+	}
+}

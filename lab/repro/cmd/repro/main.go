@@ -6,7 +6,8 @@
 //	go run ./lab/repro/cmd/repro render
 //
 // Run it from the repository's root. record runs each entry's commands
-// (lab/repro/index.json) and writes lab/repro/results/ID.json; render
+// (lab/repro/index.json) and writes lab/repro/results/ID.json, running a
+// command that several of the given entries list only once; render
 // rewrites docs/reproductions.md (as LOGBOOK_REPRO_UPDATE=1 go test
 // ./lab/repro does).
 package main
@@ -16,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -77,12 +79,35 @@ func run() error {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
+		var entries []*repro.Entry
 		for _, id := range fs.Args() {
 			e, ok := idx.Entry(id)
 			if !ok {
 				return fmt.Errorf("no entry %q in %s (repro list shows them)", id, repro.IndexPath)
 			}
-			r, err := repro.Record(ctx, e, repro.RecordOptions{Logbook: *bin, Dir: root, Stderr: os.Stderr})
+			entries = append(entries, e)
+		}
+		if *bin == "" {
+			// Built once for every entry, from the tree whose commit
+			// the records name.
+			dir, err := os.MkdirTemp("", "repro-build-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			*bin = filepath.Join(dir, "logbook")
+			build := exec.CommandContext(ctx, "go", "build", "-o", *bin, "./cmd/logbook")
+			build.Dir, build.Stderr = root, os.Stderr
+			if err := build.Run(); err != nil {
+				return fmt.Errorf("go build ./cmd/logbook: %w", err)
+			}
+		}
+		// Entries that list the same command (one run measuring several
+		// of a work's tables) share its run.
+		shared := repro.NewSharedRuns()
+		for _, e := range entries {
+			id := e.ID
+			r, err := repro.Record(ctx, e, repro.RecordOptions{Logbook: *bin, Dir: root, Stderr: os.Stderr, Shared: shared})
 			if err != nil {
 				return fmt.Errorf("%s: %w", id, err)
 			}

@@ -16,7 +16,8 @@
 # 19042) picks the CQL (native transport) port, CASSANDRA_STORAGE_PORT
 # (17000) the inter-node port, CASSANDRA_HEAP the heap of each node (1G
 # for one node, 768M each for more). Each node's data, commit log and log
-# live in .cache/cassandra/nodeN (ignored); every start begins from empty
+# live in .cache/cassandra/nodeN (ignored; CASSANDRA_ROOT moves them, for a
+# second cluster beside the tests' on other ports); every start begins from empty
 # data directories: tests make their own keyspaces and a node's state is
 # not worth keeping between runs. The commit log is synced before a write
 # is acknowledged (commitlog_sync batch, like the other kv backends'
@@ -62,7 +63,7 @@ else
 fi
 SYNC="${CASSANDRA_COMMITLOG_SYNC:-batch}"
 HERE="scripts/cassandra"
-ROOT="$PWD/.cache/cassandra"
+ROOT="${CASSANDRA_ROOT:-$PWD/.cache/cassandra}"
 LIBS="$HERE/target/libs"
 
 # is_ours reports whether node N's pid file names a live node this script

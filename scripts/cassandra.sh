@@ -17,7 +17,8 @@
 # (17000) the inter-node port, CASSANDRA_HEAP the heap of each node (1G
 # for one node, 768M each for more). Each node's data, commit log and log
 # live in .cache/cassandra/nodeN (ignored; CASSANDRA_ROOT moves them, for a
-# second cluster beside the tests' on other ports); every start begins from empty
+# second cluster beside the tests' on other ports: give stop the same
+# CASSANDRA_ROOT); every start begins from empty
 # data directories: tests make their own keyspaces and a node's state is
 # not worth keeping between runs. The commit log is synced before a write
 # is acknowledged (commitlog_sync batch, like the other kv backends'
@@ -63,7 +64,7 @@ else
 fi
 SYNC="${CASSANDRA_COMMITLOG_SYNC:-batch}"
 HERE="scripts/cassandra"
-ROOT="${CASSANDRA_ROOT:-$PWD/.cache/cassandra}"
+ROOT="$(realpath -m "${CASSANDRA_ROOT:-$PWD/.cache/cassandra}")"
 LIBS="$HERE/target/libs"
 
 # is_ours reports whether node N's pid file names a live node this script
@@ -195,7 +196,7 @@ start() {
 		done
 	done
 	fetch_jars
-	rm -rf "$ROOT"
+	rm -rf "$ROOT"/node*
 	for n in $(seq 1 "$NODES"); do
 		start_node "$n"
 	done

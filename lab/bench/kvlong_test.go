@@ -20,6 +20,7 @@ func TestKVLongRefusesWhatABackendCannotHold(t *testing.T) {
 		{"etcd", 20e9, "quota"},
 		{"cassandra", 1e9, ""},
 		{"cassandra", 20e9, "one partition"},
+		{"cassandra", 1.5e9, ""},
 		{"postgres", 1e6, ""},
 		{"postgres", 1e18, "free under"},
 		{"cassandra-blobs", 1e18, "free under"},

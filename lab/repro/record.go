@@ -42,9 +42,9 @@ type SharedRuns struct {
 }
 
 type sharedRun struct {
-	run  Run
-	load Load
-	at   time.Time
+	run     Run
+	load    Load
+	at, end time.Time
 }
 
 // NewSharedRuns returns an empty set of shared runs.
@@ -79,14 +79,8 @@ func Record(ctx context.Context, e *Entry, opt RecordOptions) (*Result, error) {
 		if err := os.Symlink(bin, filepath.Join(dir, "logbook")); err != nil {
 			return nil, err
 		}
-	} else {
-		// Built from the tree whose commit the record names.
-		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "logbook"), "./cmd/logbook")
-		build.Dir = opt.Dir
-		build.Stderr = stderr
-		if err := build.Run(); err != nil {
-			return nil, fmt.Errorf("go build ./cmd/logbook: %w", err)
-		}
+	} else if err := BuildLogbook(ctx, opt.Dir, filepath.Join(dir, "logbook"), stderr); err != nil {
+		return nil, err
 	}
 	path := dir + string(os.PathListSeparator) + os.Getenv("PATH")
 	r := &Result{
@@ -95,38 +89,57 @@ func Record(ctx context.Context, e *Entry, opt RecordOptions) (*Result, error) {
 		GoVersion: runtime.Version(),
 		CPUs:      runtime.NumCPU(),
 	}
-	var first time.Time
-	for i, c := range e.Commands {
+	// Runs are taken only from earlier entries: a command an entry lists
+	// twice (repetitions) runs twice.
+	var runs []sharedRun
+	for _, c := range e.Commands {
 		sr, ok := sharedRun{}, false
 		if opt.Shared != nil {
 			sr, ok = opt.Shared.runs[c]
 		}
-		if !ok {
+		if ok {
+			sr.run.Reused = true
+		} else {
 			var err error
 			if sr, err = runOne(ctx, c, opt.Dir, path, stderr); err != nil {
 				return nil, err
 			}
-			if opt.Shared != nil {
-				opt.Shared.runs[c] = sr
-			}
-		} else {
-			sr.run.Reused = true
 		}
+		runs = append(runs, sr)
+	}
+	// The record's date and the load before it are its earliest run's,
+	// the load after it its latest run's.
+	first, last := runs[0], runs[0]
+	for _, sr := range runs {
 		r.Runs = append(r.Runs, sr.run)
 		r.Seconds += sr.run.Seconds
-		if i == 0 || sr.at.Before(first) {
-			first = sr.at
+		r.Load.Max = max(r.Load.Max, sr.load.Max)
+		if sr.at.Before(first.at) {
+			first = sr
 		}
-		if i == 0 {
-			r.Load = sr.load
-		} else {
-			r.Load.Max = max(r.Load.Max, sr.load.Max)
-			r.Load.After = sr.load.After
+		if sr.end.After(last.end) {
+			last = sr
+		}
+		if opt.Shared != nil && !sr.run.Reused {
+			opt.Shared.runs[sr.run.Command] = sr
 		}
 	}
-	r.RecordedAt = first.UTC().Format(time.RFC3339)
+	r.RecordedAt = first.at.UTC().Format(time.RFC3339)
+	r.Load.Before, r.Load.After = first.load.Before, last.load.After
 	r.Seconds = round2(r.Seconds)
 	return r, nil
+}
+
+// BuildLogbook builds ./cmd/logbook of the tree at dir into out: the binary
+// whose commit a record names.
+func BuildLogbook(ctx context.Context, dir, out string, stderr io.Writer) error {
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/logbook")
+	build.Dir = dir
+	build.Stderr = stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/logbook: %w", err)
+	}
+	return nil
 }
 
 // runOne runs one command through bash with the logbook binary first
@@ -152,7 +165,8 @@ func runOne(ctx context.Context, c, dir, path string, stderr io.Writer) (sharedR
 	}
 	sr.load.After = loadAvg()
 	sr.load.Max = max(sr.load.Max, sr.load.After)
-	sr.run = Run{Command: c, Seconds: round2(time.Since(sr.at).Seconds()), Output: json.RawMessage(raw)}
+	sr.end = time.Now()
+	sr.run = Run{Command: c, Seconds: round2(sr.end.Sub(sr.at).Seconds()), Output: json.RawMessage(raw)}
 	return sr, nil
 }
 

@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -96,10 +95,8 @@ func run() error {
 			}
 			defer os.RemoveAll(dir)
 			*bin = filepath.Join(dir, "logbook")
-			build := exec.CommandContext(ctx, "go", "build", "-o", *bin, "./cmd/logbook")
-			build.Dir, build.Stderr = root, os.Stderr
-			if err := build.Run(); err != nil {
-				return fmt.Errorf("go build ./cmd/logbook: %w", err)
+			if err := repro.BuildLogbook(ctx, root, *bin, os.Stderr); err != nil {
+				return err
 			}
 		}
 		// Entries that list the same command (one run measuring several

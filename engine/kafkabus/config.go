@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,8 +73,29 @@ func EnsureTopic(ctx context.Context, cfg Config, topic string, partitions int32
 	return nil
 }
 
-// partitionCount returns how many partitions topic has.
+// topicWait bounds how long partitionCount waits for a topic the
+// brokers do not know yet: one just created is known to the controller
+// before every broker's metadata has it.
+const topicWait = 10 * time.Second
+
+// partitionCount returns how many partitions topic has, waiting up to
+// topicWait while the brokers answer that they do not know it.
 func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
+	deadline := time.Now().Add(topicWait)
+	for {
+		n, err := partitionCountOnce(ctx, adm, topic)
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func partitionCountOnce(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
 	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("kafkabus: metadata of %s: %w", topic, err)

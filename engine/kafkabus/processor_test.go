@@ -188,3 +188,35 @@ func TestProcessorsShareAndFillGaps(t *testing.T) {
 	}
 	t.Logf("new group: %d of %d events read from the store", c.p.Filled(), head(t, st))
 }
+
+// A topic the brokers do not know yet (as just after it was created,
+// before every broker's metadata has it) is waited for, not an error:
+// a processor started then would otherwise stop at once.
+func TestPartitionCountWaitsForANewTopic(t *testing.T) {
+	cfg := testConfig(t)
+	topic := uniqueName(t, "t")
+	cl, err := cfg.client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	created := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		created <- EnsureTopic(ctx, cfg, topic, 3, -1)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(cl).DeleteTopic(ctx, topic)
+	})
+	n, err := partitionCount(context.Background(), kadm.NewClient(cl), topic)
+	if cerr := <-created; cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil || n != 3 {
+		t.Fatalf("partitionCount of a topic created a second later: %d, %v; want 3", n, err)
+	}
+}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -15,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pgstore"
@@ -108,36 +104,7 @@ func TestPGDumpWhileAppending(t *testing.T) {
 		return
 	}
 
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	db := "restore_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(t.Context(), `CREATE DATABASE `+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Logf("drop database %s: %v", db, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`); err != nil {
-			t.Logf("drop database %s: %v", db, err)
-		}
-	})
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + db
-	restoreURL := u.String()
+	restoreURL := testenv.ScratchDatabase(t, dbURL)
 	load := exec.CommandContext(t.Context(), psql, "--quiet", "--no-psqlrc", "-v", "ON_ERROR_STOP=1", "--single-transaction", restoreURL)
 	load.Stdin, load.Stdout, load.Stderr = &sql, &stderr, &stderr
 	if err := load.Run(); err != nil {
@@ -145,6 +112,10 @@ func TestPGDumpWhileAppending(t *testing.T) {
 	}
 
 	// logbook verify --store, the command, on the restored database.
+	u, err := url.Parse(restoreURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()

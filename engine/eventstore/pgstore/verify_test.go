@@ -3,15 +3,11 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -150,38 +146,7 @@ func TestPGDumpRestore(t *testing.T) {
 		t.Fatalf("source: %+v, %v", before, err)
 	}
 
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	db := "restore_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(t.Context(), `CREATE DATABASE `+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		// admin is closed by now (deferred above): drop through a fresh
-		// connection, or every run leaves its database behind.
-		c, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Logf("drop database %s: %v", db, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`); err != nil {
-			t.Logf("drop database %s: %v", db, err)
-		}
-	})
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + db
-	restoreURL := u.String()
+	restoreURL := testenv.ScratchDatabase(t, dbURL)
 
 	dump := exec.CommandContext(t.Context(), pgDump, "--schema="+schema, "--no-owner", "--no-privileges", dbURL)
 	var sql, stderr bytes.Buffer

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,12 +28,21 @@ type Series struct {
 	X, Y []float64
 	// Dashed draws the line dashed, for a target or a reference.
 	Dashed bool
+	// Points marks each point, for lines of a few measured points.
+	Points bool
+	// Colour is the line's palette index plus one, so that lines of one
+	// colour belong together (a measured line and its published one);
+	// zero takes the series' position in its panel.
+	Colour int
 }
 
 // Panel is one chart of a figure: its y axis and its lines.
 type Panel struct {
 	YLabel string
 	Series []Series
+	// LogY draws the y axis in logarithmic scale, for lines whose
+	// values differ by orders of magnitude; it needs positive values.
+	LogY bool
 	// Bands shades intervals of x behind the lines (faults, say), each
 	// band's name once in the legend.
 	Bands []Band
@@ -143,6 +154,22 @@ func Save(file string, f Figure) error {
 	if err := CheckFile(file); err != nil {
 		return err
 	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := Write(out, formats[strings.ToLower(filepath.Ext(file))], f); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// Write draws f and writes it to w in format, "svg" or "png".
+func Write(w io.Writer, format string, f Figure) error {
+	if format != "svg" && format != "png" {
+		return fmt.Errorf("plot: format %q: svg or png", format)
+	}
 	if len(f.Panels) == 0 {
 		return errors.New("plot: a figure needs a panel")
 	}
@@ -182,13 +209,34 @@ func Save(file string, f Figure) error {
 			if err != nil {
 				return fmt.Errorf("plot: series %q: %w", s.Name, err)
 			}
-			l.Color = plotutil.Color(j)
+			colour := j
+			if s.Colour > 0 {
+				colour = s.Colour - 1
+			}
+			l.Color = plotutil.Color(colour)
 			l.Width = vg.Points(1.2)
 			if s.Dashed {
 				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 			}
 			p.Add(l)
-			p.Legend.Add(s.Name, l)
+			if s.Points {
+				pts, err := plotter.NewScatter(xys)
+				if err != nil {
+					return fmt.Errorf("plot: series %q: %w", s.Name, err)
+				}
+				pts.Color = l.Color
+				pts.Shape = draw.CircleGlyph{}
+				pts.Radius = vg.Points(2)
+				p.Add(pts)
+				p.Legend.Add(s.Name, l, pts)
+			} else {
+				p.Legend.Add(s.Name, l)
+			}
+		}
+		if panel.LogY {
+			if err := logY(p, panel); err != nil {
+				return err
+			}
 		}
 		plots[i] = []*gonum.Plot{p}
 	}
@@ -200,7 +248,6 @@ func Save(file string, f Figure) error {
 	for _, p := range plots {
 		p[0].X.Min, p[0].X.Max = xmin, xmax
 	}
-	format := formats[strings.ToLower(filepath.Ext(file))]
 	c, err := draw.NewFormattedCanvas(width, panelHeight*vg.Length(len(f.Panels)), format)
 	if err != nil {
 		return err
@@ -212,13 +259,27 @@ func Save(file string, f Figure) error {
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
 	}
-	out, err := os.Create(file)
-	if err != nil {
-		return err
+	_, err = c.WriteTo(w)
+	return err
+}
+
+// logY puts p's y axis in logarithmic scale from the panel's least
+// value to its greatest.
+func logY(p *gonum.Plot, panel Panel) error {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range panel.Series {
+		for _, y := range s.Y {
+			if y <= 0 {
+				return fmt.Errorf("plot: series %q has %g on a logarithmic axis", s.Name, y)
+			}
+			lo, hi = min(lo, y), max(hi, y)
+		}
 	}
-	if _, err := c.WriteTo(out); err != nil {
-		out.Close()
-		return err
+	if math.IsInf(lo, 1) {
+		return errors.New("plot: a logarithmic axis needs a value")
 	}
-	return out.Close()
+	p.Y.Scale = gonum.LogScale{}
+	p.Y.Tick.Marker = gonum.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = lo/1.5, hi*1.5
+	return nil
 }

@@ -55,7 +55,10 @@ func Render(idx *Index, results map[string]*Result) ([]byte, error) {
 	p("LOGBOOK_REPRO_UPDATE=1 go test ./lab/repro -run TestReproductionsUpToDate\n```\n\n")
 	p("The index is `lab/repro/index.json`: per entry the commands, the authors' values as printed, ")
 	p("the template (Go's text/template over the command's JSON) that renders ours, what differs, and the status. ")
-	p("A template naming a field the output lacks fails the test rather than leave a blank.\n\n")
+	p("A template naming a field the output lacks fails the test rather than leave a blank. ")
+	p("A figure is drawn by the same render from the recorded run of the table it charts (the entry's `chart`: ")
+	p("which values of the output make each line, and which of the authors' printed values go beside it, dashed), ")
+	p("into `%s/`; a chart naming a value the output lacks fails the same way.\n\n", ChartDir)
 	p("Commands that need a server read it from the environment (`$PG` is what `scripts/postgres.sh start` prints, ")
 	p("`$KAFKA` what `scripts/kafka.sh start` prints, `$REDIS` and `$CASSANDRA` those of `scripts/redis.sh` and `scripts/cassandra.sh`; ")
 	p("the tables of two Cassandra nodes or two Kafka brokers read `$CASSANDRA2`, what `scripts/cassandra.sh start --nodes 2` prints, ")
@@ -88,7 +91,9 @@ func Render(idx *Index, results map[string]*Result) ([]byte, error) {
 				ours = fmt.Sprintf("recorded %s, load %.1f on %d cores", day(r.RecordedAt), r.Load.Max, r.CPUs)
 			}
 			if e.SameAs != "" {
-				if r := results[e.SameAs]; r != nil {
+				if r := results[e.SameAs]; r != nil && e.Chart != nil {
+					ours = fmt.Sprintf("drawn from %s, recorded %s", itemOf(idx, e.SameAs), day(r.RecordedAt))
+				} else if r != nil {
 					ours = fmt.Sprintf("as %s: recorded %s", itemOf(idx, e.SameAs), day(r.RecordedAt))
 				} else {
 					ours = fmt.Sprintf("as %s", itemOf(idx, e.SameAs))
@@ -135,7 +140,12 @@ func renderEntry(b *strings.Builder, idx *Index, e *Entry, results map[string]*R
 	}
 	r := results[e.ID]
 	if e.SameAs != "" {
-		p("**Ours:** the figure draws the numbers of [%s](#%s), rerun by the same command.\n\n", itemOf(idx, e.SameAs), anchors[e.SameAs])
+		p("**Ours:** the figure draws the numbers of [%s](#%s), rerun by the same command", itemOf(idx, e.SameAs), anchors[e.SameAs])
+		if e.Chart != nil && results[e.SameAs] != nil {
+			p(", from its recorded run:\n\n%s\n\n", chartImage(e))
+		} else {
+			p(".\n\n")
+		}
 	}
 	if !(e.Beside && r != nil) {
 		p("**The authors':**")
@@ -169,6 +179,9 @@ func renderEntry(b *strings.Builder, idx *Index, e *Entry, results map[string]*R
 			r.RecordedAt, r.Commit, r.CPUs, r.Load.Before, r.Load.Max, r.Load.After, seconds(r.Seconds), out)
 		if r.Load.Max > float64(r.CPUs) && !e.Deterministic {
 			p("*The machine was loaded beyond its cores during this run: timings are indicative.*\n\n")
+		}
+		if e.Chart != nil && e.SameAs == "" {
+			p("%s\n\n", chartImage(e))
 		}
 	}
 	p("**What differs:** %s\n\n", e.Differs)
@@ -260,24 +273,41 @@ const (
 	DocPath    = "docs/reproductions.md"
 )
 
-// Build renders the document from the files under root.
-func Build(root string) ([]byte, error) {
+// chartImage is the Markdown that shows the entry's chart in the
+// document (which sits in docs/, beside img/).
+func chartImage(e *Entry) string {
+	rel, _ := filepath.Rel(filepath.Dir(DocPath), ChartFile(e.ID))
+	return fmt.Sprintf("![%s: ours solid, the authors' dashed](%s)", e.Item, filepath.ToSlash(rel))
+}
+
+// Build renders the document and its charts (keyed by their path
+// relative to root) from the files under root.
+func Build(root string) (doc []byte, charts map[string][]byte, err error) {
 	idx, err := LoadIndex(filepath.Join(root, IndexPath))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	results, err := LoadResults(filepath.Join(root, ResultsDir), idx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Render(idx, results)
+	if doc, err = Render(idx, results); err != nil {
+		return nil, nil, err
+	}
+	if charts, err = Charts(idx, results); err != nil {
+		return nil, nil, err
+	}
+	return doc, charts, nil
 }
 
-// Update rewrites the document under root.
+// Update rewrites the document and its charts under root.
 func Update(root string) error {
-	b, err := Build(root)
+	doc, charts, err := Build(root)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(root, DocPath), b, 0o644)
+	if err := WriteCharts(root, charts); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(root, DocPath), doc, 0o644)
 }

@@ -76,7 +76,10 @@ type Entry struct {
 	// solved), so the machine's load does not change ours.
 	Deterministic bool `json:"deterministic,omitempty"`
 	// SameAs: a figure drawn from the numbers of another entry.
-	SameAs  string `json:"same_as,omitempty"`
+	SameAs string `json:"same_as,omitempty"`
+	// Chart draws the figure from the recorded run (SameAs's, or else
+	// the entry's own) into ChartFile(ID).
+	Chart   *Chart `json:"chart,omitempty"`
 	Differs string `json:"differs"`
 	Status  string `json:"status"` // reproduced, partial, not yet
 	Missing string `json:"missing,omitempty"`
@@ -174,6 +177,12 @@ func (idx *Index) check() error {
 	for _, e := range idx.Entries {
 		if e.SameAs != "" && !ids[e.SameAs] {
 			return fmt.Errorf("entry %s: same_as %q is no entry", e.ID, e.SameAs)
+		}
+		if err := e.Chart.check(); err != nil {
+			return fmt.Errorf("entry %s: chart: %w", e.ID, err)
+		}
+		if e.Chart != nil && e.SameAs == "" && len(e.Commands) == 0 {
+			return fmt.Errorf("entry %s: a chart with no run to draw (neither same_as nor a command)", e.ID)
 		}
 	}
 	return nil

@@ -14,16 +14,31 @@ import (
 // index and the recorded runs render to. LOGBOOK_REPRO_UPDATE=1 rewrites it.
 func TestReproductionsUpToDate(t *testing.T) {
 	root := filepath.Join("..", "..")
-	got, err := Build(root)
+	got, charts, err := Build(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(root, DocPath)
 	if os.Getenv("LOGBOOK_REPRO_UPDATE") == "1" {
+		if err := WriteCharts(root, charts); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
+	}
+	for rel, b := range charts {
+		if old, err := os.ReadFile(filepath.Join(root, rel)); err != nil || !bytes.Equal(old, b) {
+			t.Errorf("%s is missing or differs from what its recorded run draws (%v): regenerate it with LOGBOOK_REPRO_UPDATE=1 go test ./lab/repro -run TestReproductionsUpToDate", rel, err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(root, ChartDir, "*.svg"))
+	for _, f := range files {
+		rel, _ := filepath.Rel(root, f)
+		if _, ok := charts[rel]; !ok {
+			t.Errorf("%s is no entry's chart: regenerate with LOGBOOK_REPRO_UPDATE=1 go test ./lab/repro -run TestReproductionsUpToDate", rel)
+		}
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {

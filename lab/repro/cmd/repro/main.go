@@ -58,6 +58,10 @@ func run() error {
 		for _, e := range idx.Entries {
 			state := "not recorded"
 			switch {
+			case e.SameAs != "" && results[e.SameAs] != nil && e.Chart != nil:
+				state = "drawn from " + e.SameAs + ", recorded " + results[e.SameAs].RecordedAt
+			case e.SameAs != "":
+				state = "as " + e.SameAs
 			case len(e.Commands) == 0:
 				state = "no command"
 			case results[e.ID] != nil:

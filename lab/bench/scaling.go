@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -289,6 +290,9 @@ func (s *scalingRig) start(ctx context.Context, writers, replicas int) (*cluster
 		if err := s.loadgen.Add(os.Getpid()); err != nil {
 			c.Stop()
 			return nil, err
+		}
+		if os.Getenv("GOMAXPROCS") == "" {
+			runtime.GOMAXPROCS(cgroup.GoProcs(s.cfg.Budget.Loadgen))
 		}
 		s.joined = true
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,30 @@ func TestProcCPU(t *testing.T) {
 	d2, _ := ProcCPU(os.Getpid())
 	if d2 <= d || x == 0 {
 		t.Errorf("CPU time did not grow over a busy loop: %v then %v", d, d2)
+	}
+}
+
+func TestGoProcsOnAQuota(t *testing.T) {
+	for _, c := range []struct {
+		cpus float64
+		want int
+	}{{0.05, 1}, {0.9, 1}, {1, 1}, {1.5, 1}, {2, 2}, {3.9, 3}} {
+		if got := GoProcs(c.cpus); got != c.want {
+			t.Errorf("GoProcs(%g) = %d, want %d", c.cpus, got, c.want)
+		}
+	}
+	t.Setenv("GOMAXPROCS", "")
+	if got := GoProcsEnv([]string{"A=1"}, 0.1); !slices.Equal(got, []string{"A=1", "GOMAXPROCS=1"}) {
+		t.Errorf("a node on 0.1 CPUs: %q", got)
+	}
+	if got := GoProcsEnv(nil, 0); got != nil {
+		t.Errorf("no quota: %q", got)
+	}
+	if got := GoProcsEnv([]string{"GOMAXPROCS=4"}, 0.1); !slices.Equal(got, []string{"GOMAXPROCS=4"}) {
+		t.Errorf("a caller's own GOMAXPROCS: %q", got)
+	}
+	t.Setenv("GOMAXPROCS", "3")
+	if got := GoProcsEnv(nil, 0.1); got != nil {
+		t.Errorf("GOMAXPROCS in this process's environment: %q", got)
 	}
 }

@@ -2,6 +2,8 @@ package cgroup
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 )
 
@@ -95,4 +97,27 @@ func (p Plan) Lines() []string {
 	}
 	out = append(out, fmt.Sprintf("%-12s %-8s %.2f of %.2f CPUs (%.1f%%)", "total", "", p.Total(), p.Machine, 100*p.Total()/p.Machine))
 	return out
+}
+
+// GoProcs is the GOMAXPROCS for a Go process on a quota of cpus: the
+// whole CPUs of its quota, at least one. Go's own default on a quota
+// (since Go 1.25) is never below two, and two processors on a tenth of
+// a CPU spend the quota on each other: a write node of the scaling
+// experiment on 0.1 CPUs served 7–27 % more commands with one
+// (docs/benchmarks.md, "PostgreSQL given room").
+func GoProcs(cpus float64) int { return max(1, int(cpus)) }
+
+// GoProcsEnv adds GOMAXPROCS=GoProcs(cpus) to env, the extra
+// environment of a Go process started on that quota, unless env or this
+// process's environment already sets GOMAXPROCS.
+func GoProcsEnv(env []string, cpus float64) []string {
+	if cpus <= 0 || os.Getenv("GOMAXPROCS") != "" {
+		return env
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return env
+		}
+	}
+	return append(env, "GOMAXPROCS="+strconv.Itoa(GoProcs(cpus)))
 }

@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -78,6 +80,19 @@ func TestNodeQuotaHolds(t *testing.T) {
 		}
 		if periods == 0 {
 			t.Errorf("%s was never throttled: it was not driven hard", n.Name)
+		}
+	}
+	// A Go process on a twentieth of a CPU runs one processor, not Go's
+	// default of two (cgroup.GoProcs).
+	if os.Getenv("GOMAXPROCS") == "" {
+		for _, n := range c.Writers {
+			n.mu.Lock()
+			pid := n.cmd.Process.Pid
+			n.mu.Unlock()
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			if err != nil || !bytes.Contains(env, []byte("\x00GOMAXPROCS=1\x00")) {
+				t.Errorf("%s runs without GOMAXPROCS=1 (%v)", n.Name, err)
+			}
 		}
 	}
 	kinds := run.CPUByKind(u0, u1)

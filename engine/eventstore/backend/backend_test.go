@@ -78,3 +78,34 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("EventSize = %d, want 8 (type, tags, meta keys and values, data)", got)
 	}
 }
+
+// TestNotifierPublishAll: Selective says whether anyone waits for a
+// particular stream or tag; PublishAll wakes every waiter, of the whole
+// log, a stream or a tag, and Changed afterwards waits again.
+func TestNotifierPublishAll(t *testing.T) {
+	var n Notifier
+	all := n.Changed(eventstore.All())
+	if n.Selective() {
+		t.Fatal("selective with only the whole log followed")
+	}
+	stream, tag := n.Changed(eventstore.OfStream("s")), n.Changed(eventstore.Tagged("t"))
+	if !n.Selective() {
+		t.Fatal("not selective with a stream and a tag followed")
+	}
+	n.PublishAll()
+	for name, ch := range map[string]<-chan struct{}{"all": all, "stream": stream, "tag": tag} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("PublishAll did not wake the %s waiter", name)
+		}
+	}
+	if n.Selective() {
+		t.Error("still selective after every waiter was woken")
+	}
+	select {
+	case <-n.Changed(eventstore.OfStream("s")):
+		t.Error("a new waiter was woken before anything was published")
+	default:
+	}
+}

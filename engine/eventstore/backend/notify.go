@@ -80,6 +80,36 @@ func (n *Notifier) Publish(streams []string, tags map[string]struct{}) {
 	}
 }
 
+// Selective reports whether anyone waits for particular streams or
+// tags. When no one does, a publisher need not find out which streams
+// and tags a stretch of the log holds (parse them, or read them from a
+// store): PublishAll wakes every waiter without them. A waiter that
+// registers after Selective answered is woken by that PublishAll too.
+func (n *Notifier) Selective() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.streams) > 0 || len(n.tags) > 0
+}
+
+// PublishAll wakes every waiter, of whatever it follows: for new events
+// whose streams and tags the publisher did not find out (Selective).
+func (n *Notifier) PublishAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.all != nil {
+		close(n.all)
+		n.all = nil
+	}
+	for _, ch := range n.streams {
+		close(ch)
+	}
+	for _, ch := range n.tags {
+		close(ch)
+	}
+	clear(n.streams)
+	clear(n.tags)
+}
+
 // Close wakes every waiter for good: Changed returns closed channels from
 // now on.
 func (n *Notifier) Close() {

@@ -70,7 +70,7 @@ func (s *Store) listen(ctx context.Context) error {
 			}
 			// Notifications come in commit order: the next stretch,
 			// with its streams and tags, is published as it is.
-			if nt.lists && s.announced(nt.from, nt.head, nt.streams, nt.tags) {
+			if s.announceNotice(nt) {
 				continue
 			}
 			s.publishUpTo(ctx, nt.head)
@@ -138,6 +138,12 @@ func (s *Store) dedicated(ctx context.Context) (*pgx.Conn, error) {
 // them. An append that straddles from was published with the stretch
 // before; reading it again costs at most a spurious wake-up.
 func (s *Store) publish(ctx context.Context, from, to uint64) error {
+	if !s.notify.Selective() {
+		// No one waits for particular streams or tags: wake every
+		// waiter rather than read which ones the stretch holds.
+		s.announced(from, to, nil, nil, true)
+		return nil
+	}
 	rows, err := s.pool.Query(ctx, `SELECT stream, tags FROM appends
 		WHERE position >= coalesce((SELECT max(position) FROM appends WHERE position <= $1), $1) AND position <= $2
 		ORDER BY position`, int64(from), int64(to))
@@ -164,13 +170,28 @@ func (s *Store) publish(ctx context.Context, from, to uint64) error {
 		return err
 	}
 	s.stretchesRead.Add(1)
-	s.announced(from, to, streams, tags)
+	s.announced(from, to, streams, tags, false)
 	return nil
 }
 
+// announceNotice publishes the stretch a notice names if it is the next
+// one to publish: to the waiters of its streams and tags, or, when no one
+// waits for particular ones (a write node's usual case: only the whole
+// log is followed there, if anything), to every waiter without decoding
+// the lists. It reports false if the stretch is not the next one or the
+// notice lacks the lists someone needs.
+func (s *Store) announceNotice(nt notice) bool {
+	if !s.notify.Selective() {
+		return s.announced(nt.from, nt.head, nil, nil, true)
+	}
+	streams, tags, ok := nt.streamsAndTags()
+	return ok && s.announced(nt.from, nt.head, streams, tags, false)
+}
+
 // announced publishes stretch (from, to] of the log, holding those
-// streams and tags, unless someone else has.
-func (s *Store) announced(from, to uint64, streams []string, tags map[string]struct{}) bool {
+// streams and tags (or, with all, whatever it holds: every waiter is
+// woken), unless someone else has.
+func (s *Store) announced(from, to uint64, streams []string, tags map[string]struct{}, all bool) bool {
 	s.mu.Lock()
 	if s.known != from {
 		s.mu.Unlock()
@@ -180,7 +201,11 @@ func (s *Store) announced(from, to uint64, streams []string, tags map[string]str
 	close(s.moved)
 	s.moved = make(chan struct{})
 	s.mu.Unlock()
-	s.notify.Publish(streams, tags)
+	if all {
+		s.notify.PublishAll()
+	} else {
+		s.notify.Publish(streams, tags)
+	}
 	return true
 }
 
@@ -191,7 +216,7 @@ func (s *Store) announced(from, to uint64, streams []string, tags map[string]str
 func (s *Store) announce(ctx context.Context, from, to uint64, streams []string, tags map[string]struct{}) {
 	timer := time.NewTimer(announceWait)
 	defer timer.Stop()
-	for !s.announced(from, to, streams, tags) {
+	for !s.announced(from, to, streams, tags, false) {
 		s.mu.Lock()
 		known, moved := s.known, s.moved
 		s.mu.Unlock()
@@ -231,9 +256,7 @@ const maxNoticeLists = 7000
 type notice struct {
 	head, from uint64
 	sender     string
-	lists      bool
-	streams    []string
-	tags       map[string]struct{}
+	lists      string // the JSON of noticeJSON, "" if it did not fit
 }
 
 type noticeJSON struct {
@@ -268,14 +291,25 @@ func parseNotice(payload string) (notice, bool) {
 		return n, false
 	}
 	if len(f) == 4 {
-		var j noticeJSON
-		if json.Unmarshal([]byte(f[3]), &j) == nil {
-			n.lists, n.streams = true, j.Streams
-			n.tags = make(map[string]struct{}, len(j.Tags))
-			for _, t := range j.Tags {
-				n.tags[t] = struct{}{}
-			}
-		}
+		n.lists = f[3]
 	}
 	return n, true
+}
+
+// streamsAndTags decodes the notice's lists: decoded only when someone
+// waits for particular streams or tags (announceNotice). ok is false if
+// the notice has none or they do not parse.
+func (n notice) streamsAndTags() (streams []string, tags map[string]struct{}, ok bool) {
+	if n.lists == "" {
+		return nil, nil, false
+	}
+	var j noticeJSON
+	if json.Unmarshal([]byte(n.lists), &j) != nil {
+		return nil, nil, false
+	}
+	tags = make(map[string]struct{}, len(j.Tags))
+	for _, t := range j.Tags {
+		tags[t] = struct{}{}
+	}
+	return j.Streams, tags, true
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,15 +17,19 @@ func TestNoticeRoundTrip(t *testing.T) {
 	tags := map[string]struct{}{"t 1": {}}
 	payload := fmt.Sprintf("%d %s %d%s", 120, "me", 100, noticeLists(streams, tags))
 	n, ok := parseNotice(payload)
-	if !ok || !n.lists || n.head != 120 || n.from != 100 || n.sender != "me" ||
-		len(n.streams) != 2 || n.streams[1] != streams[1] || len(n.tags) != 1 {
-		t.Fatalf("parseNotice(%q) = %+v, %v", payload, n, ok)
+	gotStreams, gotTags, listed := n.streamsAndTags()
+	if !ok || !listed || n.head != 120 || n.from != 100 || n.sender != "me" ||
+		len(gotStreams) != 2 || gotStreams[1] != streams[1] || len(gotTags) != 1 {
+		t.Fatalf("parseNotice(%q) = %+v, %v; lists %q %v %v", payload, n, ok, gotStreams, gotTags, listed)
 	}
 	if _, ok := parseNotice("120 me"); ok {
 		t.Fatal("a payload without its from parsed")
 	}
-	if n, ok := parseNotice("120 me 100"); !ok || n.lists {
+	if n, ok := parseNotice("120 me 100"); !ok || n.lists != "" {
 		t.Fatalf("a payload without lists: %+v, %v", n, ok)
+	}
+	if _, _, listed := (notice{lists: "{not json"}).streamsAndTags(); listed {
+		t.Fatal("lists that do not parse were taken")
 	}
 	long := make([]string, 2000)
 	for i := range long {
@@ -89,5 +94,86 @@ func TestFollowersAreToldNotAsking(t *testing.T) {
 	}
 	if got := a.stretchesRead.Load(); got > 2 {
 		t.Errorf("the writing process read %d stretches for %d commits: its appenders should hand over to each other", got, commits)
+	}
+}
+
+// TestFollowerWakesAllWithoutReading: a process where no one waits for
+// particular streams or tags (a cluster's write node: at most the whole
+// log is followed there) publishes what another process wrote without
+// finding out which streams and tags it holds, even when the NOTIFY
+// payloads are too long to carry them — and once a subscription to one
+// stream appears, reads them again so that it wakes.
+func TestFollowerWakesAllWithoutReading(t *testing.T) {
+	url, schema := testenv.URL(t), testenv.Schema(t)
+	opts := Options{Schema: schema, Poll: time.Hour}
+	a, b := openProcess(t, url, opts), openProcess(t, url, opts)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	all, err := b.Subscribe(ctx, eventstore.All(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	// Five events of sixteen 100-byte tags each: 8,000 bytes of tags, too
+	// many for a notice's lists (maxNoticeLists).
+	longTags := func(k int) []eventstore.NewEvent {
+		out := make([]eventstore.NewEvent, 5)
+		for i := range out {
+			tags := make([]string, 16)
+			for j := range tags {
+				tags[j] = fmt.Sprintf("%d-%d-%d-%s", k, i, j, strings.Repeat("t", 90))
+			}
+			out[i] = eventstore.NewEvent{Type: "e", Tags: tags, Data: []byte("{}")}
+		}
+		return out
+	}
+	const appends = 20
+	for k := range appends {
+		if _, err := a.Append(ctx, fmt.Sprintf("s-%d", k), eventstore.Any, longTags(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seen := 0; seen < appends*5; {
+		batch, err := all.Next(ctx)
+		if err != nil {
+			t.Fatalf("the whole log on the other process, after %d of %d events: %v", seen, appends*5, err)
+		}
+		seen += len(batch)
+	}
+	if got := b.stretchesRead.Load(); got != 0 {
+		t.Errorf("the other process read %d stretches with no one waiting for a stream or tag", got)
+	}
+
+	one, err := b.Subscribe(ctx, eventstore.OfStream("wanted"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	type next struct {
+		evs []eventstore.Event
+		err error
+	}
+	nexts := make(chan next, 1)
+	go func() {
+		evs, err := one.Next(ctx)
+		nexts <- next{evs, err}
+	}()
+	// Wait until the subscription waits for its stream, so that the
+	// next notice finds a selective waiter.
+	for !b.notify.Selective() {
+		if ctx.Err() != nil {
+			t.Fatal("the stream subscription never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := a.Append(ctx, "wanted", eventstore.Any, longTags(appends)); err != nil {
+		t.Fatal(err)
+	}
+	got := <-nexts
+	if got.err != nil || len(got.evs) != 5 {
+		t.Fatalf("the stream subscription: %d events, %v", len(got.evs), got.err)
+	}
+	if b.stretchesRead.Load() == 0 {
+		t.Error("a notice without lists woke a stream's subscription without the stretch being read")
 	}
 }

@@ -102,9 +102,9 @@ func (p Plan) Lines() []string {
 // GoProcs is the GOMAXPROCS for a Go process on a quota of cpus: the
 // whole CPUs of its quota, at least one. Go's own default on a quota
 // (since Go 1.25) is never below two, and two processors on a tenth of
-// a CPU spend the quota on each other: a write node of the scaling
-// experiment on 0.1 CPUs served 7–27 % more commands with one
-// (docs/benchmarks.md, "PostgreSQL given room").
+// a CPU spend the quota on each other (their threads spin looking for
+// work, the system monitor wakes more often): docs/benchmarks.md,
+// "PostgreSQL given room", has the write-scaling runs with and without.
 func GoProcs(cpus float64) int { return max(1, int(cpus)) }
 
 // GoProcsEnv adds GOMAXPROCS=GoProcs(cpus) to env, the extra

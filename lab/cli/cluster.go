@@ -248,8 +248,8 @@ the signing key to --dir/tls/idp.key.`,
 					target += " --token-file " + f[1]
 				}
 			}
-			fmt.Fprintf(e.Stdout, "load generator group %s: run one in it with\n  sh -c '%sexec \"$@\"' sh logbook loadtest read --url %s …\n",
-				loadgen.Path, loadgen.JoinScript(), target)
+			fmt.Fprintf(e.Stdout, "load generator group %s: run one in it with\n  GOMAXPROCS=%d sh -c '%sexec \"$@\"' sh logbook loadtest read --url %s …\n",
+				loadgen.Path, cgroup.GoProcs(b.loadgen), loadgen.JoinScript(), target)
 		}
 		<-ctx.Done()
 		c.Stop()

@@ -83,8 +83,10 @@ func (n *Notifier) Publish(streams []string, tags map[string]struct{}) {
 // Selective reports whether anyone waits for particular streams or
 // tags. When no one does, a publisher need not find out which streams
 // and tags a stretch of the log holds (parse them, or read them from a
-// store): PublishAll wakes every waiter without them. A waiter that
-// registers after Selective answered is woken by that PublishAll too.
+// store): PublishAll wakes every waiter without them, so one that
+// registered after Selective answered but before PublishAll is woken
+// too; one that registers later reads the new events anyway (they were
+// readable before they were published).
 func (n *Notifier) Selective() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -135,7 +135,8 @@ func (s *Store) dedicated(ctx context.Context) (*pgx.Conn, error) {
 
 // publish announces positions (from, to]: it reads which streams and
 // tags the appends there hold and wakes the subscriptions that follow
-// them. An append that straddles from was published with the stretch
+// them — or, when no one waits for particular streams or tags, wakes
+// every waiter without reading. An append that straddles from was published with the stretch
 // before; reading it again costs at most a spurious wake-up.
 func (s *Store) publish(ctx context.Context, from, to uint64) error {
 	if !s.notify.Selective() {

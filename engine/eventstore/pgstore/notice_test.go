@@ -48,6 +48,11 @@ func TestFollowersAreToldNotAsking(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
 	opts := Options{Schema: schema, Poll: time.Hour} // no polling: what the followers learn, they are told
 	a, b := openProcess(t, url, opts), openProcess(t, url, opts)
+	// A waiter for a tag no one writes keeps both processes selective
+	// (Notifier.Selective) throughout: they must learn each stretch's
+	// streams and tags, which is what this test counts.
+	a.notify.Changed(eventstore.Tagged("never"))
+	b.notify.Changed(eventstore.Tagged("never"))
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	sub, err := b.Subscribe(ctx, eventstore.Tagged("w3"), 1)

@@ -57,6 +57,31 @@ type AuthorsLine struct {
 	Row    *int      `json:"row,omitempty"`
 	Cols   []int     `json:"cols,omitempty"`
 	X      []float64 `json:"x,omitempty"`
+	// Times and Over, if set, are dotted paths into the line's run
+	// output: the authors' values are drawn multiplied by Times ÷ Over,
+	// in our units where the run says how its units relate to theirs.
+	Times string `json:"times,omitempty"`
+	Over  string `json:"over,omitempty"`
+}
+
+// hasAuthors says whether any line has the authors' beside it.
+func (c *Chart) hasAuthors() bool {
+	for _, p := range c.Panels {
+		for _, l := range p.Lines {
+			if l.Authors != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// legend says how to read the chart's lines.
+func (c *Chart) legend() string {
+	if c.hasAuthors() {
+		return "ours solid, the authors' dashed"
+	}
+	return "ours (the authors printed no values)"
 }
 
 func (c *Chart) check() error {
@@ -76,6 +101,9 @@ func (c *Chart) check() error {
 			}
 			if a := l.Authors; a != nil && (a.Row == nil) == (a.Column < 1) {
 				return fmt.Errorf("line %q: the authors' line is a column (1 or more) or a row, one of them", l.Name)
+			}
+			if a := l.Authors; a != nil && (a.Times == "") != (a.Over == "") {
+				return fmt.Errorf("line %q: the authors' scale needs both times and over", l.Name)
 			}
 		}
 	}
@@ -119,7 +147,7 @@ func Charts(idx *Index, results map[string]*Result) (map[string][]byte, error) {
 		if short == "" {
 			short = shortAuthors(w.Authors)
 		}
-		fig.Title = fmt.Sprintf("%s of %s %d: ours solid, the authors' dashed", e.Item, short, w.Year)
+		fig.Title = fmt.Sprintf("%s of %s %d: %s", e.Item, short, w.Year, e.Chart.legend())
 		var b bytes.Buffer
 		if err := plot.Write(&b, "svg", fig); err != nil {
 			return nil, fmt.Errorf("entry %s: chart: %w", e.ID, err)
@@ -183,6 +211,19 @@ func chartFigure(e, src *Entry, r *Result) (plot.Figure, error) {
 				if err != nil {
 					return fail("line %q: the authors' values: %v", l.Name, err)
 				}
+				if l.Authors.Times != "" {
+					times, err := numberAt(outs[l.Run], l.Authors.Times)
+					if err != nil {
+						return fail("line %q: the authors' scale: %v", l.Name, err)
+					}
+					over, err := numberAt(outs[l.Run], l.Authors.Over)
+					if err != nil || over == 0 {
+						return fail("line %q: the authors' scale: %v (or zero)", l.Name, err)
+					}
+					for k := range theirs.Y {
+						theirs.Y[k] *= times / over
+					}
+				}
 				theirs.Name, theirs.Colour, theirs.Dashed, theirs.Points = l.Name+", the authors'", li+1, true, true
 				panel.Series = append(panel.Series, theirs)
 			}
@@ -195,7 +236,14 @@ func chartFigure(e, src *Entry, r *Result) (plot.Figure, error) {
 func matches(row any, where map[string]string) bool {
 	for k, want := range where {
 		v, err := get(row, k)
-		if err != nil || fmt.Sprint(v) != want {
+		if err != nil {
+			return false
+		}
+		got := fmt.Sprint(v)
+		if f, ok := v.(float64); ok {
+			got = strconv.FormatFloat(f, 'f', -1, 64)
+		}
+		if got != want {
 			return false
 		}
 	}
@@ -224,8 +272,10 @@ func authorsSeries(v Values, a *AuthorsLine) (plot.Series, error) {
 		}
 		if !useX {
 			var okx bool
-			if x, okx, err = printed(xs); err != nil || !okx {
-				return fmt.Errorf("x %q: %v", xs, err)
+			if x, okx, err = printed(xs); err != nil {
+				return fmt.Errorf("x: %v", err)
+			} else if !okx {
+				return fmt.Errorf("x %q is no number", xs)
 			}
 		}
 		s.X, s.Y = append(s.X, x), append(s.Y, y)

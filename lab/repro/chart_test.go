@@ -1,6 +1,7 @@
 package repro
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -114,5 +115,58 @@ func TestChartReadsTheAuthorsRow(t *testing.T) {
 	}
 	if _, err := authorsSeries(v, &AuthorsLine{Row: &row, Cols: []int{1}, X: []float64{1, 2}}); err == nil {
 		t.Error("two x values for one column accepted")
+	}
+}
+
+// The authors' values drawn in our units when the run says how they
+// relate (Times ÷ Over from the output).
+func TestChartScalesTheAuthorsValues(t *testing.T) {
+	idx := chartIndex(ChartLine{Name: "x", X: "a", Y: "x", Authors: &AuthorsLine{Column: 1, Times: "ours", Over: "theirs"}})
+	out := `{"ours":3,"theirs":2,"rows":[{"a":1,"x":1},{"a":2,"x":2},{"a":3,"x":3}]}`
+	fig, err := chartFigure(&idx.Entries[1], &idx.Entries[0], testResult(out)["w-t1"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fig.Panels[0].Series[1].Y; !slices.Equal(got, []float64{0.75, 1800}) {
+		t.Errorf("the authors' values scaled by 3/2: %v", got)
+	}
+	idx.Entries[1].Chart.Panels[0].Lines[0].Authors.Over = ""
+	if err := idx.check(); err == nil {
+		t.Error("a scale with times and no over passed the check")
+	}
+}
+
+// In the committed index, every authors' line taken from a column is
+// named as that column: an off-by-one pick of a column would draw
+// another line's published values beside ours, and the up-to-date test
+// alone would not see it.
+func TestChartColumnsAreTheLinesNamed(t *testing.T) {
+	idx, err := LoadIndex(filepath.Join("..", "..", IndexPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	charts := 0
+	for _, e := range idx.Entries {
+		if e.Chart == nil {
+			continue
+		}
+		charts++
+		src, ok := idx.Entry(chartSource(&e))
+		if !ok {
+			t.Fatalf("%s: no entry %s", e.ID, chartSource(&e))
+		}
+		for _, p := range e.Chart.Panels {
+			for _, l := range p.Lines {
+				if l.Authors == nil || l.Authors.Column == 0 {
+					continue
+				}
+				if c := l.Authors.Column; c >= len(src.Authors.Columns) || src.Authors.Columns[c] != l.Name {
+					t.Errorf("%s: line %q draws the authors' column %d of %s", e.ID, l.Name, c, src.ID)
+				}
+			}
+		}
+	}
+	if charts < 17 {
+		t.Errorf("%d charts in the index, want the 17 figures", charts)
 	}
 }

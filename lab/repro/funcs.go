@@ -78,6 +78,14 @@ var funcs = template.FuncMap{
 		}
 		return total, nil
 	},
+	// last: the last element of a list, an error if it is empty.
+	"last": func(v any) (any, error) {
+		l, ok := v.([]any)
+		if !ok || len(l) == 0 {
+			return nil, fmt.Errorf("last: a list with an element was expected, not %T: %w", v, errMissing)
+		}
+		return l[len(l)-1], nil
+	},
 	// join: a list of strings joined by sep.
 	"join": func(sep string, v []string) string { return strings.Join(v, sep) },
 }

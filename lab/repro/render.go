@@ -277,7 +277,7 @@ const (
 // document (which sits in docs/, beside img/).
 func chartImage(e *Entry) string {
 	rel, _ := filepath.Rel(filepath.Dir(DocPath), ChartFile(e.ID))
-	return fmt.Sprintf("![%s: ours solid, the authors' dashed](%s)", e.Item, filepath.ToSlash(rel))
+	return fmt.Sprintf("![%s: %s](%s)", e.Item, e.Chart.legend(), filepath.ToSlash(rel))
 }
 
 // Build renders the document and its charts (keyed by their path

@@ -217,8 +217,11 @@ func chartFigure(e, src *Entry, r *Result) (plot.Figure, error) {
 						return fail("line %q: the authors' scale: %v", l.Name, err)
 					}
 					over, err := numberAt(outs[l.Run], l.Authors.Over)
-					if err != nil || over == 0 {
-						return fail("line %q: the authors' scale: %v (or zero)", l.Name, err)
+					if err != nil {
+						return fail("line %q: the authors' scale: %v", l.Name, err)
+					}
+					if over == 0 {
+						return fail("line %q: the authors' scale: %q is zero", l.Name, l.Authors.Over)
 					}
 					for k := range theirs.Y {
 						theirs.Y[k] *= times / over

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -386,5 +387,33 @@ func TestRecordSharesARunBetweenEntries(t *testing.T) {
 	}
 	if string(c.Runs[0].Output) != `{"n":5}` {
 		t.Errorf("unshared run: %s, want a new run", c.Runs[0].Output)
+	}
+}
+
+// Table 6.1's template names the knee when a rate past it bent, and says
+// there was none within the sweep when the top rate still passed.
+func TestCapacityTemplateSaysWhetherTheSweepFoundAKnee(t *testing.T) {
+	idx, err := LoadIndex(filepath.Join("..", "..", IndexPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := idx.Entry("thesis-table-6-1")
+	if !ok {
+		t.Fatal("no entry thesis-table-6-1")
+	}
+	row := func(rate float64) string {
+		return fmt.Sprintf(`{"offered_per_sec":%g,"achieved_per_sec":%g,"p50_ms":1,"p75_ms":1,"p95_ms":2,"p99_ms":3,"max_ms":4,"requests":10,"failures":0,"cpu":{"replica":{"of_quota":0.5}}}`, rate, rate)
+	}
+	output := func(knee float64) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"knee_per_sec":%g,"per_node_cpus":0.25,"season":"s","rows":[%s,%s]}`, knee, row(100), row(200)))
+	}
+	for knee, want := range map[float64]string{100: "The knee (the highest rate", 200: "No knee within the sweep"} {
+		out, err := ours(e, &Result{ID: e.ID, Runs: []Run{{Command: e.Commands[0], Output: output(knee)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("knee %g: the output lacks %q:\n%s", knee, want, out)
+		}
 	}
 }

@@ -32,19 +32,27 @@ func ScratchDatabase(t testing.TB, dbURL string) string {
 	if _, err := admin.Exec(t.Context(), `CREATE DATABASE `+db); err != nil {
 		t.Fatal(err)
 	}
+	dropAtCleanup(t, dbURL, "database "+db, `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`)
+	u.Path = "/" + db
+	return u.String()
+}
+
+// dropAtCleanup runs drop on the server of url when the test ends,
+// through a connection of its own (one the test closed before its
+// cleanups run would leave what (a schema, a database) behind), and logs
+// rather than fails if it cannot.
+func dropAtCleanup(t testing.TB, url, what, drop string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, dbURL)
+		c, err := pgx.Connect(ctx, url)
 		if err != nil {
-			t.Logf("drop database %s: %v", db, err)
+			t.Logf("testenv: drop %s: %v", what, err)
 			return
 		}
 		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`); err != nil {
-			t.Logf("drop database %s: %v", db, err)
+		if _, err := c.Exec(ctx, drop); err != nil {
+			t.Logf("testenv: drop %s: %v", what, err)
 		}
 	})
-	u.Path = "/" + db
-	return u.String()
 }

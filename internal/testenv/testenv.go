@@ -21,7 +21,6 @@
 package testenv
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -29,9 +28,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // RequireEnv is the variable that turns a missing server from a skip into
@@ -107,19 +103,7 @@ func schemaOn(t testing.TB, url string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "t_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Logf("testenv: drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+name+` CASCADE`); err != nil {
-			t.Logf("testenv: drop schema %s: %v", name, err)
-		}
-	})
+	dropAtCleanup(t, url, "schema "+name, `DROP SCHEMA IF EXISTS `+name+` CASCADE`)
 	return name
 }
 

@@ -143,11 +143,7 @@ func Charts(idx *Index, results map[string]*Result) (map[string][]byte, error) {
 			return nil, err
 		}
 		w := works[e.Work]
-		short := w.Short
-		if short == "" {
-			short = shortAuthors(w.Authors)
-		}
-		fig.Title = fmt.Sprintf("%s of %s %d: %s", e.Item, short, w.Year, e.Chart.legend())
+		fig.Title = fmt.Sprintf("%s of %s %d: %s", e.Item, w.ShortName(), w.Year, e.Chart.legend())
 		var b bytes.Buffer
 		if err := plot.Write(&b, "svg", fig); err != nil {
 			return nil, fmt.Errorf("entry %s: chart: %w", e.ID, err)

@@ -66,13 +66,9 @@ var funcs = template.FuncMap{
 		}
 		total := 0.0
 		for _, v := range l {
-			x, err := get(v, path)
+			f, err := numberAt(v, path)
 			if err != nil {
-				return 0, err
-			}
-			f, err := number(x)
-			if err != nil {
-				return 0, fmt.Errorf("sum %q: %w", path, err)
+				return 0, fmt.Errorf("sum: %w", err)
 			}
 			total += f
 		}

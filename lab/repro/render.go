@@ -99,11 +99,7 @@ func Render(idx *Index, results map[string]*Result) ([]byte, error) {
 					ours = fmt.Sprintf("as %s", itemOf(idx, e.SameAs))
 				}
 			}
-			short := w.Short
-			if short == "" {
-				short = shortAuthors(w.Authors)
-			}
-			p("| %s, %d | [%s](#%s) | %s | %s | %s |\n", short, w.Year, e.Item, anchors[e.ID], cell(e.Measures), e.Status, ours)
+			p("| %s, %d | [%s](#%s) | %s | %s | %s |\n", w.ShortName(), w.Year, e.Item, anchors[e.ID], cell(e.Measures), e.Status, ours)
 		}
 	}
 	p("\n## Not experiments\n\n")

@@ -47,6 +47,14 @@ type Work struct {
 	Short string `json:"short,omitempty"`
 }
 
+// ShortName is Short, or the authors' last names.
+func (w Work) ShortName() string {
+	if w.Short != "" {
+		return w.Short
+	}
+	return shortAuthors(w.Authors)
+}
+
 // Entry is one table or figure of a work.
 type Entry struct {
 	ID       string `json:"id"`

@@ -138,7 +138,7 @@ const (
 //
 // Alone on the log, a process keeps two batches in flight: one commits
 // while the next waits for the head's lock with its reads already sent.
-// While other processes append too (the follower heard of one within
+// While other processes append too (this process heard of one within
 // sharedFor), their batches already queue at the head's lock, and a
 // second batch of this process's would only split its waiting appends
 // into smaller transactions: as many commits, each with its fixed cost at

@@ -13,6 +13,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
+// startFollowing starts the follower, once, unless the store is closed.
+func (s *Store) startFollowing() {
+	s.followOnce.Do(func() {
+		if s.enter() != nil {
+			close(s.followed)
+			return
+		}
+		defer s.leave()
+		s.following.Store(true)
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); defer close(s.followed); s.follow(s.bg) }()
+	})
+}
+
 // follow keeps this process's view of the head current: it LISTENs for
 // the sequencer's notifications and polls as a safety net, and for each
 // new stretch of the log that another process wrote it wakes the
@@ -43,8 +57,17 @@ func (s *Store) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.headCh}.Sanitize()); err != nil {
 		return err
 	}
-	if err := s.advance(ctx); schemaGone(err) { // what committed before LISTEN took effect
-		return err
+	// What committed before LISTEN took effect, unheard of: the waiters
+	// are woken for all of it at once rather than told which streams it
+	// holds, which could take reading much of the log (before the first
+	// wait, this process followed nothing but its own appends).
+	var head int64
+	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&head); err != nil {
+		if schemaGone(err) {
+			return err
+		}
+	} else {
+		s.jump(uint64(head))
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.opts.Poll)
@@ -80,6 +103,21 @@ func (s *Store) listen(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// jump publishes everything up to head as one stretch, waking every
+// waiter.
+func (s *Store) jump(head uint64) {
+	s.mu.Lock()
+	if head <= s.known {
+		s.mu.Unlock()
+		return
+	}
+	s.known = head
+	close(s.moved)
+	s.moved = make(chan struct{})
+	s.mu.Unlock()
+	s.notify.PublishAll()
 }
 
 func (s *Store) knownHead() uint64 {
@@ -214,12 +252,26 @@ func (s *Store) announced(from, to uint64, streams []string, tags map[string]str
 // before its appends are answered, so that a subscription of this process
 // wakes for it at once. If this process has not yet published the log up
 // to from (another process wrote it), it reads what it has not.
+//
+// The log grown before from is this process's other appender's stretch,
+// committed and not yet announced, or another process's: then it counts
+// the log as shared (heardForeign) and, unless the follower runs and will
+// publish that stretch, publishes it itself.
 func (s *Store) announce(ctx context.Context, from, to uint64, streams []string, tags map[string]struct{}) {
+	s.mu.Lock()
+	s.committed[from] = to
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.committed, from)
+		s.mu.Unlock()
+	}()
 	timer := time.NewTimer(announceWait)
 	defer timer.Stop()
 	for !s.announced(from, to, streams, tags, false) {
 		s.mu.Lock()
 		known, moved := s.known, s.moved
+		ours := s.oursBetween(known, from)
 		s.mu.Unlock()
 		switch {
 		case known == from:
@@ -229,16 +281,36 @@ func (s *Store) announce(ctx context.Context, from, to uint64, streams []string,
 		case known > from:
 			s.publishUpTo(ctx, to)
 			return
+		case !ours:
+			s.heardForeign()
+			if !s.following.Load() {
+				s.publishUpTo(ctx, to)
+				return
+			}
 		}
 		select {
 		case <-moved:
 		case <-timer.C:
+			s.waitedOut.Add(1)
 			s.publishUpTo(ctx, to)
 			return
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// oursBetween reports whether (known, from] is stretches this process
+// committed and has not announced yet. s.mu is held.
+func (s *Store) oursBetween(known, from uint64) bool {
+	for known < from {
+		next, ok := s.committed[known]
+		if !ok {
+			return false
+		}
+		known = next
+	}
+	return known == from
 }
 
 // announceWait is how long an appender whose commit is not the next to

@@ -51,8 +51,9 @@ func TestFollowersAreToldNotAsking(t *testing.T) {
 	// A waiter for a tag no one writes keeps both processes selective
 	// (Notifier.Selective) throughout: they must learn each stretch's
 	// streams and tags, which is what this test counts.
-	a.notify.Changed(eventstore.Tagged("never"))
-	b.notify.Changed(eventstore.Tagged("never"))
+	// (Store.Changed also starts each one's follower, before the appends.)
+	a.Changed(eventstore.Tagged("never"))
+	b.Changed(eventstore.Tagged("never"))
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	sub, err := b.Subscribe(ctx, eventstore.Tagged("w3"), 1)
@@ -112,6 +113,7 @@ func TestFollowerWakesAllWithoutReading(t *testing.T) {
 	url, schema := testenv.URL(t), testenv.Schema(t)
 	opts := Options{Schema: schema, Poll: time.Hour}
 	a, b := openProcess(t, url, opts), openProcess(t, url, opts)
+	b.Changed(eventstore.All()) // b follows the log from the start
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	all, err := b.Subscribe(ctx, eventstore.All(), 1)

@@ -497,6 +497,7 @@ func TestSchemaDroppedStopsFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	s.Changed(eventstore.All()) // a wait for new events starts the follower
 	if _, err := s.Append(t.Context(), "x", eventstore.NoStream, evs(1, "x")); err != nil {
 		t.Fatal(err)
 	}

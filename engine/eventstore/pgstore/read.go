@@ -263,8 +263,12 @@ func (s *Store) ReadFiltered(ctx context.Context, f eventstore.Filter, cursor ui
 	return backend.ReadFiltered(ctx, s, f, cursor, max)
 }
 
-// Changed implements backend.Tail.
-func (s *Store) Changed(f eventstore.Filter) <-chan struct{} { return s.notify.Changed(f) }
+// Changed implements backend.Tail. The first call starts following the
+// log.
+func (s *Store) Changed(f eventstore.Filter) <-chan struct{} {
+	s.startFollowing()
+	return s.notify.Changed(f)
+}
 
 // Subscribe implements eventstore.Store.
 func (s *Store) Subscribe(ctx context.Context, f eventstore.Filter, from uint64) (eventstore.Subscription, error) {

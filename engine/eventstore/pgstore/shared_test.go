@@ -82,12 +82,16 @@ func TestOneBatchInFlightWhileShared(t *testing.T) {
 	if _, err := b.Append(t.Context(), "other", eventstore.Any, []eventstore.NewEvent{{Type: "x", Data: []byte(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !a.shared() {
-		if time.Now().After(deadline) {
-			t.Fatal("the other process's append was never heard of")
-		}
-		time.Sleep(5 * time.Millisecond)
+	// a follows nothing (no one waits for new events there): its next
+	// append finds the log grown by a stretch not its own.
+	if _, err := a.Append(t.Context(), "probe", eventstore.NoStream, []eventstore.NewEvent{{Type: "x", Data: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if a.following.Load() {
+		t.Fatal("a process that only appends follows the log")
+	}
+	if !a.shared() {
+		t.Fatal("the other process's append was not heard of at the next append")
 	}
 	// The other process goes on appending through the burst: a store
 	// counts the log shared for a second after it last heard of another
@@ -125,7 +129,67 @@ func TestOneBatchInFlightWhileShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 2*16*8 + 1 + uint64(others.Load()); head != want {
+	if want := 2*16*8 + 2 + uint64(others.Load()); head != want {
 		t.Fatalf("head %d, want %d", head, want)
+	}
+}
+
+// TestAppendingProcessesDoNotFollow: processes that only append — a
+// cluster's write nodes — do not LISTEN for each other's commits. Each
+// learns of the other's stretches from the log's growth under its own
+// appends, publishes them without waiting for a follower that is not
+// there, and a subscription started later on either still reads
+// everything both wrote, and wakes for what comes after.
+func TestAppendingProcessesDoNotFollow(t *testing.T) {
+	url, schema := testenv.URL(t), testenv.Schema(t)
+	opts := Options{Schema: schema, MaxConns: 4, Poll: time.Hour}
+	a, b := openProcess(t, url, opts), openProcess(t, url, opts)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	const rounds = 20
+	for i := range rounds {
+		for _, s := range []*Store{a, b} {
+			if _, err := s.Append(ctx, fmt.Sprintf("s-%p", s), eventstore.Exactly(uint64(i)), evs(1, "t")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, s := range []*Store{a, b} {
+		if s.following.Load() {
+			t.Fatal("a process that only appends follows the log")
+		}
+		if n := s.waitedOut.Load(); n != 0 {
+			t.Errorf("%d appends waited out announceWait for a follower that does not run", n)
+		}
+		if !s.shared() {
+			t.Error("the other process's appends were not heard of")
+		}
+		if k := s.knownHead(); k != 2*rounds && k != 2*rounds-1 {
+			t.Errorf("the process has published up to %d of %d", k, 2*rounds)
+		}
+	}
+	sub, err := a.Subscribe(ctx, eventstore.All(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for seen := 0; seen < 2*rounds; {
+		batch, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d of %d events: %v", seen, 2*rounds, err)
+		}
+		seen += len(batch)
+	}
+	// Caught up, the subscription waits: a follows the log now, and
+	// wakes for b's next append without a of its own.
+	if _, err := b.Append(ctx, "late", eventstore.NoStream, evs(1, "t")); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := sub.Next(ctx)
+	if err != nil || len(batch) != 1 || batch[0].Stream != "late" {
+		t.Fatalf("after b's later append: %v, %v", batch, err)
+	}
+	if !a.following.Load() {
+		t.Error("a subscription that waited did not start the follower")
 	}
 }

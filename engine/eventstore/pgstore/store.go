@@ -91,9 +91,24 @@ type Store struct {
 	// tags (publish), rather than being told by its appender or a NOTIFY;
 	// for tests.
 	stretchesRead atomic.Uint64
+	// Announcements that gave up waiting for the stretch before theirs
+	// to be published (announceWait); for tests.
+	waitedOut atomic.Uint64
 
-	reqs     chan *appendReq
-	followed chan struct{} // closed when the follower stops
+	reqs chan *appendReq
+
+	// The follower starts with the first wait for new events (Changed):
+	// a process that only appends — a cluster's write node — never
+	// LISTENs, and is not woken by every other process's commit.
+	followOnce sync.Once
+	following  atomic.Bool
+	followed   chan struct{} // closed when the follower stops (or can no longer start)
+	bg         context.Context
+	// committed maps the start of each stretch this process committed
+	// and has not yet announced to its end: an appender finding the log
+	// grown before its own stretch tells from it whether the growth is
+	// its other appender's or another process's (see announce).
+	committed map[uint64]uint64
 
 	// foreignAt is when (UnixNano) this process last heard of an append
 	// by another process; while that is recent, its appenders keep one
@@ -120,8 +135,10 @@ var _ backend.Tail = (*Store)(nil)
 // store's sessions have unless its URL says otherwise.
 const DefaultIdleInTransaction = "10s"
 
-// Open connects to the database at url, creates the schema if needed, and
-// starts following the log.
+// Open connects to the database at url and creates the schema if needed.
+// It starts following the log — LISTENing for other processes' commits —
+// when something first waits for new events (a subscription that has
+// caught up).
 //
 // Settings in the URL's query that are not pgx's own are PostgreSQL
 // session settings: application_name names the process's sessions,
@@ -181,16 +198,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte("logbook sequencer " + opts.Schema)) // the name it has had since stores had a sequencer
 	s := &Store{
-		pool:     pool,
-		schema:   opts.Schema,
-		lockKey:  int64(h.Sum64() >> 1),
-		headCh:   opts.Schema + "_head",
-		limits:   backend.NewLimits(opts.Limits),
-		opts:     opts,
-		reqs:     make(chan *appendReq, 4096),
-		versions: make(map[string]uint64),
-		instance: eventstore.NewID().String(),
-		moved:    make(chan struct{}),
+		pool:      pool,
+		schema:    opts.Schema,
+		lockKey:   int64(h.Sum64() >> 1),
+		headCh:    opts.Schema + "_head",
+		limits:    backend.NewLimits(opts.Limits),
+		opts:      opts,
+		reqs:      make(chan *appendReq, 4096),
+		versions:  make(map[string]uint64),
+		instance:  eventstore.NewID().String(),
+		moved:     make(chan struct{}),
+		followed:  make(chan struct{}),
+		committed: make(map[uint64]uint64),
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
@@ -201,10 +220,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: read head: %w", err)
 	}
 	bg, stop := context.WithCancel(context.Background())
-	s.stop, s.closing = stop, bg.Done()
-	s.wg.Add(1)
-	s.followed = make(chan struct{})
-	go func() { defer s.wg.Done(); defer close(s.followed); s.follow(bg) }()
+	s.stop, s.closing, s.bg = stop, bg.Done(), bg
 	for range appenders {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.appender(bg) }()

@@ -145,17 +145,23 @@ func TestGoProcsOnAQuota(t *testing.T) {
 		}
 	}
 	t.Setenv("GOMAXPROCS", "")
-	if got := GoProcsEnv([]string{"A=1"}, 0.1); !slices.Equal(got, []string{"A=1", "GOMAXPROCS=1"}) {
+	t.Setenv("GODEBUG", "")
+	trace := "GODEBUG=schedtrace=2147483647"
+	if got := GoEnv([]string{"A=1"}, 0.1); !slices.Equal(got, []string{"A=1", "GOMAXPROCS=1", trace}) {
 		t.Errorf("a node on 0.1 CPUs: %q", got)
 	}
-	if got := GoProcsEnv(nil, 0); got != nil {
+	if got := GoEnv(nil, 0); got != nil {
 		t.Errorf("no quota: %q", got)
 	}
-	if got := GoProcsEnv([]string{"GOMAXPROCS=4"}, 0.1); !slices.Equal(got, []string{"GOMAXPROCS=4"}) {
+	if got := GoEnv([]string{"GOMAXPROCS=4"}, 0.1); !slices.Equal(got, []string{"GOMAXPROCS=4", trace}) {
 		t.Errorf("a caller's own GOMAXPROCS: %q", got)
 	}
+	if got := GoEnv([]string{"GODEBUG=gctrace=1"}, 0.1); !slices.Equal(got, []string{"GODEBUG=gctrace=1", "GOMAXPROCS=1", "GODEBUG=gctrace=1,schedtrace=2147483647"}) {
+		t.Errorf("a caller's own GODEBUG: %q", got)
+	}
 	t.Setenv("GOMAXPROCS", "3")
-	if got := GoProcsEnv(nil, 0.1); got != nil {
-		t.Errorf("GOMAXPROCS in this process's environment: %q", got)
+	t.Setenv("GODEBUG", "schedtrace=1000")
+	if got := GoEnv(nil, 0.1); got != nil {
+		t.Errorf("GOMAXPROCS and schedtrace in this process's environment: %q", got)
 	}
 }

@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -107,17 +108,52 @@ func (p Plan) Lines() []string {
 // "PostgreSQL given room", has the write-scaling runs with and without.
 func GoProcs(cpus float64) int { return max(1, int(cpus)) }
 
-// GoProcsEnv adds GOMAXPROCS=GoProcs(cpus) to env, the extra
-// environment of a Go process started on that quota, unless env or this
-// process's environment already sets GOMAXPROCS.
-func GoProcsEnv(env []string, cpus float64) []string {
-	if cpus <= 0 || os.Getenv("GOMAXPROCS") != "" {
+// GoEnv adds to env, the extra environment of a Go process started on a
+// quota of cpus, what runs Go well on a fraction of a CPU:
+//   - GOMAXPROCS=GoProcs(cpus), unless env or this process's environment
+//     sets GOMAXPROCS;
+//   - schedtrace=MaxSchedtrace in GODEBUG, unless GODEBUG sets
+//     schedtrace. Go's system monitor sleeps deeply while every
+//     processor is idle, and each time one wakes it polls every 20 µs for
+//     a millisecond before backing off again: a process that idles and
+//     wakes hundreds of times a second, as a server on a tenth of a CPU
+//     does, spent 12 % of its quota there (docs/benchmarks.md, "The
+//     system monitor on a tenth of a CPU"). With a schedtrace interval
+//     set, the monitor never sleeps deeply and backs off to one wake-up
+//     every 10 ms; the interval is the longest GODEBUG takes (24.8
+//     days), so the trace it enables is a line on standard error at
+//     most that often.
+func GoEnv(env []string, cpus float64) []string {
+	if cpus <= 0 {
 		return env
 	}
+	if os.Getenv("GOMAXPROCS") == "" && lookup(env, "GOMAXPROCS") == "" {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(GoProcs(cpus)))
+	}
+	debug := lookup(env, "GODEBUG")
+	if debug == "" {
+		debug = os.Getenv("GODEBUG")
+	}
+	if !strings.Contains(debug, "schedtrace=") {
+		if debug != "" {
+			debug += ","
+		}
+		env = append(env, "GODEBUG="+debug+"schedtrace="+strconv.Itoa(MaxSchedtrace))
+	}
+	return env
+}
+
+// MaxSchedtrace is the longest schedtrace interval GODEBUG takes, in
+// milliseconds (an int32).
+const MaxSchedtrace = math.MaxInt32
+
+// lookup returns the last value of key in env, "" if none.
+func lookup(env []string, key string) string {
+	v := ""
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "GOMAXPROCS=") {
-			return env
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
 		}
 	}
-	return append(env, "GOMAXPROCS="+strconv.Itoa(GoProcs(cpus)))
+	return v
 }

@@ -93,6 +93,10 @@ func TestNodeQuotaHolds(t *testing.T) {
 			if err != nil || !bytes.Contains(env, []byte("\x00GOMAXPROCS=1\x00")) {
 				t.Errorf("%s runs without GOMAXPROCS=1 (%v)", n.Name, err)
 			}
+			// Nor does its system monitor sleep deeply (cgroup.GoEnv).
+			if os.Getenv("GODEBUG") == "" && !bytes.Contains(env, []byte("\x00GODEBUG=schedtrace=2147483647\x00")) {
+				t.Errorf("%s runs without GODEBUG=schedtrace", n.Name)
+			}
 		}
 	}
 	kinds := run.CPUByKind(u0, u1)

@@ -259,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 				return nil, err
 			}
 			n.group, n.run = g, cfg.Run
-			n.env = cgroup.GoProcsEnv(n.env, cfg.NodeCPUs)
+			n.env = cgroup.GoEnv(n.env, cfg.NodeCPUs)
 		}
 	}
 	for _, n := range c.Nodes() {

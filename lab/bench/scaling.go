@@ -23,25 +23,28 @@ import (
 // its own (lab/cgroup), so that a node, not the shared machine, is what
 // runs out.
 type ScalingConfig struct {
-	Mode    string // capacity, read or write
-	Binary  string // the logbook binary the nodes run
-	Store   string // a postgres:// URL; empty: start one
-	Nginx   string
-	Dir     string // logs, the season
-	RunDir  string // cluster.RunDir() if empty
-	Nodes   []int
-	Budget  Budget
-	Rates   []float64 // capacity: offered rates, one node
-	Reps    int       // capacity: repetitions per rate
-	Knee    float64   // read: one node's knee; 0: measure it first
-	Ramp    time.Duration
-	Hold    time.Duration
-	Scale   float64       // write: the thesis's scenarios scaled by this
-	Pause   time.Duration // write: between the warm-up and the measured run
-	Weeks   int           // the season: weeks …
-	Flights int           // … of this many flights a week
-	Predict []int         // also predict these node counts
-	Log     io.Writer
+	Mode   string // capacity, read or write
+	Binary string // the logbook binary the nodes run
+	Store  string // a postgres:// URL; empty: start one
+	Nginx  string
+	Dir    string // logs, the season
+	RunDir string // cluster.RunDir() if empty
+	Nodes  []int
+	Budget Budget
+	Rates  []float64 // capacity: offered rates, one node
+	Reps   int       // capacity: repetitions per rate
+	Knee   float64   // read: one node's knee; 0: measure it first
+	Ramp   time.Duration
+	Hold   time.Duration
+	Scale  float64 // write: the thesis's scenarios scaled by this
+	// PlannerScale, if positive, scales the planners instead of Scale
+	// (which then scales the legs alone).
+	PlannerScale float64
+	Pause        time.Duration // write: between the warm-up and the measured run
+	Weeks        int           // the season: weeks …
+	Flights      int           // … of this many flights a week
+	Predict      []int         // also predict these node counts
+	Log          io.Writer
 }
 
 // Budget is the CPU quota of each kind of process (0: none).
@@ -101,16 +104,42 @@ type PaperRow struct {
 
 // ScalingResult is the experiment's outcome.
 type ScalingResult struct {
-	Mode        string       `json:"mode"`
-	PerNodeCPUs float64      `json:"per_node_cpus"`
-	Machine     float64      `json:"machine_cpus"`
-	Season      string       `json:"season"`
-	Scale       float64      `json:"scale,omitempty"`
-	KneePerSec  float64      `json:"knee_per_sec,omitempty"`
-	Rows        []ScalingRow `json:"rows"`
-	Demands     []Demand     `json:"demands,omitempty"`
+	Mode        string  `json:"mode"`
+	PerNodeCPUs float64 `json:"per_node_cpus"`
+	Machine     float64 `json:"machine_cpus"`
+	Season      string  `json:"season"`
+	Scale       float64 `json:"scale,omitempty"`
+	// PlannerScale is the planners' factor where it is not Scale.
+	PlannerScale float64 `json:"planner_scale,omitempty"`
+	// Planners and legs of each scenario as run (write).
+	Scenarios  []ScenarioSize `json:"scenarios,omitempty"`
+	KneePerSec float64        `json:"knee_per_sec,omitempty"`
+	Rows       []ScalingRow   `json:"rows"`
+	Demands    []Demand       `json:"demands,omitempty"`
 	// Prediction: labelled so; configurations not measured.
 	Prediction []PaperRow `json:"prediction,omitempty"`
+}
+
+// ScenarioSize is a write scenario as run: the thesis's, scaled.
+type ScenarioSize struct {
+	Name     string `json:"name"`
+	Planners int    `json:"planners"`
+	Legs     int    `json:"legs"`
+}
+
+// plannerScale is the factor scaling the scenarios' planners.
+func (c ScalingConfig) plannerScale() float64 {
+	if c.PlannerScale > 0 {
+		return c.PlannerScale
+	}
+	return c.Scale
+}
+
+// size scales a thesis scenario: planners by plannerScale, legs by Scale.
+func (c ScalingConfig) size(name string, planners, legs int) ScenarioSize {
+	return ScenarioSize{Name: name,
+		Planners: max(1, int(math.Round(float64(planners)*c.plannerScale()))),
+		Legs:     max(1, int(math.Round(float64(legs)*c.Scale)))}
 }
 
 // The thesis's measured values (Tables 6.1–6.3).
@@ -216,6 +245,14 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (res ScalingResult, err err
 	}
 	res = ScalingResult{Mode: cfg.Mode, PerNodeCPUs: cfg.Budget.Node, Machine: cgroup.MachineCPUs(), Scale: cfg.Scale,
 		Season: fmt.Sprintf("%d weeks × %d flights a week (logbook flights generate --weeks %d --flights-per-week %d)", cfg.Weeks, cfg.Flights, cfg.Weeks, cfg.Flights)}
+	if cfg.Mode == "write" {
+		if cfg.PlannerScale > 0 && cfg.PlannerScale != cfg.Scale {
+			res.PlannerScale = cfg.PlannerScale
+		}
+		for _, sc := range thesisScenarios {
+			res.Scenarios = append(res.Scenarios, cfg.size(sc.name, sc.users, sc.legs))
+		}
+	}
 	if cfg.Mode != "write" {
 		res.Scale = 0
 		if err := s.seed(ctx); err != nil {
@@ -455,8 +492,8 @@ func efficiency(rows []ScalingRow) {
 
 func (s *scalingRig) write(ctx context.Context, res *ScalingResult) error {
 	for _, sc := range thesisScenarios {
-		users := max(1, int(math.Round(float64(sc.users)*s.cfg.Scale)))
-		legs := max(1, int(math.Round(float64(sc.legs)*s.cfg.Scale)))
+		size := s.cfg.size(sc.name, sc.users, sc.legs)
+		users, legs := size.Planners, size.Legs
 		for _, n := range s.cfg.Nodes {
 			c, err := s.start(ctx, n, 1)
 			if err != nil {

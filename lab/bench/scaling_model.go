@@ -65,7 +65,7 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 		st := stations(d, nodeKind, r.Nodes, q(cfg.Budget.Node), q(cfg.Budget.Store), q(cfg.Budget.Proxy))
 		var x, p99 float64
 		if cfg.Mode == "write" {
-			users := max(1, int(math.Round(float64(scenarioUsers(r.Scenario))*cfg.Scale)))
+			users := cfg.size(r.Scenario, scenarioUsers(r.Scenario), 1).Planners
 			if t1, t := txPerCmd[r.Scenario], r.StoreTxPerCommand; t1 > 0 && t > 0 {
 				// PostgreSQL's CPU goes per appending transaction, not
 				// per command: calibrated per transaction at one node,

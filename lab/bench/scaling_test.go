@@ -73,3 +73,20 @@ func TestPredictWritesPerTransaction(t *testing.T) {
 		}
 	}
 }
+
+// TestScenarioSizes: --scale scales planners and legs; with
+// --planner-scale the planners take that factor and the legs --scale.
+func TestScenarioSizes(t *testing.T) {
+	for _, c := range []struct {
+		cfg  ScalingConfig
+		want ScenarioSize
+	}{
+		{ScalingConfig{Scale: 0.3}, ScenarioSize{"lower", 375, 225}},
+		{ScalingConfig{Scale: 0.1, PlannerScale: 1}, ScenarioSize{"lower", 1250, 75}},
+		{ScalingConfig{Scale: 0.0001}, ScenarioSize{"lower", 1, 1}},
+	} {
+		if got := c.cfg.size("lower", 1250, 750); got != c.want {
+			t.Errorf("%+v: %+v, want %+v", c.cfg, got, c.want)
+		}
+	}
+}

@@ -32,8 +32,10 @@ thesis's value beside each row.
   read      1 write node and n replicas (--nodes), offered the knee × n
             (measured first unless --knee is given)
   write     n write nodes (commands only) and 1 replica keeping the view; the thesis's two scenarios (1,250 planners × 750
-            legs, 1,500 × 1,000), planners and legs each scaled by --scale,
-            each run once to warm up, then after --pause once measured
+            legs, 1,500 × 1,000), planners and legs each scaled by --scale
+            (or the planners by --planner-scale and the legs alone by
+            --scale), each run once to warm up, then after --pause once
+            measured
 
 Each row reports each kind of process's CPU use (node, replica, store,
 proxy, loadgen) as CPU-seconds ÷ (wall time × quota): the thesis's CPU %
@@ -65,6 +67,7 @@ not a measurement.`,
 	fs.DurationVar(&cfg.Ramp, "ramp", 5*time.Second, "read: ramp to the rate; not measured")
 	fs.DurationVar(&cfg.Hold, "hold", 15*time.Second, "read: hold the rate; measured")
 	fs.Float64Var(&cfg.Scale, "scale", 0.05, "write: the factor scaling the thesis's planners and legs")
+	fs.Float64Var(&cfg.PlannerScale, "planner-scale", 0, "write: scale the planners by this instead, and the legs alone by --scale (1: the thesis's 1,250 and 1,500 planners)")
 	fs.DurationVar(&cfg.Pause, "pause", 10*time.Second, "write: pause between the warm-up run and the measured one (the thesis: 5 minutes)")
 	fs.IntVar(&cfg.Weeks, "weeks", 2, "the season: weeks")
 	fs.IntVar(&cfg.Flights, "flights-per-week", 500, "the season: flights a week (small, so that 8 replicas replay it within a minute on their quotas)")
@@ -97,8 +100,8 @@ not a measurement.`,
 		if cfg.Budget.Node <= 0 || cfg.Budget.Store < 0 || cfg.Budget.Proxy < 0 || cfg.Budget.Loadgen < 0 {
 			return cliutil.Usage("--node-cpus must be positive; --store-cpus, --proxy-cpus and --loadgen-cpus not negative")
 		}
-		if cfg.Reps < 1 || cfg.Hold <= 0 || cfg.Ramp <= 0 || cfg.Scale <= 0 || cfg.Scale > 1 || cfg.Weeks < 1 || cfg.Flights < 1 || cfg.Pause < 0 {
-			return cliutil.Usage("--reps, --hold, --ramp, --weeks and --flights-per-week must be positive, --scale in (0, 1]")
+		if cfg.Reps < 1 || cfg.Hold <= 0 || cfg.Ramp <= 0 || cfg.Scale <= 0 || cfg.Scale > 1 || cfg.PlannerScale < 0 || cfg.PlannerScale > 1 || cfg.Weeks < 1 || cfg.Flights < 1 || cfg.Pause < 0 {
+			return cliutil.Usage("--reps, --hold, --ramp, --weeks and --flights-per-week must be positive, --scale in (0, 1], --planner-scale in [0, 1]")
 		}
 		if cfg.Store != "" && !cliutil.IsPostgresURL(cfg.Store) {
 			return cliutil.Usage("--store must be a postgres:// URL")
@@ -174,7 +177,9 @@ func printScaling(e *env, res bench.ScalingResult) {
 	w := e.Stdout
 	fmt.Fprintf(w, "mode %s, %.2f CPUs per node on a %.2f-CPU machine; season %s\n", res.Mode, res.PerNodeCPUs, res.Machine, res.Season)
 	if res.Scale > 0 {
-		fmt.Fprintf(w, "write scenarios scaled by %g (planners and legs each)\n", res.Scale)
+		for _, sc := range res.Scenarios {
+			fmt.Fprintf(w, "write scenario %s: %d planners × %d legs\n", sc.Name, sc.Planners, sc.Legs)
+		}
 	}
 	if res.KneePerSec > 0 {
 		fmt.Fprintf(w, "knee: %.0f requests/s\n", res.KneePerSec)

@@ -53,12 +53,18 @@ func NewClient(base, token string, conns int, batchDelay time.Duration) *Client 
 	}
 	return &Client{
 		pc: &fasthttp.PipelineClient{
-			Addr:                addr,
-			IsTLS:               https,
-			MaxConns:            max(1, conns),
-			MaxPendingRequests:  1 << 16,
-			MaxBatchDelay:       batchDelay,
-			MaxIdleConnDuration: 90 * time.Second,
+			Addr:               addr,
+			IsTLS:              https,
+			MaxConns:           max(1, conns),
+			MaxPendingRequests: 1 << 16,
+			MaxBatchDelay:      batchDelay,
+			// A pipelined connection's worker that stops for being idle
+			// leaves its queue unread, and a request put there later is
+			// never sent: Do waits forever (fasthttp issue #832, still in
+			// v1.62). With more planners than connections, a connection
+			// the busier ones spare sat idle past 90 s in a two-minute
+			// run and hung it; no run lasts a day.
+			MaxIdleConnDuration: 24 * time.Hour,
 			ReadTimeout:         requestTimeout,
 			WriteTimeout:        requestTimeout,
 		},

@@ -31,14 +31,22 @@ func (s *Store) startFollowing() {
 // the sequencer's notifications and polls as a safety net, and for each
 // new stretch of the log that another process wrote it wakes the
 // subscriptions of the streams and tags in it.
+//
+// What committed before it first caught up, unheard of (before the first
+// wait this process followed nothing but its own appends), it publishes
+// as one stretch that wakes every waiter (jump) rather than reading which
+// streams the stretches hold, which could take reading much of the log;
+// after that, what it missed while reconnecting it reads (advance), so
+// that only the subscriptions of those streams wake.
 func (s *Store) follow(ctx context.Context) {
+	caughtUp := false
 	for ctx.Err() == nil {
-		err := s.listen(ctx)
+		err := s.listen(ctx, &caughtUp)
 		if ctx.Err() != nil || schemaGone(err) {
 			return
 		}
 		// The connection broke: reconnect, polling meanwhile.
-		if err := s.advance(ctx); schemaGone(err) {
+		if err := s.catchUp(ctx, &caughtUp); schemaGone(err) {
 			return
 		}
 		select {
@@ -48,7 +56,22 @@ func (s *Store) follow(ctx context.Context) {
 	}
 }
 
-func (s *Store) listen(ctx context.Context) error {
+// catchUp publishes everything up to the head: at once the first time
+// (jump), by stretches after (advance).
+func (s *Store) catchUp(ctx context.Context, caughtUp *bool) error {
+	if *caughtUp {
+		return s.advance(ctx)
+	}
+	var head int64
+	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&head); err != nil {
+		return err
+	}
+	s.jump(uint64(head))
+	*caughtUp = true
+	return nil
+}
+
+func (s *Store) listen(ctx context.Context, caughtUp *bool) error {
 	conn, err := s.dedicated(ctx)
 	if err != nil {
 		return err
@@ -57,17 +80,8 @@ func (s *Store) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.headCh}.Sanitize()); err != nil {
 		return err
 	}
-	// What committed before LISTEN took effect, unheard of: the waiters
-	// are woken for all of it at once rather than told which streams it
-	// holds, which could take reading much of the log (before the first
-	// wait, this process followed nothing but its own appends).
-	var head int64
-	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&head); err != nil {
-		if schemaGone(err) {
-			return err
-		}
-	} else {
-		s.jump(uint64(head))
+	if err := s.catchUp(ctx, caughtUp); schemaGone(err) { // what committed before LISTEN took effect
+		return err
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.opts.Poll)
@@ -256,7 +270,10 @@ func (s *Store) announced(from, to uint64, streams []string, tags map[string]str
 // The log grown before from is this process's other appender's stretch,
 // committed and not yet announced, or another process's: then it counts
 // the log as shared (heardForeign) and, unless the follower runs and will
-// publish that stretch, publishes it itself.
+// publish that stretch, publishes it itself. While the other appender has
+// a batch out, whose stretch may not be recorded yet, it waits for it
+// first (up to announceWait), so that a process alone on the log is not
+// taken for shared.
 func (s *Store) announce(ctx context.Context, from, to uint64, streams []string, tags map[string]struct{}) {
 	s.mu.Lock()
 	s.committed[from] = to
@@ -281,7 +298,11 @@ func (s *Store) announce(ctx context.Context, from, to uint64, streams []string,
 		case known > from:
 			s.publishUpTo(ctx, to)
 			return
-		case !ours:
+		case !ours && s.inFlight.Load() <= 1:
+			// No other batch of this process is out (this one is
+			// counted until it is announced) whose stretch, committed
+			// but not yet recorded here, could be the gap: another
+			// process wrote it.
 			s.heardForeign()
 			if !s.following.Load() {
 				s.publishUpTo(ctx, to)
@@ -291,7 +312,9 @@ func (s *Store) announce(ctx context.Context, from, to uint64, streams []string,
 		select {
 		case <-moved:
 		case <-timer.C:
+			// Not the other appender's after all, most likely.
 			s.waitedOut.Add(1)
+			s.heardForeign()
 			s.publishUpTo(ctx, to)
 			return
 		case <-ctx.Done():

@@ -180,16 +180,30 @@ func TestAppendingProcessesDoNotFollow(t *testing.T) {
 		}
 		seen += len(batch)
 	}
-	// Caught up, the subscription waits: a follows the log now, and
-	// wakes for b's next append without a of its own.
+	// Caught up, the subscription waits, which starts a's follower; once
+	// it LISTENs (it then publishes the head, which b moved last), b's
+	// next append wakes the subscription — by its NOTIFY, as a polls
+	// hourly and appends nothing itself.
+	type next struct {
+		evs []eventstore.Event
+		err error
+	}
+	nexts := make(chan next, 1)
+	go func() {
+		evs, err := sub.Next(ctx)
+		nexts <- next{evs, err}
+	}()
+	for a.knownHead() < 2*rounds {
+		if ctx.Err() != nil {
+			t.Fatalf("a's follower never caught up: published up to %d of %d (following %v)", a.knownHead(), 2*rounds, a.following.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if _, err := b.Append(ctx, "late", eventstore.NoStream, evs(1, "t")); err != nil {
 		t.Fatal(err)
 	}
-	batch, err := sub.Next(ctx)
-	if err != nil || len(batch) != 1 || batch[0].Stream != "late" {
-		t.Fatalf("after b's later append: %v, %v", batch, err)
-	}
-	if !a.following.Load() {
-		t.Error("a subscription that waited did not start the follower")
+	got := <-nexts
+	if got.err != nil || len(got.evs) != 1 || got.evs[0].Stream != "late" {
+		t.Fatalf("after b's later append: %v, %v", got.evs, got.err)
 	}
 }

@@ -280,6 +280,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.closeMu.Unlock()
+	s.followOnce.Do(func() { close(s.followed) }) // never started: it cannot now
 	s.stop()
 	s.wg.Wait()
 	s.notify.Close()

@@ -252,8 +252,7 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (res ScalingResult, err err
 		for _, sc := range thesisScenarios {
 			res.Scenarios = append(res.Scenarios, cfg.size(sc.name, sc.users, sc.legs))
 		}
-	}
-	if cfg.Mode != "write" {
+	} else {
 		res.Scale = 0
 		if err := s.seed(ctx); err != nil {
 			return res, err

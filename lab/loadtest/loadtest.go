@@ -58,12 +58,12 @@ func NewClient(base, token string, conns int, batchDelay time.Duration) *Client 
 			MaxConns:           max(1, conns),
 			MaxPendingRequests: 1 << 16,
 			MaxBatchDelay:      batchDelay,
-			// A pipelined connection's worker that stops for being idle
-			// leaves its queue unread, and a request put there later is
-			// never sent: Do waits forever (fasthttp issue #832, still in
-			// v1.62). With more planners than connections, a connection
-			// the busier ones spare sat idle past 90 s in a two-minute
-			// run and hung it; no run lasts a day.
+			// fasthttp's PipelineClient (v1.62) stops a connection's
+			// worker once it has been idle this long and leaves its queue
+			// unread: a request queued there later is never sent, and Do
+			// waits forever. With more planners than connections, a
+			// connection the busier ones spared sat idle past 90 s in a
+			// two-minute run and hung it; no run lasts a day.
 			MaxIdleConnDuration: 24 * time.Hour,
 			ReadTimeout:         requestTimeout,
 			WriteTimeout:        requestTimeout,

@@ -36,7 +36,7 @@ func (s *Store) startFollowing() {
 // wait this process followed nothing but its own appends), it publishes
 // as one stretch that wakes every waiter (jump) rather than reading which
 // streams the stretches hold, which could take reading much of the log;
-// after that, what it missed while reconnecting it reads (advance), so
+// after that, what it missed while reconnecting it reads (publishUpTo), so
 // that only the subscriptions of those streams wake.
 func (s *Store) follow(ctx context.Context) {
 	caughtUp := false
@@ -56,18 +56,19 @@ func (s *Store) follow(ctx context.Context) {
 	}
 }
 
-// catchUp publishes everything up to the head: at once the first time
-// (jump), by stretches after (advance).
+// catchUp reads the head and publishes everything up to it: at once the
+// first time (jump), by stretches after (publishUpTo).
 func (s *Store) catchUp(ctx context.Context, caughtUp *bool) error {
-	if *caughtUp {
-		return s.advance(ctx)
-	}
 	var head int64
 	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&head); err != nil {
 		return err
 	}
-	s.jump(uint64(head))
-	*caughtUp = true
+	if *caughtUp {
+		s.publishUpTo(ctx, uint64(head))
+	} else {
+		s.jump(uint64(head))
+		*caughtUp = true
+	}
 	return nil
 }
 
@@ -113,7 +114,7 @@ func (s *Store) listen(ctx context.Context, caughtUp *bool) error {
 			s.publishUpTo(ctx, nt.head)
 			continue
 		}
-		if err := s.advance(ctx); schemaGone(err) {
+		if err := s.catchUp(ctx, caughtUp); schemaGone(err) {
 			return err
 		}
 	}
@@ -122,32 +123,18 @@ func (s *Store) listen(ctx context.Context, caughtUp *bool) error {
 // jump publishes everything up to head as one stretch, waking every
 // waiter.
 func (s *Store) jump(head uint64) {
-	s.mu.Lock()
-	if head <= s.known {
-		s.mu.Unlock()
-		return
+	for {
+		from := s.knownHead()
+		if head <= from || s.announced(from, head, nil, nil, true) {
+			return
+		}
 	}
-	s.known = head
-	close(s.moved)
-	s.moved = make(chan struct{})
-	s.mu.Unlock()
-	s.notify.PublishAll()
 }
 
 func (s *Store) knownHead() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.known
-}
-
-// advance reads the head and publishes everything up to it.
-func (s *Store) advance(ctx context.Context) error {
-	var head int64
-	if err := s.pool.QueryRow(ctx, `SELECT position FROM head`).Scan(&head); err != nil {
-		return err
-	}
-	s.publishUpTo(ctx, uint64(head))
-	return nil
 }
 
 // schemaGone reports an error saying the store's tables are gone (its

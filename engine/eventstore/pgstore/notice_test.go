@@ -156,15 +156,7 @@ func TestFollowerWakesAllWithoutReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer one.Close()
-	type next struct {
-		evs []eventstore.Event
-		err error
-	}
-	nexts := make(chan next, 1)
-	go func() {
-		evs, err := one.Next(ctx)
-		nexts <- next{evs, err}
-	}()
+	nexts := nextLater(ctx, one)
 	// Wait until the subscription waits for its stream, so that the
 	// next notice finds a selective waiter.
 	for !b.notify.Selective() {

@@ -184,15 +184,7 @@ func TestAppendingProcessesDoNotFollow(t *testing.T) {
 	// it LISTENs (it then publishes the head, which b moved last), b's
 	// next append wakes the subscription — by its NOTIFY, as a polls
 	// hourly and appends nothing itself.
-	type next struct {
-		evs []eventstore.Event
-		err error
-	}
-	nexts := make(chan next, 1)
-	go func() {
-		evs, err := sub.Next(ctx)
-		nexts <- next{evs, err}
-	}()
+	nexts := nextLater(ctx, sub)
 	for a.knownHead() < 2*rounds {
 		if ctx.Err() != nil {
 			t.Fatalf("a's follower never caught up: published up to %d of %d (following %v)", a.knownHead(), 2*rounds, a.following.Load())
@@ -206,4 +198,21 @@ func TestAppendingProcessesDoNotFollow(t *testing.T) {
 	if got.err != nil || len(got.evs) != 1 || got.evs[0].Stream != "late" {
 		t.Fatalf("after b's later append: %v, %v", got.evs, got.err)
 	}
+}
+
+// next is what a subscription's Next returned.
+type next struct {
+	evs []eventstore.Event
+	err error
+}
+
+// nextLater calls sub.Next in a goroutine, so that a test can act while
+// it waits; its answer arrives on the channel.
+func nextLater(ctx context.Context, sub eventstore.Subscription) <-chan next {
+	nexts := make(chan next, 1)
+	go func() {
+		evs, err := sub.Next(ctx)
+		nexts <- next{evs, err}
+	}()
+	return nexts
 }

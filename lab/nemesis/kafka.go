@@ -126,11 +126,18 @@ func startBroker(ctx context.Context, libs, dir, nodeListeners string) (*Broker,
 		return nil, err
 	}
 	// A cluster id is 16 random bytes in URL-safe base64 without padding,
-	// what `StorageTool random-uuid` prints: one JVM start saved.
+	// what `StorageTool random-uuid` prints: one JVM start saved. Like
+	// Kafka's own, it never starts with "-", which the tool's argument
+	// parser would take for an option (one id in 64 did, and failed the
+	// format).
 	id := make([]byte, 16)
-	_, _ = rand.Read(id)
+	cid := "-"
+	for strings.HasPrefix(cid, "-") {
+		_, _ = rand.Read(id)
+		cid = base64.RawURLEncoding.EncodeToString(id)
+	}
 	format := exec.CommandContext(ctx, "java", "-cp", filepath.Join(libs, "*"), "-Dlog4j2.configurationFile="+filepath.Join(libs, "..", "..", "warn.yaml"),
-		"kafka.tools.StorageTool", "format", "-t", base64.RawURLEncoding.EncodeToString(id), "-c", props)
+		"kafka.tools.StorageTool", "format", "-t", cid, "-c", props)
 	if out, err := format.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("nemesis: format the Kafka broker's storage: %v\n%s", err, out)
 	}

@@ -168,7 +168,9 @@ func TestCutDropsHeldConnectionsWhoseClientLeft(t *testing.T) {
 	stay := dial(t, p.Addr())
 	io.WriteString(stay, "stay\n")
 	deadline := time.Now().Add(3 * time.Second)
-	for s := p.Stats(); (s.Accepted != 6 || s.Held != 1) && time.Now().Before(deadline); s = p.Stats() {
+	// A leaving connection stops being held a moment before it stops being
+	// active, so wait for both counts.
+	for s := p.Stats(); (s.Accepted != 6 || s.Held != 1 || s.Active != 1) && time.Now().Before(deadline); s = p.Stats() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if s := p.Stats(); s.Held != 1 || s.Active != 1 {

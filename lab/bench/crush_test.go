@@ -119,8 +119,12 @@ func TestCrushControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	base := bench.CrushConfig{IDs: 3000, EventsPerID: 1, Buffer: 10, Writers: 2,
-		ReadTimeout: 500 * time.Millisecond, Deadline: time.Minute}
+	// A backend read takes about 0.1 ms here, so 12,000 of them queued on
+	// two connections take over a second to drain: well past the timeout
+	// for the queue's back half (with 3,000 streams and 500 ms, a faster
+	// machine drained all but 3 reads in time, and retried those).
+	base := bench.CrushConfig{IDs: 6000, EventsPerID: 1, Buffer: 10, Writers: 2,
+		ReadTimeout: 200 * time.Millisecond, Deadline: time.Minute}
 
 	control := base
 	control.Unthrottled = true

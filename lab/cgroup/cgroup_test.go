@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,9 @@ func TestQuotaHoldsABusyProcess(t *testing.T) {
 	if q, err := g.Quota(); err != nil || q < quota-0.001 || q > quota+0.001 {
 		t.Fatalf("quota read back as %v, %v", q, err)
 	}
+	if p := periodOf(t, g); p != 20*time.Millisecond {
+		t.Errorf("period of a 0.05-CPU quota = %v, want 20ms (the kernel's 1 ms smallest quota)", p)
+	}
 	argv := g.Wrap("/bin/sh", "-c", "while :; do :; done & while :; do :; done")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if err := cmd.Start(); err != nil {
@@ -108,6 +113,43 @@ func TestQuotaHoldsABusyProcess(t *testing.T) {
 	}
 	if n, d := g.Throttled(); n == 0 || d == 0 {
 		t.Errorf("the kernel never throttled the group (%d periods, %v)", n, d)
+	}
+}
+
+// periodOf reads the group's quota period from the kernel.
+func periodOf(t *testing.T, g *Group) time.Duration {
+	t.Helper()
+	file, field := "cpu.cfs_period_us", 0
+	if g.h.V2 {
+		file, field = "cpu.max", 1
+	}
+	b, err := os.ReadFile(filepath.Join(g.cpuDir(), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	us, err := strconv.Atoi(f[field])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+func TestPeriod(t *testing.T) {
+	for _, c := range []struct {
+		cpus float64
+		want time.Duration
+	}{
+		{0, 100 * time.Millisecond}, {0.005, 100 * time.Millisecond}, {0.01, 100 * time.Millisecond},
+		{0.03, 34 * time.Millisecond}, {0.05, 20 * time.Millisecond}, {0.1, 10 * time.Millisecond},
+		{0.9, 10 * time.Millisecond}, {4, 10 * time.Millisecond},
+	} {
+		if got := Period(c.cpus); got != c.want {
+			t.Errorf("Period(%g) = %v, want %v", c.cpus, got, c.want)
+		}
+		if q := c.cpus * float64(Period(c.cpus)); c.cpus >= 0.01 && q < float64(time.Millisecond)-1 {
+			t.Errorf("Period(%g) gives a quota of %v, under the kernel's 1 ms", c.cpus, time.Duration(q))
+		}
 	}
 }
 

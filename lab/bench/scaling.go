@@ -44,7 +44,11 @@ type ScalingConfig struct {
 	Weeks        int           // the season: weeks …
 	Flights      int           // … of this many flights a week
 	Predict      []int         // also predict these node counts
-	Log          io.Writer
+	// Calibrate (write): for each n > 1 of Nodes, also run one node with
+	// the planners ÷ n that each of n nodes serves, which the model
+	// calibrates the n-node row from (see predict).
+	Calibrate bool
+	Log       io.Writer
 }
 
 // Budget is the CPU quota of each kind of process (0: none).
@@ -83,6 +87,11 @@ type ScalingRow struct {
 	// rate (capacity, read) or command frequency (write), and p99.
 	ThesisPerSec float64 `json:"thesis_per_sec,omitempty"`
 	ThesisP99    float64 `json:"thesis_p99_ms,omitempty"`
+	// Planners (write) the row's load generator ran.
+	Planners int `json:"planners,omitempty"`
+	// CalibratesNodes (a calibration row): the node count whose per-node
+	// share of the planners this one-node row served.
+	CalibratesNodes int `json:"calibrates_nodes,omitempty"`
 }
 
 // Demand is the calibrated service demand at one kind of process:
@@ -115,7 +124,10 @@ type ScalingResult struct {
 	Scenarios  []ScenarioSize `json:"scenarios,omitempty"`
 	KneePerSec float64        `json:"knee_per_sec,omitempty"`
 	Rows       []ScalingRow   `json:"rows"`
-	Demands    []Demand       `json:"demands,omitempty"`
+	// Calibration (write, with Calibrate): one node serving each n-node
+	// row's share of the planners; each row's CalibratesNodes is that n.
+	Calibration []ScalingRow `json:"calibration,omitempty"`
+	Demands     []Demand     `json:"demands,omitempty"`
 	// Prediction: labelled so; configurations not measured.
 	Prediction []PaperRow `json:"prediction,omitempty"`
 }
@@ -452,13 +464,17 @@ func (s *scalingRig) read(ctx context.Context, res *ScalingResult, knee float64)
 		if err != nil {
 			return err
 		}
-		r, cpu, err := s.readOnce(ctx, c, knee*float64(n))
-		s.stop(c)
-		if err != nil {
-			return err
+		row := ScalingRow{Nodes: n, OfferedPerSec: knee * float64(n), CPU: map[string]cluster.KindCPU{}, Reps: s.cfg.Reps}
+		for rep := range s.cfg.Reps {
+			r, cpu, err := s.readOnce(ctx, c, row.OfferedPerSec)
+			if err != nil {
+				s.stop(c)
+				return err
+			}
+			s.logf("read, %d replica(s), rep %d: %.0f/s, p99 %.1f ms, %d failures", n, rep+1, r.AchievedRate, r.P99, r.Failures)
+			addRead(&row, r, cpu, s.cfg.Reps)
 		}
-		row := ScalingRow{Nodes: n, OfferedPerSec: knee * float64(n), CPU: map[string]cluster.KindCPU{}, Reps: 1}
-		addRead(&row, r, cpu, 1)
+		s.stop(c)
 		row.StoreSaturated = saturated(row.CPU)
 		if t, ok := thesisRead[n]; ok {
 			row.ThesisPerSec, row.ThesisP99 = t[0], t[1]
@@ -507,6 +523,22 @@ func (s *scalingRig) write(ctx context.Context, res *ScalingResult) error {
 				row.ThesisPerSec, row.ThesisP99 = t[0], t[1]
 			}
 			res.Rows = append(res.Rows, row)
+			if !s.cfg.Calibrate || n == 1 {
+				continue
+			}
+			// One node with the planners each of the n serves.
+			share := max(1, int(math.Round(float64(users)/float64(n))))
+			c, err = s.start(ctx, 1, 1)
+			if err != nil {
+				return err
+			}
+			row, err = s.writeOnce(ctx, c, 1, sc.name, share, legs)
+			s.stop(c)
+			if err != nil {
+				return err
+			}
+			row.CalibratesNodes = n
+			res.Calibration = append(res.Calibration, row)
 		}
 	}
 	efficiency(res.Rows)
@@ -545,13 +577,13 @@ func (s *scalingRig) writeOnce(ctx context.Context, c *cluster.Cluster, n int, s
 	}
 	row := ScalingRow{Nodes: n, Scenario: scenario, OfferedPerSec: 0, AchievedPerSec: r.CommandsPerSec,
 		P50: r.P50, P75: r.P75, P95: r.P95, P99: r.P99, Max: r.Max, Requests: r.Requests, Failures: r.Failures,
-		CPU: s.run.CPUByKind(u0, u1), WarmupPerSec: warm.CommandsPerSec, WarmupP99: warm.P99}
+		CPU: s.run.CPUByKind(u0, u1), WarmupPerSec: warm.CommandsPerSec, WarmupP99: warm.P99, Planners: users}
 	row.StoreSaturated = saturated(row.CPU)
 	if appendTx > 0 && r.Requests > 0 {
 		row.StoreTxPerCommand = round3(float64(appendTx) / float64(r.Requests))
 	}
-	s.logf("write %s, %d node(s): %.0f commands/s, p99 %.1f ms (warm-up %.0f/s, p99 %.1f ms), %d failures",
-		scenario, n, row.AchievedPerSec, row.P99, warm.CommandsPerSec, warm.P99, r.Failures)
+	s.logf("write %s, %d node(s), %d planners: %.0f commands/s, p99 %.1f ms (warm-up %.0f/s, p99 %.1f ms), %d failures",
+		scenario, n, users, row.AchievedPerSec, row.P99, warm.CommandsPerSec, warm.P99, r.Failures)
 	return row, nil
 }
 

@@ -14,18 +14,36 @@ func stations(d map[string]float64, nodeKind string, n int, nodeCPUs, storeCPUs,
 	return append(st, Station{Name: "store", Demand: d["store"], CPUs: storeCPUs})
 }
 
-// predict calibrates the model from the one-node rows (service demand
-// law: CPU-seconds of each kind ÷ requests served) and predicts every
+// predict calibrates the model from one-node rows (service demand law:
+// CPU-seconds of each kind ÷ requests served) and predicts every
 // measured row and, if asked, the paper configurations.
+//
+// Reads: from the one-node row with the most work done below the knee;
+// a replica's demand does not depend on the load.
+//
+// Writes: a node's demand per command, and PostgreSQL's, depend on how
+// many commands each appending transaction carries, and that on how
+// many planners the node serves: a node batches the commands that
+// arrive while its previous batch commits. So the n-node row is
+// calibrated from one node serving the planners ÷ n that each of the n
+// serves (the result's Calibration rows, run with Calibrate), and
+// PostgreSQL's demand per command with it; nothing is taken from the
+// n-node row itself. Without such a row the n-node row falls back to the
+// one-node row of its scenario (the whole planners).
 func predict(res *ScalingResult, cfg ScalingConfig) {
 	nodeKind := "replica"
 	if cfg.Mode == "write" {
 		nodeKind = "node"
 	}
-	// Calibrate from the one-node row with the most work done below the
-	// knee (capacity), or the one-node row of each scenario (write).
-	calib := map[string]map[string]float64{}
-	txPerCmd := map[string]float64{} // write: appending transactions per command at one node
+	demands := func(r ScalingRow) map[string]float64 {
+		d := map[string]float64{}
+		for k, c := range r.CPU {
+			d[k] = c.Cores / r.AchievedPerSec
+		}
+		return d
+	}
+	calib := map[string]map[string]float64{}         // scenario → one node's demands
+	share := map[string]map[int]map[string]float64{} // write: scenario → n → one node's demands at n's share
 	for _, r := range res.Rows {
 		if r.Nodes != 1 || r.AchievedPerSec <= 0 {
 			continue
@@ -33,12 +51,16 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 		if cfg.Mode == "capacity" && res.KneePerSec > 0 && r.OfferedPerSec > res.KneePerSec {
 			continue
 		}
-		d := map[string]float64{}
-		for k, c := range r.CPU {
-			d[k] = c.Cores / r.AchievedPerSec
+		calib[r.Scenario] = demands(r)
+	}
+	for _, r := range res.Calibration {
+		if r.AchievedPerSec <= 0 {
+			continue
 		}
-		calib[r.Scenario] = d
-		txPerCmd[r.Scenario] = r.StoreTxPerCommand
+		if share[r.Scenario] == nil {
+			share[r.Scenario] = map[int]map[string]float64{}
+		}
+		share[r.Scenario][r.CalibratesNodes] = demands(r)
 	}
 	d0, ok := calib[""]
 	if cfg.Mode == "write" {
@@ -59,6 +81,9 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 	}
 	for i, r := range res.Rows {
 		d := calib[r.Scenario]
+		if ds, ok := share[r.Scenario][r.Nodes]; ok {
+			d = ds
+		}
 		if d == nil {
 			continue
 		}
@@ -66,14 +91,6 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 		var x, p99 float64
 		if cfg.Mode == "write" {
 			users := cfg.size(r.Scenario, scenarioUsers(r.Scenario), 1).Planners
-			if t1, t := txPerCmd[r.Scenario], r.StoreTxPerCommand; t1 > 0 && t > 0 {
-				// PostgreSQL's CPU goes per appending transaction, not
-				// per command: calibrated per transaction at one node,
-				// its demand per command is that × this row's measured
-				// transactions per command (fewer commands a batch, more
-				// CPU a command).
-				st[len(st)-1].Demand = d["store"] / t1 * t
-			}
 			m, err := MVA(st, 0, users)
 			if err != nil {
 				continue

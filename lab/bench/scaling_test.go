@@ -49,27 +49,33 @@ func TestPredictReads(t *testing.T) {
 	}
 }
 
-// TestPredictWritesPerTransaction: PostgreSQL's demand is calibrated per
-// appending transaction at one node (0.5 ms a command at 0.2
-// transactions a command: 2.5 ms a transaction) and charged per command
-// at each row's own transactions per command. A row whose batches
-// carried half as many commands (0.4 a command) has twice the store
-// demand; with the store as the bottleneck (0.4 CPUs, 1 ms a command)
-// the prediction is its 400 commands/s, not the fixed demand's 800.
-func TestPredictWritesPerTransaction(t *testing.T) {
-	cpu := map[string]cluster.KindCPU{"node": {Cores: 0.04}, "proxy": {Cores: 0.01}, "store": {Cores: 0.2}}
-	res := ScalingResult{Mode: "write", Machine: 2, Rows: []ScalingRow{
-		{Nodes: 1, Scenario: "lower", AchievedPerSec: 400, CPU: cpu, StoreTxPerCommand: 0.2},
-		{Nodes: 8, Scenario: "lower", StoreTxPerCommand: 0.4},
-		{Nodes: 8, Scenario: "lower"}, // not known: the fixed demand
-	}}
-	predict(&res, ScalingConfig{Mode: "write", Scale: 1, Budget: Budget{Node: 1, Store: 0.4, Proxy: 1}})
-	for i, want := range []float64{0, 400, 800} {
-		if i == 0 {
-			continue
-		}
+// TestPredictWritesFromTheShare: an n-node write row is predicted from
+// one node serving the planners ÷ n (a calibration row), not from one
+// node serving them all. One node with all the planners: 0.05 ms of a
+// 0.1-CPU node a command. One node with a quarter of them: 0.08 ms, so
+// four nodes serve 4 × 0.1 / 0.08 ms = 5,000/s. With an eighth: 0.08 ms
+// at the node but 0.125 ms at a 0.4-CPU PostgreSQL, which then holds
+// eight nodes to 3,200/s. Two nodes have no calibration row and fall back
+// to the one-node row: 4,000/s.
+func TestPredictWritesFromTheShare(t *testing.T) {
+	cpu := func(rate, node, store float64) map[string]cluster.KindCPU {
+		return map[string]cluster.KindCPU{"node": {Cores: rate * node / 1000}, "proxy": {Cores: rate * 0.001 / 1000}, "store": {Cores: rate * store / 1000}}
+	}
+	res := ScalingResult{Mode: "write", Machine: 2,
+		Rows: []ScalingRow{
+			{Nodes: 1, Scenario: "lower", AchievedPerSec: 2000, CPU: cpu(2000, 0.05, 0.05)},
+			{Nodes: 2, Scenario: "lower"},
+			{Nodes: 4, Scenario: "lower"},
+			{Nodes: 8, Scenario: "lower"},
+		},
+		Calibration: []ScalingRow{
+			{Nodes: 1, Scenario: "lower", AchievedPerSec: 1250, CPU: cpu(1250, 0.08, 0.06), CalibratesNodes: 4},
+			{Nodes: 1, Scenario: "lower", AchievedPerSec: 1250, CPU: cpu(1250, 0.08, 0.125), CalibratesNodes: 8},
+		}}
+	predict(&res, ScalingConfig{Mode: "write", Scale: 1, Budget: Budget{Node: 0.1, Store: 0.4, Proxy: 1}})
+	for i, want := range []float64{2000, 4000, 5000, 3200} {
 		if p := res.Rows[i].Predicted; p == nil || math.Abs(*p-want) > 0.02*want {
-			t.Errorf("row %d: predicted %v, want about %v", i, p, want)
+			t.Errorf("row %d (%d nodes): predicted %v, want about %v", i, res.Rows[i].Nodes, p, want)
 		}
 	}
 }

@@ -30,7 +30,8 @@ thesis's value beside each row.
             repetitions; the knee is the highest rate whose p99 stays within
             2× the lowest rate's p99 with at most 0.1 % failures
   read      1 write node and n replicas (--nodes), offered the knee × n
-            (measured first unless --knee is given)
+            (measured first unless --knee is given) for --reps
+            repetitions, their percentiles averaged
   write     n write nodes (commands only) and 1 replica keeping the view; the thesis's two scenarios (1,250 planners × 750
             legs, 1,500 × 1,000), planners and legs each scaled by --scale
             (or the planners by --planner-scale and the legs alone by
@@ -42,7 +43,11 @@ proxy, loadgen) as CPU-seconds ÷ (wall time × quota): the thesis's CPU %
 column, per quota. --predict calibrates a queueing model from the one-node
 rows (CPU-seconds per request at each kind: the service demand law) and
 prints its prediction beside each row (open network for reads, exact
-mean-value analysis for the closed write workload), and with
+mean-value analysis for the closed write workload). In write mode it also
+runs, for each n > 1, one node serving the planners ÷ n that each of n
+nodes serves, and calibrates the n-node row from that run: a node batches
+what arrives while its last batch commits, so its CPU per command, and
+PostgreSQL's, depend on its share of the planners. With
 --predict-nodes a table of larger clusters that were not run: a prediction,
 not a measurement.`,
 		Example: `  logbook bench scaling --mode capacity --node-cpus 0.25 --rates 100,200,400,600,800 --reps 2
@@ -62,7 +67,7 @@ not a measurement.`,
 	fs.StringVar(&cfg.Store, "store", "", "postgres:// URL to use (a fresh schema) instead of starting PostgreSQL")
 	cliutil.SecretFlag(fs, "store")
 	rates := fs.String("rates", "100,200,300,400,600,800", "capacity: offered read rates, requests/s")
-	fs.IntVar(&cfg.Reps, "reps", 5, "capacity: repetitions per rate")
+	fs.IntVar(&cfg.Reps, "reps", 5, "capacity: repetitions per rate; read: per node count")
 	fs.Float64Var(&cfg.Knee, "knee", 0, "read: one node's knee, requests/s (0: measure it first)")
 	fs.DurationVar(&cfg.Ramp, "ramp", 5*time.Second, "read: ramp to the rate; not measured")
 	fs.DurationVar(&cfg.Hold, "hold", 15*time.Second, "read: hold the rate; measured")
@@ -125,6 +130,7 @@ not a measurement.`,
 			}
 		}
 		cfg.Log = e.Stderr
+		cfg.Calibrate = *doPredict && cfg.Mode == "write"
 		res, err := bench.Scaling(cmd.Context(), cfg)
 		if err != nil {
 			return err
@@ -209,6 +215,18 @@ func printScaling(e *env, res bench.ScalingResult) {
 		}
 		if r.StoreTxPerCommand > 0 {
 			fmt.Fprintf(w, "       PostgreSQL: %.3f appending transactions per command (%.1f commands a batch)\n", r.StoreTxPerCommand, 1/r.StoreTxPerCommand)
+		}
+	}
+	if len(res.Calibration) > 0 {
+		fmt.Fprintln(w, "calibration: one node serving the planners of one of n nodes")
+		fmt.Fprintln(w, "for n  scenario  planners  served/s  node CPU-ms/cmd  PostgreSQL CPU-ms/cmd  commands a batch")
+		for _, r := range res.Calibration {
+			batch := "-"
+			if r.StoreTxPerCommand > 0 {
+				batch = fmt.Sprintf("%.1f", 1/r.StoreTxPerCommand)
+			}
+			fmt.Fprintf(w, "%5d  %-8s  %8d  %8.0f  %15.3f  %21.3f  %s\n", r.CalibratesNodes, r.Scenario, r.Planners, r.AchievedPerSec,
+				1000*r.CPU["node"].Cores/r.AchievedPerSec, 1000*r.CPU["store"].Cores/r.AchievedPerSec, batch)
 		}
 	}
 	if len(res.Demands) > 0 {

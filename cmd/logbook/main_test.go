@@ -57,6 +57,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"flights", "serve", "--replica-of", "http://x"}, 2, "--replica-of needs --replica-token"},
 		{[]string{"flights", "serve", "--bus", "http://x"}, 2, "--bus"},
 		{[]string{"flights", "serve", "--max-conns", "0"}, 2, "--max-conns must be positive"},
+		{[]string{"flights", "serve", "--aggregate-cache-mib", "0"}, 2, "--aggregate-cache-mib 0: want 1 to 1048576"},
 		{[]string{"torture", "--crash-points", "0"}, 2, "--crash-points must be positive"},
 		{[]string{"torture", "--store-kind", "disk"}, 2, "want events or projection"},
 		{[]string{"torture", "--crash-points", "5", "--no-sync"}, 1, "acknowledged appends lost"},

@@ -41,6 +41,7 @@ type serveFlags struct {
 	bus          string
 	busFormat    string
 	backupDir    string
+	cacheMiB     int
 	tls          cliutil.TLSFlags
 	follow       cliutil.ClientTLSFlags
 }
@@ -75,6 +76,8 @@ metrics and the web UI, as one of these kinds of node:
 	fs.StringVar(&f.replicaToken, "replica-token", "", "bearer token for the primary of --replica-of")
 	secretFlag(fs, "replica-token")
 	fs.BoolVar(&f.readOnly, "read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
+	fs.IntVar(&f.cacheMiB, "aggregate-cache-mib", 32, "MiB of aggregates (rotations, airplanes, airports) kept in memory between commands, per kind; beyond it the least recently used are reloaded from their snapshots and events")
+	fromEnv(fs, "aggregate-cache-mib")
 	fs.BoolVar(&f.commandsOnly, "commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
 	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic[?tls_ca=…&sasl=…]: write nodes publish the log to this topic, read replicas (--read-only) follow it")
 	secretFlag(fs, "bus")
@@ -138,6 +141,8 @@ type nodeConfig struct {
 	followTLS *tls.Config
 	// tls makes the node serve HTTPS (nil: plain HTTP).
 	tls *server.TLSConfig
+	// cacheBytes bounds each aggregate runtime's cache.
+	cacheBytes int64
 }
 
 // parse checks the flags and decides the node's mode: every usage error
@@ -146,7 +151,11 @@ func (f *serveFlags) parse(ctx context.Context, log *slog.Logger) (*nodeConfig, 
 	if f.maxConns <= 0 {
 		return nil, usageError{Msg: "--max-conns must be positive"}
 	}
-	c := &nodeConfig{store: f.store, addr: f.addr, conns: f.maxConns, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken, backupDir: f.backupDir}
+	if f.cacheMiB < 1 || f.cacheMiB > 1<<20 {
+		return nil, usageError{Msg: fmt.Sprintf("--aggregate-cache-mib %d: want 1 to 1048576 (MiB)", f.cacheMiB)}
+	}
+	c := &nodeConfig{store: f.store, addr: f.addr, conns: f.maxConns, debug: f.debugAddr, replicaOf: f.replicaOf, replicaToken: f.replicaToken, backupDir: f.backupDir,
+		cacheBytes: int64(f.cacheMiB) << 20}
 	if f.backupDir != "" && (f.store.store != "" || f.replicaOf != "") {
 		return nil, usageError{Msg: "--backup-dir backs up the embedded store (--data); back up a PostgreSQL store with pg_dump or pg_basebackup (docs/operations.md)"}
 	}
@@ -274,7 +283,8 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 		return err
 	}
 	n.serveBackup(s)
-	n.svc, err = flights.New(ctx, store, flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly})
+	n.svc, err = flights.New(ctx, store, flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly,
+		Aggregates: aggregate.Options{CacheBytes: n.cfg.cacheBytes}})
 	if err != nil {
 		return err
 	}

@@ -22,30 +22,30 @@ import (
 	"time"
 )
 
-// Period is the scheduling period of a quota of cpus CPUs: a quota of Q
-// CPUs is Q × period of CPU time in every period. It is as short as the
-// kernel allows — MinPeriod, or longer where Q × MinPeriod would be under
-// the kernel's smallest quota of 1 ms — rather than the kernel's default
-// of 100 ms. A group that has spent its quota waits for the next period,
-// so the period bounds that wait: on a tenth of a CPU, 90 ms of every
-// 100 ms with the default, 9 ms of every 10 ms here. A machine of its own
-// as slow as the quota would never stop for 90 ms; the short period is
-// closer to one (as Kubernetes' --cpu-cfs-quota-period lets a node do).
-func Period(cpus float64) time.Duration {
+// DefaultPeriod is the kernel's default scheduling period of a quota: a
+// quota of Q CPUs is Q × period of CPU time in every period.
+const DefaultPeriod = 100 * time.Millisecond
+
+// MinPeriod is the shortest period ShortPeriod gives.
+const MinPeriod = 10 * time.Millisecond
+
+// ShortPeriod is the period of a quota of cpus CPUs for a hierarchy with
+// ShortPeriods: as short as the kernel allows — MinPeriod, or longer
+// where cpus × MinPeriod would be under the kernel's smallest quota of
+// 1 ms — and at most DefaultPeriod. A group that has spent its quota
+// waits for the next period, so the period bounds that wait: on a tenth
+// of a CPU, 90 ms of every 100 ms with the default, 9 ms of every 10 ms
+// here — closer to a slow machine of its own, which never stops (as
+// Kubernetes' --cpu-cfs-quota-period lets a node do). The price is more
+// throttling and waking, which a Go process pays in scheduler work.
+func ShortPeriod(cpus float64) time.Duration {
 	if cpus <= 0 {
-		return MaxPeriod
+		return DefaultPeriod
 	}
 	// Whole milliseconds, rounded up so that the quota is at least 1 ms.
 	ms := time.Duration(math.Ceil(1/cpus-1e-9)) * time.Millisecond
-	return min(max(ms, MinPeriod), MaxPeriod)
+	return min(max(ms, MinPeriod), DefaultPeriod)
 }
-
-// MinPeriod and MaxPeriod bound Period: the shortest period used, and the
-// kernel's default, which a quota under 0.01 CPUs would need.
-const (
-	MinPeriod = 10 * time.Millisecond
-	MaxPeriod = 100 * time.Millisecond
-)
 
 // Hierarchy is where the CPU controller is mounted.
 type Hierarchy struct {
@@ -57,6 +57,17 @@ type Hierarchy struct {
 	// Acct is the root of v1's cpuacct controller when it is mounted
 	// apart from cpu (v1 only; the same as CPU when they share a mount).
 	Acct string
+	// ShortPeriods gives the quotas of groups created or opened from here
+	// on ShortPeriod rather than DefaultPeriod.
+	ShortPeriods bool
+}
+
+// Period is the scheduling period of a quota of cpus CPUs in h.
+func (h Hierarchy) Period(cpus float64) time.Duration {
+	if h.ShortPeriods {
+		return ShortPeriod(cpus)
+	}
+	return DefaultPeriod
 }
 
 // ErrUnsupported: no CPU controller is mounted, or this process may not
@@ -203,10 +214,11 @@ func (g *Group) Dirs() []string {
 func (g *Group) cpuDir() string  { return filepath.Join(g.h.CPU, g.Path) }
 func (g *Group) acctDir() string { return filepath.Join(g.h.Acct, g.Path) }
 
-// SetQuota limits the group to cpus CPUs (0.15: 1.5 ms of every 10 ms,
-// see Period); cpus ≤ 0 removes the limit.
+// SetQuota limits the group to cpus CPUs (0.15: 15 ms of every 100 ms,
+// or 1.5 ms of every 10 ms with ShortPeriods); cpus ≤ 0 removes the
+// limit.
 func (g *Group) SetQuota(cpus float64) error {
-	period := Period(cpus).Microseconds()
+	period := g.h.Period(cpus).Microseconds()
 	quota := int64(-1)
 	if cpus > 0 {
 		// The kernel's smallest quota is 1 ms.

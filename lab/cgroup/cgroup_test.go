@@ -66,7 +66,14 @@ func hierarchy(t *testing.T) Hierarchy {
 // group's measured CPU use stays within the quota + 10 %, and near it
 // (the loops were not starved). Without the quota the loops take far more.
 func TestQuotaHoldsABusyProcess(t *testing.T) {
+	for _, short := range []bool{false, true} {
+		t.Run(fmt.Sprintf("short=%v", short), func(t *testing.T) { quotaHoldsABusyProcess(t, short) })
+	}
+}
+
+func quotaHoldsABusyProcess(t *testing.T, short bool) {
 	h := hierarchy(t)
+	h.ShortPeriods = short
 	g, err := h.Create(fmt.Sprintf("logbook-cgroup-test-%d/busy", os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +94,12 @@ func TestQuotaHoldsABusyProcess(t *testing.T) {
 	if q, err := g.Quota(); err != nil || q < quota-0.001 || q > quota+0.001 {
 		t.Fatalf("quota read back as %v, %v", q, err)
 	}
-	if p := periodOf(t, g); p != 20*time.Millisecond {
-		t.Errorf("period of a 0.05-CPU quota = %v, want 20ms (the kernel's 1 ms smallest quota)", p)
+	want := 100 * time.Millisecond
+	if short {
+		want = 20 * time.Millisecond // the kernel's smallest quota, 1 ms
+	}
+	if p := periodOf(t, g); p != want {
+		t.Errorf("period of a 0.05-CPU quota = %v, want %v", p, want)
 	}
 	argv := g.Wrap("/bin/sh", "-c", "while :; do :; done & while :; do :; done")
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -135,7 +146,7 @@ func periodOf(t *testing.T, g *Group) time.Duration {
 	return time.Duration(us) * time.Microsecond
 }
 
-func TestPeriod(t *testing.T) {
+func TestShortPeriod(t *testing.T) {
 	for _, c := range []struct {
 		cpus float64
 		want time.Duration
@@ -144,11 +155,11 @@ func TestPeriod(t *testing.T) {
 		{0.03, 34 * time.Millisecond}, {0.05, 20 * time.Millisecond}, {0.1, 10 * time.Millisecond},
 		{0.9, 10 * time.Millisecond}, {4, 10 * time.Millisecond},
 	} {
-		if got := Period(c.cpus); got != c.want {
-			t.Errorf("Period(%g) = %v, want %v", c.cpus, got, c.want)
+		if got := ShortPeriod(c.cpus); got != c.want {
+			t.Errorf("ShortPeriod(%g) = %v, want %v", c.cpus, got, c.want)
 		}
-		if q := c.cpus * float64(Period(c.cpus)); c.cpus >= 0.01 && q < float64(time.Millisecond)-1 {
-			t.Errorf("Period(%g) gives a quota of %v, under the kernel's 1 ms", c.cpus, time.Duration(q))
+		if q := c.cpus * float64(ShortPeriod(c.cpus)); c.cpus >= 0.01 && q < float64(time.Millisecond)-1 {
+			t.Errorf("ShortPeriod(%g) gives a quota of %v, under the kernel's 1 ms", c.cpus, time.Duration(q))
 		}
 	}
 }

@@ -107,6 +107,17 @@ func BeginRun(runDir string) (*Run, []string, error) {
 // per-group CPU accounting).
 func (r *Run) Groups() bool { return r.h != nil }
 
+// UseShortPeriods gives the quotas of the groups made from here on the
+// shortest periods the kernel allows (cgroup.ShortPeriod) instead of its
+// default 100 ms.
+func (r *Run) UseShortPeriods() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h != nil {
+		r.h.ShortPeriods = true
+	}
+}
+
 // Hierarchy is the control group hierarchy, or nil.
 func (r *Run) Hierarchy() *cgroup.Hierarchy { return r.h }
 

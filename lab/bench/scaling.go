@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,10 @@ type ScalingConfig struct {
 	// the planners ÷ n that each of n nodes serves, which the model
 	// calibrates the n-node row from (see predict).
 	Calibrate bool
-	Log       io.Writer
+	// ShortPeriods puts every quota on the shortest period the kernel
+	// allows (cgroup.ShortPeriod) rather than its default 100 ms.
+	ShortPeriods bool
+	Log          io.Writer
 }
 
 // Budget is the CPU quota of each kind of process (0: none).
@@ -168,6 +172,13 @@ var (
 	}{{"lower", 1250, 750}, {"higher", 1500, 1000}}
 )
 
+// nodeCacheMiB is each node's aggregate cache: room for the write
+// scenarios' rotations at one node (the higher one's 450 rotations of 300
+// legs at --scale 0.3 weigh about 45 MiB, past the default 32 MiB, and one node
+// then served half its rate reloading evicted ones), as the thesis's
+// nodes kept every planner's rotation in memory.
+const nodeCacheMiB = 512
+
 const (
 	scalingPlanner = "scaling-planner-token"
 	scalingViewer  = "scaling-viewer-token"
@@ -231,6 +242,9 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (res ScalingResult, err err
 		return res, err
 	}
 	s := &scalingRig{cfg: cfg, run: run}
+	if cfg.ShortPeriods {
+		run.UseShortPeriods()
+	}
 	for _, c := range cleaned {
 		s.logf("cleaned up after a dead run: %s", c)
 	}
@@ -322,12 +336,26 @@ func (s *scalingRig) seed(ctx context.Context) error {
 	return nil
 }
 
-// start starts a cluster of writers and replicas on the rig's store.
-func (s *scalingRig) start(ctx context.Context, writers, replicas int) (*cluster.Cluster, error) {
+// start starts a cluster of writers and replicas on the rig's store, in
+// its schema (the store URL's search_path) or, if schema is given, in a
+// fresh one of that name.
+func (s *scalingRig) start(ctx context.Context, writers, replicas int, schema string) (*cluster.Cluster, error) {
 	t0 := time.Now()
-	c, err := cluster.Start(ctx, cluster.Config{Binary: s.cfg.Binary, Store: s.store, Nginx: s.cfg.Nginx,
+	store := s.store
+	if schema != "" {
+		u, err := url.Parse(store)
+		if err != nil {
+			return nil, fmt.Errorf("scaling: the store URL: %w", err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		store = u.String()
+	}
+	c, err := cluster.Start(ctx, cluster.Config{Binary: s.cfg.Binary, Store: store, Nginx: s.cfg.Nginx,
 		Writers: writers, Replicas: replicas, Dir: filepath.Join(s.cfg.Dir, fmt.Sprintf("cluster-%dw%dr-%d", writers, replicas, time.Now().UnixNano())),
-		Tokens: scalingPlanner + " planner\n" + scalingViewer + " viewer\n", Run: s.run, NodeCPUs: s.cfg.Budget.Node, ProxyCPUs: s.cfg.Budget.Proxy})
+		Tokens: scalingPlanner + " planner\n" + scalingViewer + " viewer\n", Run: s.run, NodeCPUs: s.cfg.Budget.Node, ProxyCPUs: s.cfg.Budget.Proxy,
+		ExtraArgs: []string{"--aggregate-cache-mib", strconv.Itoa(nodeCacheMiB)}})
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +373,16 @@ func (s *scalingRig) start(ctx context.Context, writers, replicas int) (*cluster
 		s.joined = true
 	}
 	return c, nil
+}
+
+// schema names a write configuration's schema: the scenario, the nodes
+// and, for a calibration row, the nodes it calibrates.
+func (s *scalingRig) schema(scenario string, nodes, calibrates int) string {
+	name := fmt.Sprintf("scaling_%s_%d_%d", scenario, nodes, time.Now().UnixNano())
+	if calibrates > 0 {
+		name = fmt.Sprintf("scaling_%s_1for%d_%d", scenario, calibrates, time.Now().UnixNano())
+	}
+	return name
 }
 
 // stop stops the cluster and forgets its groups' processes.
@@ -378,7 +416,7 @@ func (s *scalingRig) readOnce(ctx context.Context, c *cluster.Cluster, rate floa
 }
 
 func (s *scalingRig) capacity(ctx context.Context, res *ScalingResult) error {
-	c, err := s.start(ctx, 1, 1)
+	c, err := s.start(ctx, 1, 1, "")
 	if err != nil {
 		return err
 	}
@@ -460,7 +498,7 @@ func (s *scalingRig) read(ctx context.Context, res *ScalingResult, knee float64)
 		return errors.New("scaling: no knee: even the lowest rate failed; lower --rates")
 	}
 	for _, n := range s.cfg.Nodes {
-		c, err := s.start(ctx, 1, n)
+		c, err := s.start(ctx, 1, n, "")
 		if err != nil {
 			return err
 		}
@@ -510,7 +548,11 @@ func (s *scalingRig) write(ctx context.Context, res *ScalingResult) error {
 		size := s.cfg.size(sc.name, sc.users, sc.legs)
 		users, legs := size.Planners, size.Legs
 		for _, n := range s.cfg.Nodes {
-			c, err := s.start(ctx, n, 1)
+			// Each configuration writes into a schema of its own: its
+			// replica starts on an empty log rather than replaying every
+			// run before it on its quota, and PostgreSQL's tables are as
+			// small for the last row as for the first.
+			c, err := s.start(ctx, n, 1, s.schema(sc.name, n, 0))
 			if err != nil {
 				return err
 			}
@@ -528,7 +570,7 @@ func (s *scalingRig) write(ctx context.Context, res *ScalingResult) error {
 			}
 			// One node with the planners each of the n serves.
 			share := max(1, int(math.Round(float64(users)/float64(n))))
-			c, err = s.start(ctx, 1, 1)
+			c, err = s.start(ctx, 1, 1, s.schema(sc.name, 1, n))
 			if err != nil {
 				return err
 			}

@@ -63,6 +63,7 @@ not a measurement.`,
 	fs.Float64Var(&cfg.Budget.Store, "store-cpus", 0.5, "CPU quota of PostgreSQL (with --store: what it is taken to have, not enforced)")
 	fs.Float64Var(&cfg.Budget.Proxy, "proxy-cpus", 0.25, "CPU quota of nginx")
 	fs.Float64Var(&cfg.Budget.Loadgen, "loadgen-cpus", 0, "CPU quota of this command, the load generator (0: none)")
+	fs.BoolVar(&cfg.ShortPeriods, "short-periods", false, "give each quota the kernel's shortest period (10 ms from 0.1 CPUs up, 20 ms at 0.05) instead of its default 100 ms: a part that spent its quota then waits at most 9 ms rather than 90, which latency percentiles see")
 	fs.BoolVar(&cfg.Budget.Oversubscribe, "oversubscribe", false, "run even when the quotas at the largest --nodes add up to more than the machine's CPUs")
 	fs.StringVar(&cfg.Store, "store", "", "postgres:// URL to use (a fresh schema) instead of starting PostgreSQL")
 	cliutil.SecretFlag(fs, "store")

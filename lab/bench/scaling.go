@@ -45,10 +45,6 @@ type ScalingConfig struct {
 	Weeks        int           // the season: weeks …
 	Flights      int           // … of this many flights a week
 	Predict      []int         // also predict these node counts
-	// Calibrate (write): for each n > 1 of Nodes, also run one node with
-	// the planners ÷ n that each of n nodes serves, which the model
-	// calibrates the n-node row from (see predict).
-	Calibrate bool
 	// ShortPeriods puts every quota on the shortest period the kernel
 	// allows (cgroup.ShortPeriod) rather than its default 100 ms.
 	ShortPeriods bool
@@ -93,9 +89,6 @@ type ScalingRow struct {
 	ThesisP99    float64 `json:"thesis_p99_ms,omitempty"`
 	// Planners (write) the row's load generator ran.
 	Planners int `json:"planners,omitempty"`
-	// CalibratesNodes (a calibration row): the node count whose per-node
-	// share of the planners this one-node row served.
-	CalibratesNodes int `json:"calibrates_nodes,omitempty"`
 }
 
 // Demand is the calibrated service demand at one kind of process:
@@ -128,10 +121,7 @@ type ScalingResult struct {
 	Scenarios  []ScenarioSize `json:"scenarios,omitempty"`
 	KneePerSec float64        `json:"knee_per_sec,omitempty"`
 	Rows       []ScalingRow   `json:"rows"`
-	// Calibration (write, with Calibrate): one node serving each n-node
-	// row's share of the planners; each row's CalibratesNodes is that n.
-	Calibration []ScalingRow `json:"calibration,omitempty"`
-	Demands     []Demand     `json:"demands,omitempty"`
+	Demands    []Demand       `json:"demands,omitempty"`
 	// Prediction: labelled so; configurations not measured.
 	Prediction []PaperRow `json:"prediction,omitempty"`
 }
@@ -375,14 +365,9 @@ func (s *scalingRig) start(ctx context.Context, writers, replicas int, schema st
 	return c, nil
 }
 
-// schema names a write configuration's schema: the scenario, the nodes
-// and, for a calibration row, the nodes it calibrates.
-func (s *scalingRig) schema(scenario string, nodes, calibrates int) string {
-	name := fmt.Sprintf("scaling_%s_%d_%d", scenario, nodes, time.Now().UnixNano())
-	if calibrates > 0 {
-		name = fmt.Sprintf("scaling_%s_1for%d_%d", scenario, calibrates, time.Now().UnixNano())
-	}
-	return name
+// schema names a write configuration's schema.
+func (s *scalingRig) schema(scenario string, nodes int) string {
+	return fmt.Sprintf("scaling_%s_%d_%d", scenario, nodes, time.Now().UnixNano())
 }
 
 // stop stops the cluster and forgets its groups' processes.
@@ -552,7 +537,7 @@ func (s *scalingRig) write(ctx context.Context, res *ScalingResult) error {
 			// replica starts on an empty log rather than replaying every
 			// run before it on its quota, and PostgreSQL's tables are as
 			// small for the last row as for the first.
-			c, err := s.start(ctx, n, 1, s.schema(sc.name, n, 0))
+			c, err := s.start(ctx, n, 1, s.schema(sc.name, n))
 			if err != nil {
 				return err
 			}
@@ -565,22 +550,6 @@ func (s *scalingRig) write(ctx context.Context, res *ScalingResult) error {
 				row.ThesisPerSec, row.ThesisP99 = t[0], t[1]
 			}
 			res.Rows = append(res.Rows, row)
-			if !s.cfg.Calibrate || n == 1 {
-				continue
-			}
-			// One node with the planners each of the n serves.
-			share := max(1, int(math.Round(float64(users)/float64(n))))
-			c, err = s.start(ctx, 1, 1, s.schema(sc.name, 1, n))
-			if err != nil {
-				return err
-			}
-			row, err = s.writeOnce(ctx, c, 1, sc.name, share, legs)
-			s.stop(c)
-			if err != nil {
-				return err
-			}
-			row.CalibratesNodes = n
-			res.Calibration = append(res.Calibration, row)
 		}
 	}
 	efficiency(res.Rows)

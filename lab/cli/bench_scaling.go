@@ -43,11 +43,7 @@ proxy, loadgen) as CPU-seconds ÷ (wall time × quota): the thesis's CPU %
 column, per quota. --predict calibrates a queueing model from the one-node
 rows (CPU-seconds per request at each kind: the service demand law) and
 prints its prediction beside each row (open network for reads, exact
-mean-value analysis for the closed write workload). In write mode it also
-runs, for each n > 1, one node serving the planners ÷ n that each of n
-nodes serves, and calibrates the n-node row from that run: a node batches
-what arrives while its last batch commits, so its CPU per command, and
-PostgreSQL's, depend on its share of the planners. With
+mean-value analysis for the closed write workload), and with
 --predict-nodes a table of larger clusters that were not run: a prediction,
 not a measurement.`,
 		Example: `  logbook bench scaling --mode capacity --node-cpus 0.25 --rates 100,200,400,600,800 --reps 2
@@ -131,7 +127,6 @@ not a measurement.`,
 			}
 		}
 		cfg.Log = e.Stderr
-		cfg.Calibrate = *doPredict && cfg.Mode == "write"
 		res, err := bench.Scaling(cmd.Context(), cfg)
 		if err != nil {
 			return err
@@ -216,18 +211,6 @@ func printScaling(e *env, res bench.ScalingResult) {
 		}
 		if r.StoreTxPerCommand > 0 {
 			fmt.Fprintf(w, "       PostgreSQL: %.3f appending transactions per command (%.1f commands a batch)\n", r.StoreTxPerCommand, 1/r.StoreTxPerCommand)
-		}
-	}
-	if len(res.Calibration) > 0 {
-		fmt.Fprintln(w, "calibration: one node serving the planners of one of n nodes")
-		fmt.Fprintln(w, "for n  scenario  planners  served/s  node CPU-ms/cmd  PostgreSQL CPU-ms/cmd  commands a batch")
-		for _, r := range res.Calibration {
-			batch := "-"
-			if r.StoreTxPerCommand > 0 {
-				batch = fmt.Sprintf("%.1f", 1/r.StoreTxPerCommand)
-			}
-			fmt.Fprintf(w, "%5d  %-8s  %8d  %8.0f  %15.3f  %21.3f  %s\n", r.CalibratesNodes, r.Scenario, r.Planners, r.AchievedPerSec,
-				1000*r.CPU["node"].Cores/r.AchievedPerSec, 1000*r.CPU["store"].Cores/r.AchievedPerSec, batch)
 		}
 	}
 	if len(res.Demands) > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -389,5 +390,28 @@ func TestServeLogsAndMeasuresRequests(t *testing.T) {
 	if len(access) < 3 || access[0]["route"] != "GET /healthz" || access[0]["status"] != float64(200) ||
 		access[0]["method"] != "GET" || access[0]["bytes"].(float64) == 0 || access[2]["status"] != float64(401) {
 		t.Fatalf("access log %v", access)
+	}
+}
+
+// TestAggregateCacheFlag: --aggregate-cache-mib reaches the write node's
+// aggregate runtimes, and the default is the engine's 32 MiB.
+func TestAggregateCacheFlag(t *testing.T) {
+	for _, c := range []struct {
+		mib  int
+		want int64
+	}{{32, 32 << 20}, {512, 512 << 20}} {
+		tokens := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(tokens, []byte("planner-token-1 planner\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f := serveFlags{addr: "127.0.0.1:0", maxConns: 10, cacheMiB: c.mib, tokens: tokenFlags{file: tokens}}
+		cfg, err := f.parse(context.Background(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{cfg: cfg}
+		if got := n.writerOptions(true).Aggregates.CacheBytes; got != c.want {
+			t.Errorf("--aggregate-cache-mib %d: the runtimes' CacheBytes = %d, want %d", c.mib, got, c.want)
+		}
 	}
 }

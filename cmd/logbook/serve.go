@@ -76,7 +76,7 @@ metrics and the web UI, as one of these kinds of node:
 	fs.StringVar(&f.replicaToken, "replica-token", "", "bearer token for the primary of --replica-of")
 	secretFlag(fs, "replica-token")
 	fs.BoolVar(&f.readOnly, "read-only", false, "run as a read replica of the shared --store: the validation view and queries, no commands")
-	fs.IntVar(&f.cacheMiB, "aggregate-cache-mib", 32, "MiB of aggregates (rotations, airplanes, airports) kept in memory between commands, per kind; beyond it the least recently used are reloaded from their snapshots and events")
+	fs.IntVar(&f.cacheMiB, "aggregate-cache-mib", 32, "MiB of rotations not used in the last second that a write node keeps in memory (by their estimated size; split over the cache's shards); beyond it the least recently used are reloaded from their snapshots and events")
 	fromEnv(fs, "aggregate-cache-mib")
 	fs.BoolVar(&f.commandsOnly, "commands-only", false, "a write node of a cluster whose queries go to read replicas: no validation view")
 	fs.StringVar(&f.bus, "bus", "", "kafka://host:port/topic[?tls_ca=…&sasl=…]: write nodes publish the log to this topic, read replicas (--read-only) follow it")
@@ -274,6 +274,12 @@ func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, er
 // queries, publishing the log to the bus if there is one.
 func (n *node) openFull(ctx context.Context) error { return n.openWriter(ctx, false) }
 
+// writerOptions are the flights service's options on a write node.
+func (n *node) writerOptions(commandsOnly bool) flights.Options {
+	return flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly,
+		Aggregates: aggregate.Options{CacheBytes: n.cfg.cacheBytes}}
+}
+
 // openCommandsOnly is a cluster's write node without the view.
 func (n *node) openCommandsOnly(ctx context.Context) error { return n.openWriter(ctx, true) }
 
@@ -283,8 +289,7 @@ func (n *node) openWriter(ctx context.Context, commandsOnly bool) error {
 		return err
 	}
 	n.serveBackup(s)
-	n.svc, err = flights.New(ctx, store, flights.Options{Registerer: n.reg, Logger: n.log, CommandsOnly: commandsOnly,
-		Aggregates: aggregate.Options{CacheBytes: n.cfg.cacheBytes}})
+	n.svc, err = flights.New(ctx, store, n.writerOptions(commandsOnly))
 	if err != nil {
 		return err
 	}

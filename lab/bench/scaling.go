@@ -33,7 +33,7 @@ type ScalingConfig struct {
 	Nodes  []int
 	Budget Budget
 	Rates  []float64 // capacity: offered rates, one node
-	Reps   int       // capacity: repetitions per rate
+	Reps   int       // capacity: repetitions per rate; read: per node count
 	Knee   float64   // read: one node's knee; 0: measure it first
 	Ramp   time.Duration
 	Hold   time.Duration
@@ -257,7 +257,9 @@ func Scaling(ctx context.Context, cfg ScalingConfig) (res ScalingResult, err err
 		defer st.Stop()
 		s.store = st.URL
 	} else {
-		s.store += "&search_path=scaling_" + strconv.FormatInt(time.Now().Unix(), 10)
+		if s.store, err = withSearchPath(s.store, "scaling_"+strconv.FormatInt(time.Now().Unix(), 10)); err != nil {
+			return res, err
+		}
 	}
 	res = ScalingResult{Mode: cfg.Mode, PerNodeCPUs: cfg.Budget.Node, Machine: cgroup.MachineCPUs(), Scale: cfg.Scale,
 		Season: fmt.Sprintf("%d weeks × %d flights a week (logbook flights generate --weeks %d --flights-per-week %d)", cfg.Weeks, cfg.Flights, cfg.Weeks, cfg.Flights)}
@@ -333,14 +335,10 @@ func (s *scalingRig) start(ctx context.Context, writers, replicas int, schema st
 	t0 := time.Now()
 	store := s.store
 	if schema != "" {
-		u, err := url.Parse(store)
-		if err != nil {
-			return nil, fmt.Errorf("scaling: the store URL: %w", err)
+		var err error
+		if store, err = withSearchPath(store, schema); err != nil {
+			return nil, err
 		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		store = u.String()
 	}
 	c, err := cluster.Start(ctx, cluster.Config{Binary: s.cfg.Binary, Store: store, Nginx: s.cfg.Nginx,
 		Writers: writers, Replicas: replicas, Dir: filepath.Join(s.cfg.Dir, fmt.Sprintf("cluster-%dw%dr-%d", writers, replicas, time.Now().UnixNano())),
@@ -363,6 +361,24 @@ func (s *scalingRig) start(ctx context.Context, writers, replicas int, schema st
 		s.joined = true
 	}
 	return c, nil
+}
+
+// withSearchPath returns the postgres:// URL with its search_path (the
+// schema the nodes' store lives in) set to schema, replacing any given.
+// An unparsable URL's error leaves out the URL, which may hold a password.
+func withSearchPath(store, schema string) (string, error) {
+	u, err := url.Parse(store)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", fmt.Errorf("scaling: the store URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 // schema names a write configuration's schema.

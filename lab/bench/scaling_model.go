@@ -20,8 +20,8 @@ func stations(d map[string]float64, nodeKind string, n int, nodeCPUs, storeCPUs,
 // one-node row with the most work done below the knee, writes from each
 // scenario's one-node row. A demand per request is taken as fixed: the
 // model does not know that a write node among several pays more per
-// command than a node alone (it handles the others' commit
-// notifications: docs/benchmarks.md, "Fresh schemas, a cache that holds
+// command than a node alone (partly the others' commit notifications
+// it handles: docs/benchmarks.md, "Fresh schemas, a cache that holds
 // the scenario, and the kernel's period"), so there it over-predicts.
 func predict(res *ScalingResult, cfg ScalingConfig) {
 	nodeKind := "replica"

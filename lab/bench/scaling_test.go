@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/logbook/logbook/lab/cluster"
@@ -79,6 +80,26 @@ func deref(p *float64) any {
 		return nil
 	}
 	return *p
+}
+
+// TestWithSearchPath: the schema is set whether the URL has a query, a
+// search_path of its own (replaced, not added: PostgreSQL would take the
+// first) or other parameters (kept); a bad URL's error leaves the
+// password out.
+func TestWithSearchPath(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://u:pw@h:5432/db", "postgres://u:pw@h:5432/db?search_path=s1"},
+		{"postgres://u@h/db?search_path=mine&sslmode=disable", "postgres://u@h/db?search_path=s1&sslmode=disable"},
+		{"postgres://u@h/db?sslrootcert=%2Fetc%2Fca.pem", "postgres://u@h/db?search_path=s1&sslrootcert=%2Fetc%2Fca.pem"},
+	} {
+		got, err := withSearchPath(c.in, "s1")
+		if err != nil || got != c.want {
+			t.Errorf("withSearchPath(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if _, err := withSearchPath("postgres://u:secret@h:bad port/db", "s1"); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a bad URL: %v (want an error without the password)", err)
+	}
 }
 
 // TestScenarioSizes: --scale scales planners and legs; with

@@ -215,8 +215,8 @@ func (g *Group) cpuDir() string  { return filepath.Join(g.h.CPU, g.Path) }
 func (g *Group) acctDir() string { return filepath.Join(g.h.Acct, g.Path) }
 
 // SetQuota limits the group to cpus CPUs (0.15: 15 ms of every 100 ms,
-// or 1.5 ms of every 10 ms with ShortPeriods); cpus ≤ 0 removes the
-// limit.
+// or 1.5 ms of every 10 ms with ShortPeriods, as the hierarchy the group
+// was created or opened from had it then); cpus ≤ 0 removes the limit.
 func (g *Group) SetQuota(cpus float64) error {
 	period := g.h.Period(cpus).Microseconds()
 	quota := int64(-1)
@@ -232,9 +232,15 @@ func (g *Group) SetQuota(cpus float64) error {
 		}
 		err = os.WriteFile(filepath.Join(g.cpuDir(), "cpu.max"), []byte(fmt.Sprintf("%s %d", v, period)), 0)
 	} else {
-		err = os.WriteFile(filepath.Join(g.cpuDir(), "cpu.cfs_period_us"), []byte(strconv.FormatInt(period, 10)), 0)
+		// Unlimited first: a shorter period under the old quota could
+		// briefly ask more than an ancestor's quota allows (EINVAL).
+		dir := g.cpuDir()
+		err = os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte("-1"), 0)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(g.cpuDir(), "cpu.cfs_quota_us"), []byte(strconv.FormatInt(quota, 10)), 0)
+			err = os.WriteFile(filepath.Join(dir, "cpu.cfs_period_us"), []byte(strconv.FormatInt(period, 10)), 0)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.FormatInt(quota, 10)), 0)
 		}
 	}
 	if err != nil {
@@ -268,6 +274,27 @@ func (g *Group) Quota() (float64, error) {
 		return 0, err
 	}
 	return float64(q) / float64(p), nil
+}
+
+// Period reads the group's quota period from the kernel.
+func (g *Group) Period() (time.Duration, error) {
+	file, field := "cpu.cfs_period_us", 0
+	if g.h.V2 {
+		file, field = "cpu.max", 1
+	}
+	b, err := os.ReadFile(filepath.Join(g.cpuDir(), file))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) <= field {
+		return 0, fmt.Errorf("cgroup: %s of %s: %q", file, g.Path, b)
+	}
+	us, err := strconv.ParseInt(f[field], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup: %s of %s: %w", file, g.Path, err)
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }
 
 // CPUs is the quota the group was given by SetQuota (0: none).

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,20 +128,11 @@ func quotaHoldsABusyProcess(t *testing.T, short bool) {
 // periodOf reads the group's quota period from the kernel.
 func periodOf(t *testing.T, g *Group) time.Duration {
 	t.Helper()
-	file, field := "cpu.cfs_period_us", 0
-	if g.h.V2 {
-		file, field = "cpu.max", 1
-	}
-	b, err := os.ReadFile(filepath.Join(g.cpuDir(), file))
+	p, err := g.Period()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))
-	us, err := strconv.Atoi(f[field])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(us) * time.Microsecond
+	return p
 }
 
 func TestShortPeriod(t *testing.T) {

@@ -226,3 +226,35 @@ func running(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// TestUseShortPeriods: a run's groups get the kernel's default 100 ms
+// period, and after UseShortPeriods the shortest period their quota
+// allows (10 ms at 0.1 CPUs).
+func TestUseShortPeriods(t *testing.T) {
+	needGroups(t)
+	run, _, err := BeginRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := run.End(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, c := range []struct {
+		name  string
+		short bool
+		want  time.Duration
+	}{{"default", false, 100 * time.Millisecond}, {"short", true, 10 * time.Millisecond}} {
+		if c.short {
+			run.UseShortPeriods()
+		}
+		g, err := run.Group(c.name, "node", 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := g.Period(); err != nil || p != c.want {
+			t.Errorf("%s: period %v, %v; want %v", c.name, p, err, c.want)
+		}
+	}
+}

@@ -63,8 +63,9 @@ type Options struct {
 // legs (a Leg and its strings, about 250 bytes) and their ids' index
 // (about 100 bytes each). A planner's rotation of 750 legs weighs a
 // quarter of a megabyte; the aggregate cache keeps 32 MiB of those not
-// in use (aggregate.Options.CacheBytes), the rest are reloaded from
-// their snapshot when used again.
+// in use by default (aggregate.Options.CacheBytes; flights serve
+// --aggregate-cache-mib), the rest are reloaded from their snapshot
+// when used again.
 func rotationWeight(r Rotation) int { return 256 + 350*len(r.Legs) }
 
 // New starts the runtimes and the validation view (unless

@@ -1,6 +1,7 @@
 package faultnet
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"regexp"
@@ -59,6 +60,7 @@ func KafkaNodeProxies(listeners string) (map[string]*Proxy, error) {
 func KafkaNodes(names ...string) (listeners string, proxies map[string]*Proxy, err error) {
 	proxies = map[string]*Proxy{}
 	var entries []string
+	taken := map[int]bool{}
 	for _, n := range names {
 		name := strings.ToUpper(n)
 		if !kafkaEntry.MatchString(name + ":1:h:1") {
@@ -69,16 +71,29 @@ func KafkaNodes(names ...string) (listeners string, proxies map[string]*Proxy, e
 			err = fmt.Errorf("faultnet: Kafka listener name %q is taken", n)
 			break
 		}
+		// A port just closed can be handed out again: none twice.
 		var port int
-		if port, err = freePort(); err != nil {
+		for range 100 {
+			if port, err = freePort(); err != nil || !taken[port] {
+				break
+			}
+		}
+		if err == nil && taken[port] {
+			err = errors.New("faultnet: no free port outside those taken after 100 tries")
+		}
+		if err != nil {
 			break
 		}
+		taken[port] = true
 		var p *Proxy
 		if p, err = Listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
 			break
 		}
 		proxies[name] = p
 		host, aport, _ := net.SplitHostPort(p.Addr())
+		if ap, err := strconv.Atoi(aport); err == nil {
+			taken[ap] = true
+		}
 		entries = append(entries, fmt.Sprintf("%s:%d:%s:%s", name, port, host, aport))
 	}
 	if err != nil {

@@ -96,11 +96,22 @@ func startBroker(ctx context.Context, libs, dir, nodeListeners string) (*Broker,
 	if _, err := exec.LookPath("java"); err != nil {
 		return nil, errors.New("nemesis: no java for the Kafka broker (scripts/kafka.sh installs it)")
 	}
-	port, err := freePort()
+	// The broker's own ports must differ from the node listeners' and
+	// from each other: a port just closed can be handed out again.
+	taken := map[int]bool{}
+	for e := range strings.FieldsSeq(nodeListeners) {
+		if f := strings.Split(e, ":"); len(f) == 4 {
+			if p, err := strconv.Atoi(f[1]); err == nil {
+				taken[p] = true
+			}
+		}
+	}
+	port, err := freePortExcept(taken)
 	if err != nil {
 		return nil, err
 	}
-	cport, err := freePort()
+	taken[port] = true
+	cport, err := freePortExcept(taken)
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +239,17 @@ func (b *Broker) Stop() {
 	case <-time.After(15 * time.Second):
 		b.Kill()
 	}
+}
+
+// freePortExcept returns a free loopback port not in taken.
+func freePortExcept(taken map[int]bool) (int, error) {
+	for range 100 {
+		p, err := freePort()
+		if err != nil || !taken[p] {
+			return p, err
+		}
+	}
+	return 0, errors.New("nemesis: no free port outside those taken after 100 tries")
 }
 
 func freePort() (int, error) {

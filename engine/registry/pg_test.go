@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/eventstore/pgstore"
 	"github.com/logbook/logbook/internal/testenv"
 )
@@ -103,5 +106,55 @@ func TestTwoNodesOnPostgres(t *testing.T) {
 				t.Fatalf("node %d, %s: versions %v, %v; want 1..%d", n, subj, vs, err, want)
 			}
 		}
+	}
+}
+
+// subscribeCounter counts the subscriptions opened on its store.
+type subscribeCounter struct {
+	eventstore.Store
+	n atomic.Int64
+}
+
+func (s *subscribeCounter) Subscribe(ctx context.Context, f eventstore.Filter, from uint64) (eventstore.Subscription, error) {
+	s.n.Add(1)
+	return s.Store.Subscribe(ctx, f, from)
+}
+
+// TestPollFollowsWithoutSubscribing: a registry with Poll never
+// subscribes to its store (on PostgreSQL a subscription makes the process
+// follow every commit of the log), yet what another node changed reaches
+// an answer that does not catch up first — the global compatibility
+// level — within a few polls.
+func TestPollFollowsWithoutSubscribing(t *testing.T) {
+	url, _ := testenv.SchemaURL(t)
+	ctx := context.Background()
+	var stores [2]eventstore.Store
+	for i := range stores {
+		s, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores[i] = s
+	}
+	counted := &subscribeCounter{Store: stores[0]}
+	polled, err := Open(ctx, counted, Options{Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { polled.Close() })
+	other := openRegistry(t, stores[1])
+	if err := other.SetLevel(ctx, "", None); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for polled.Level("") != None && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := polled.Level(""); l != None {
+		t.Errorf("the polling registry's level is %q 5 s after the other node set NONE", l)
+	}
+	if n := counted.n.Load(); n != 0 {
+		t.Errorf("the polling registry subscribed %d times", n)
 	}
 }

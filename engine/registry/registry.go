@@ -55,6 +55,16 @@ type Options struct {
 	// default, at most MaxParses such checks at once bound what the
 	// requests can make the server hold.
 	MaxFieldBytes int64
+	// Poll, if positive, follows the stream by reading it this often
+	// rather than by a subscription. On a store shared by several
+	// processes (PostgreSQL) a subscription makes the process follow
+	// every commit of the whole log, which a process that otherwise only
+	// appends, such as a cluster's write node, need not pay for: with
+	// Poll, what another process changed in the registry reaches the
+	// answers that do not catch up first (the mode, the levels, a schema
+	// deleted since) within Poll. Answers that name the latest of
+	// something, and lookups that miss, catch up first either way.
+	Poll time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -148,6 +158,18 @@ func (r *Registry) Close() error {
 
 func (r *Registry) follow(ctx context.Context) {
 	defer close(r.done)
+	if r.opts.Poll > 0 {
+		t := time.NewTicker(r.opts.Poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = r.catchUp(ctx) // a store error: the next tick tries again
+			}
+		}
+	}
 	for ctx.Err() == nil {
 		r.wmu.Lock()
 		from := r.version + 1

@@ -315,13 +315,12 @@ func open(ctx context.Context, cfg KVConfig, backend string, s setting) (putter,
 		if cfg.PG == "" {
 			return nil, errors.New("no PostgreSQL URL (--postgres)")
 		}
-		url := cfg.PG
-		sep := "?"
-		if strings.Contains(url, "?") {
-			sep = "&"
-		}
 		schema := "kvbench_" + tag
-		b, err := pgkv.Open(ctx, url+sep+"search_path="+schema, pgkv.Options{MaxConns: int32(max(8, s.clients))})
+		url, err := withSearchPath(cfg.PG, schema)
+		if err != nil {
+			return nil, err
+		}
+		b, err := pgkv.Open(ctx, url, pgkv.Options{MaxConns: int32(max(8, s.clients))})
 		if err != nil {
 			return nil, err
 		}

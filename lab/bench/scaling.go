@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,24 +360,6 @@ func (s *scalingRig) start(ctx context.Context, writers, replicas int, schema st
 		s.joined = true
 	}
 	return c, nil
-}
-
-// withSearchPath returns the postgres:// URL with its search_path (the
-// schema the nodes' store lives in) set to schema, replacing any given.
-// An unparsable URL's error leaves out the URL, which may hold a password.
-func withSearchPath(store, schema string) (string, error) {
-	u, err := url.Parse(store)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return "", fmt.Errorf("scaling: the store URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
 }
 
 // schema names a write configuration's schema.

@@ -252,24 +252,7 @@ func (g *Group) SetQuota(cpus float64) error {
 
 // Quota reads the group's quota in CPUs; 0 means none.
 func (g *Group) Quota() (float64, error) {
-	if g.h.V2 {
-		b, err := os.ReadFile(filepath.Join(g.cpuDir(), "cpu.max"))
-		if err != nil {
-			return 0, err
-		}
-		f := strings.Fields(string(b))
-		if len(f) != 2 || f[0] == "max" {
-			return 0, nil
-		}
-		q, _ := strconv.ParseFloat(f[0], 64)
-		p, _ := strconv.ParseFloat(f[1], 64)
-		return q / p, nil
-	}
-	q, err := readInt(filepath.Join(g.cpuDir(), "cpu.cfs_quota_us"))
-	if err != nil {
-		return 0, err
-	}
-	p, err := readInt(filepath.Join(g.cpuDir(), "cpu.cfs_period_us"))
+	q, p, err := g.limits()
 	if err != nil || q <= 0 || p <= 0 {
 		return 0, err
 	}
@@ -278,23 +261,36 @@ func (g *Group) Quota() (float64, error) {
 
 // Period reads the group's quota period from the kernel.
 func (g *Group) Period() (time.Duration, error) {
-	file, field := "cpu.cfs_period_us", 0
+	_, p, err := g.limits()
+	return time.Duration(p) * time.Microsecond, err
+}
+
+// limits reads the group's quota and period from the kernel, in
+// microseconds; a quota ≤ 0 means none (v2's "max", v1's -1).
+func (g *Group) limits() (quota, period int64, err error) {
 	if g.h.V2 {
-		file, field = "cpu.max", 1
+		b, err := os.ReadFile(filepath.Join(g.cpuDir(), "cpu.max"))
+		if err != nil {
+			return 0, 0, err
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 2 {
+			return 0, 0, fmt.Errorf("cgroup: cpu.max of %s: %q", g.Path, b)
+		}
+		if period, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("cgroup: cpu.max of %s: %w", g.Path, err)
+		}
+		if f[0] == "max" {
+			return -1, period, nil
+		}
+		quota, err = strconv.ParseInt(f[0], 10, 64)
+		return quota, period, err
 	}
-	b, err := os.ReadFile(filepath.Join(g.cpuDir(), file))
-	if err != nil {
-		return 0, err
+	if quota, err = readInt(filepath.Join(g.cpuDir(), "cpu.cfs_quota_us")); err != nil {
+		return 0, 0, err
 	}
-	f := strings.Fields(string(b))
-	if len(f) <= field {
-		return 0, fmt.Errorf("cgroup: %s of %s: %q", file, g.Path, b)
-	}
-	us, err := strconv.ParseInt(f[field], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup: %s of %s: %w", file, g.Path, err)
-	}
-	return time.Duration(us) * time.Microsecond, nil
+	period, err = readInt(filepath.Join(g.cpuDir(), "cpu.cfs_period_us"))
+	return quota, period, err
 }
 
 // CPUs is the quota the group was given by SetQuota (0: none).

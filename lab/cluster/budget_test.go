@@ -35,6 +35,21 @@ func needGroups(t *testing.T) cgroup.Hierarchy {
 	return h
 }
 
+// beginRun begins a run whose end the test checks when it finishes.
+func beginRun(t *testing.T) *Run {
+	t.Helper()
+	run, _, err := BeginRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := run.End(); err != nil {
+			t.Error(err)
+		}
+	})
+	return run
+}
+
 // TestNodeQuotaHolds runs 2 write nodes with a quota of 0.05 CPUs each
 // and drives them hard through nginx for a few seconds: each node's CPU
 // use, measured by its group, stays within its quota + 10 %, and the
@@ -44,15 +59,7 @@ func TestNodeQuotaHolds(t *testing.T) {
 	url, _ := testenv.SchemaURL(t)
 	nginx := testenv.Nginx(t)
 	bin := buildBinary(t)
-	run, _, err := BeginRun(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := run.End(); err != nil {
-			t.Error(err)
-		}
-	}()
+	run := beginRun(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	const quota = 0.05
@@ -232,15 +239,7 @@ func running(pid int) bool {
 // allows (10 ms at 0.1 CPUs).
 func TestUseShortPeriods(t *testing.T) {
 	needGroups(t)
-	run, _, err := BeginRun(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := run.End(); err != nil {
-			t.Error(err)
-		}
-	}()
+	run := beginRun(t)
 	for _, c := range []struct {
 		name  string
 		short bool

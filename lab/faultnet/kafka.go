@@ -73,15 +73,7 @@ func KafkaNodes(names ...string) (listeners string, proxies map[string]*Proxy, e
 		}
 		// A port just closed can be handed out again: none twice.
 		var port int
-		for range 100 {
-			if port, err = freePort(); err != nil || !taken[port] {
-				break
-			}
-		}
-		if err == nil && taken[port] {
-			err = errors.New("faultnet: no free port outside those taken after 100 tries")
-		}
-		if err != nil {
+		if port, err = FreePort(taken); err != nil {
 			break
 		}
 		taken[port] = true
@@ -105,12 +97,20 @@ func KafkaNodes(names ...string) (listeners string, proxies map[string]*Proxy, e
 	return strings.Join(entries, " "), proxies, nil
 }
 
-// freePort returns a port of 127.0.0.1 free at the time of the call.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// FreePort returns a port of 127.0.0.1 free at the time of the call and
+// not in taken (nil: none taken). A port just closed can be handed out
+// again, so a caller picking several ports passes those it has.
+func FreePort(taken map[int]bool) (int, error) {
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !taken[port] {
+			return port, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("faultnet: no free port outside those taken after 100 tries")
 }

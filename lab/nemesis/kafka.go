@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/logbook/logbook/lab/faultnet"
 )
 
 // Broker is a single-node Kafka broker (KRaft, no ZooKeeper) of the
@@ -106,12 +108,12 @@ func startBroker(ctx context.Context, libs, dir, nodeListeners string) (*Broker,
 			}
 		}
 	}
-	port, err := freePortExcept(taken)
+	port, err := faultnet.FreePort(taken)
 	if err != nil {
 		return nil, err
 	}
 	taken[port] = true
-	cport, err := freePortExcept(taken)
+	cport, err := faultnet.FreePort(taken)
 	if err != nil {
 		return nil, err
 	}
@@ -239,26 +241,6 @@ func (b *Broker) Stop() {
 	case <-time.After(15 * time.Second):
 		b.Kill()
 	}
-}
-
-// freePortExcept returns a free loopback port not in taken.
-func freePortExcept(taken map[int]bool) (int, error) {
-	for range 100 {
-		p, err := freePort()
-		if err != nil || !taken[p] {
-			return p, err
-		}
-	}
-	return 0, errors.New("nemesis: no free port outside those taken after 100 tries")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tail(s string, n int) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/lab/cluster"
+	"github.com/logbook/logbook/lab/faultnet"
 	"github.com/logbook/logbook/lab/nemesis/kvcas"
 	"github.com/logbook/logbook/services/kv/kvtest"
 )
@@ -18,7 +19,7 @@ const kvToken = "nemesis-kv-writer"
 
 // startKV starts a `logbook kv serve` node named name on store.
 func startKV(ctx context.Context, binary, dir, name, store string) (*cluster.Node, error) {
-	port, err := freePort()
+	port, err := faultnet.FreePort(nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,12 @@
-package nemesis
+package faultnet
 
 import "testing"
 
-// TestFreePortExcept: a port already taken is never handed out again.
-func TestFreePortExcept(t *testing.T) {
+// TestFreePort: a port already taken is never handed out again.
+func TestFreePort(t *testing.T) {
 	taken := map[int]bool{}
 	for range 200 {
-		p, err := freePortExcept(taken)
+		p, err := FreePort(taken)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -89,6 +89,10 @@ func TestNodeQuotaHolds(t *testing.T) {
 			t.Errorf("%s was never throttled: it was not driven hard", n.Name)
 		}
 	}
+	// The run's summary by kind reports the time the nodes spent stopped.
+	if th := run.CPUByKind(u0, u1)["node"].Throttled; th <= 0 {
+		t.Errorf("CPUByKind reports the throttled nodes as never stopped (%v)", th)
+	}
 	// A Go process on a twentieth of a CPU runs one processor, not Go's
 	// default of two (cgroup.GoProcs).
 	if os.Getenv("GOMAXPROCS") == "" {

@@ -292,6 +292,9 @@ func Sweep(runDir string) ([]string, error) {
 type Usage struct {
 	At  time.Time
 	CPU map[string]time.Duration
+	// Throttled is how long the kernel held each group stopped for having
+	// spent its quota (groups with a quota only).
+	Throttled map[string]time.Duration
 }
 
 // Usage reads every group's CPU time (or, without groups, each tracked
@@ -299,12 +302,13 @@ type Usage struct {
 func (r *Run) Usage() Usage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	u := Usage{At: time.Now(), CPU: map[string]time.Duration{}}
+	u := Usage{At: time.Now(), CPU: map[string]time.Duration{}, Throttled: map[string]time.Duration{}}
 	for name, gi := range r.groups {
 		var d time.Duration
 		var err error
 		if gi.g != nil {
 			d, err = gi.g.Usage()
+			_, u.Throttled[name] = gi.g.Throttled()
 		} else if gi.pid > 0 {
 			d, err = cgroup.ProcCPU(gi.pid)
 		}
@@ -327,6 +331,13 @@ type KindCPU struct {
 	// OfQuota is CPU-seconds ÷ (wall seconds × quota), 1 = the quota used
 	// in full; 0 without a quota.
 	OfQuota float64 `json:"of_quota"`
+	// Throttled is how long a process of this kind spent stopped by the
+	// kernel for having used its quota, per second of the interval (the
+	// kind's throttled time ÷ (wall seconds × processes)): time in which
+	// its requests waited with nothing running, which latency sees and
+	// CPU % does not. The kernel counts it per core on which the process
+	// had threads waiting, so it can pass 1.
+	Throttled float64 `json:"throttled"`
 }
 
 // CPUByKind sums the CPU use between two snapshots by kind (node,
@@ -342,6 +353,7 @@ func (r *Run) CPUByKind(from, to Usage) map[string]KindCPU {
 		k.Seconds += (to.CPU[name] - from.CPU[name]).Seconds()
 		if gi.g != nil {
 			k.Quota += gi.g.CPUs()
+			k.Throttled += (to.Throttled[name] - from.Throttled[name]).Seconds()
 		}
 		out[gi.kind] = k
 	}
@@ -351,8 +363,9 @@ func (r *Run) CPUByKind(from, to Usage) map[string]KindCPU {
 			if k.Quota > 0 {
 				k.OfQuota = k.Seconds / (wall * k.Quota)
 			}
+			k.Throttled /= wall * float64(k.Processes)
 		}
-		k.Seconds, k.Cores, k.OfQuota = round3(k.Seconds), round3(k.Cores), round3(k.OfQuota)
+		k.Seconds, k.Cores, k.OfQuota, k.Throttled = round3(k.Seconds), round3(k.Cores), round3(k.OfQuota), round3(k.Throttled)
 		out[kind] = k
 	}
 	return out

@@ -16,12 +16,22 @@ import (
 // package documentation): ramp up to a target rate, then hold it; only the
 // hold is measured.
 type ReadConfig struct {
-	Rate        float64           // target requests per second
-	Ramp        time.Duration     // from 1 request/s to Rate
-	Hold        time.Duration     // at Rate; only this phase is measured
-	MaxInFlight int               // requests outstanding at most (default 20,000)
-	Paths       []string          // requested round-robin (default: the three checks)
-	Progress    *progress.Counter // counts requests answered, if not nil
+	Rate        float64       // target requests per second
+	Ramp        time.Duration // from 1 request/s to Rate
+	Hold        time.Duration // at Rate; only this phase is measured
+	MaxInFlight int           // requests outstanding at most (default 20,000)
+	Paths       []string      // requested round-robin (default: the three checks)
+	// Conns, if positive, sends each request on one of this many
+	// connections, one request at a time on each, as that many users'
+	// browsers would: a request waits (and that wait counts in its
+	// latency) while every connection is busy. 0 pipelines requests over
+	// the client's connections instead, which costs the generator less
+	// CPU but queues each connection's requests behind one another at a
+	// proxy such as nginx, which answers a connection's pipelined
+	// requests in turn: one slow answer then holds up the requests behind
+	// it, whatever server they were for.
+	Conns    int
+	Progress *progress.Counter // counts requests answered, if not nil
 }
 
 // ReadResult has the columns of the thesis's read-model results tables:
@@ -70,7 +80,7 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 	// of a rate going linearly from 1 to Rate over the ramp, then flat.
 	ramp, hold := cfg.Ramp.Seconds(), cfg.Hold.Seconds()
 	sent := func(t float64) float64 {
-		if t <= ramp {
+		if t <= ramp && ramp > 0 {
 			return t + (cfg.Rate-1)*t*t/(2*ramp)
 		}
 		return ramp + (cfg.Rate-1)*ramp/2 + cfg.Rate*(t-ramp)
@@ -95,6 +105,22 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 		return time.Duration(t * float64(time.Second))
 	}
 
+	var pool chan *Conn
+	if cfg.Conns > 0 {
+		pool = make(chan *Conn, cfg.Conns)
+		for range cfg.Conns {
+			k, err := c.NewConn()
+			if err != nil {
+				return ReadResult{}, err
+			}
+			pool <- k
+		}
+		defer func() {
+			for range cfg.Conns {
+				(<-pool).Close()
+			}
+		}()
+	}
 	rec := &recorder{lat: make([]time.Duration, 0, total-holdStart+1), timeline: make([]stats.Timed, 0, total)}
 	slots := make(chan struct{}, cfg.MaxInFlight)
 	var wg sync.WaitGroup
@@ -131,7 +157,14 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := c.Do(ctx, "GET", path, "")
+			var err error
+			if pool != nil {
+				k := <-pool
+				_, _, err = k.Do(ctx, "GET", path, "")
+				pool <- k
+			} else {
+				_, _, err = c.Do(ctx, "GET", path, "")
+			}
 			<-slots
 			// From the time it was due, not the time it left.
 			rec.record(time.Since(due), err, measured)

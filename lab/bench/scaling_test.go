@@ -52,10 +52,12 @@ func TestPredictReads(t *testing.T) {
 
 // TestPredictWrites: each scenario's write rows are predicted from its
 // one-node row's demands. One node: 0.05 ms of a 0.1-CPU node and
-// 0.075 ms of a 0.4-CPU PostgreSQL a command. Two nodes serve 4,000/s;
-// at four the store, at 5,333/s, is the bottleneck. The higher scenario
-// has its own one-node row (0.1 ms a command at the node): two nodes
-// serve 2,000/s.
+// 0.075 ms of a 0.4-CPU PostgreSQL a command. Two nodes would serve
+// 4,000/s with the 1,250 planners split evenly, and serve that × 625 ÷
+// the busiest node's expected planners; at four the store, at 5,333/s,
+// is the bottleneck, however the planners fall. The higher scenario has
+// its own one-node row (0.1 ms a command at the node): two nodes serve
+// 2,000/s × 750 ÷ the busiest's planners.
 func TestPredictWrites(t *testing.T) {
 	cpu := func(rate, node, store float64) map[string]cluster.KindCPU {
 		return map[string]cluster.KindCPU{"node": {Cores: rate * node / 1000}, "proxy": {Cores: rate * 0.001 / 1000}, "store": {Cores: rate * store / 1000}}
@@ -68,7 +70,11 @@ func TestPredictWrites(t *testing.T) {
 		{Nodes: 2, Scenario: "higher"},
 	}}
 	predict(&res, ScalingConfig{Mode: "write", Scale: 1, Budget: Budget{Node: 0.1, Store: 0.4, Proxy: 1}})
-	for i, want := range []float64{2000, 4000, 5333, 1000, 2000} {
+	lower2, higher2 := 4000*625/ExpectedBusiest(1250, 2), 2000*750/ExpectedBusiest(1500, 2)
+	if lower2 > 3950 || higher2 > 1975 {
+		t.Fatalf("the busiest of two nodes costs less than 1.25 %%: %.0f, %.0f", lower2, higher2)
+	}
+	for i, want := range []float64{2000, lower2, 5333, 1000, higher2} {
 		if p := res.Rows[i].Predicted; p == nil || math.Abs(*p-want) > 0.02*want {
 			t.Errorf("row %d (%s, %d nodes): predicted %v, want about %v", i, res.Rows[i].Scenario, res.Rows[i].Nodes, deref(p), want)
 		}

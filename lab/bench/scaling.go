@@ -389,12 +389,11 @@ func (s *scalingRig) readOnce(ctx context.Context, c *cluster.Cluster, rate floa
 		done <- s.run.Usage()
 	}()
 	// One request at a time per connection, as separate users' clients
-	// send them, not pipelined: nginx answers a connection's pipelined requests in turn, and
-	// with 8 pipelined connections eight replicas' 3,200 requests a second
-	// queued 400 a second down each, so that a replica that paused for
-	// its quota held up requests on their way to the other seven (p99
-	// 61 ms against 7 ms at one replica; nginx itself logged a p99 of
-	// 6 ms, as it times a pipelined request from when it takes it up).
+	// send them, not pipelined: nginx answers a connection's pipelined
+	// requests in turn, so a replica paused on its quota would hold up
+	// requests queued behind its own on their way to the other replicas
+	// (docs/benchmarks.md, "One request per connection, and the busiest
+	// write node").
 	r, err := loadtest.RunRead(ctx, client, loadtest.ReadConfig{Rate: rate, Ramp: ramp, Hold: s.cfg.Hold, MaxInFlight: 20000, Conns: readConns(rate)})
 	u1 := s.run.Usage()
 	u0 := <-done
@@ -404,15 +403,14 @@ func (s *scalingRig) readOnce(ctx context.Context, c *cluster.Cluster, rate floa
 	return r, s.run.CPUByKind(u0, u1), nil
 }
 
-// readConns is how many connections the load generator's users hold in
-// read mode, each with one request at a time: enough that at rate
-// requests a second they seldom all wait on a slow answer
-// (readConnsPer a second each at most, and at least 16).
+// readConns is how many connections the load generator dials before a
+// read run, one per readConnsPer requests a second and at least 16; a
+// request that finds none idle opens another.
 func readConns(rate float64) int {
 	return max(16, int(math.Ceil(rate/readConnsPer)))
 }
 
-// readConnsPer is the requests a second per read-mode connection.
+// readConnsPer is the requests a second per connection dialled up front.
 const readConnsPer = 20
 
 func (s *scalingRig) capacity(ctx context.Context, res *ScalingResult) error {

@@ -14,18 +14,6 @@ func stations(d map[string]float64, nodeKind string, n int, nodeCPUs, storeCPUs,
 	return append(st, Station{Name: "store", Demand: d["store"], CPUs: storeCPUs})
 }
 
-// nodeBound: in the solution m of the network st, a node is the busiest
-// station.
-func nodeBound(m MVAResult, st []Station, nodeKind string) bool {
-	best := -1
-	for i := range st {
-		if best < 0 || m.Util[i] > m.Util[best] {
-			best = i
-		}
-	}
-	return best >= 0 && st[best].Name == nodeKind
-}
-
 // ExpectedBusiest is the expected number of customers on the busiest of
 // n nodes when each of users customers lands on one of them at random,
 // evenly (the expected maximum of a multinomial). A write planner's
@@ -33,7 +21,8 @@ func nodeBound(m MVAResult, st []Station, nodeKind string) bool {
 // planners on four nodes the busiest has about 104 (not 94), and a run
 // in which each node serves its planners at the same rate takes that
 // much longer than an even split would: an efficiency of about 0.90 at
-// four nodes, 0.83 at eight.
+// four nodes and 0.82 at eight, at the same CPU per command. It assumes
+// the nodes take even shares of nginx's hash ring.
 //
 // E[max] = Σ_{m≥0} P(max > m), and P(max ≤ m) comes from dealing the
 // customers out one node at a time: the next node takes a binomial
@@ -42,21 +31,28 @@ func ExpectedBusiest(users, n int) float64 {
 	if n <= 1 || users <= 0 {
 		return float64(max(users, 0))
 	}
-	var e float64
-	for m := 0; m < users; m++ {
+	lf := make([]float64, users+1) // ln k!
+	for k := 1; k <= users; k++ {
+		lf[k] = lf[k-1] + math.Log(float64(k))
+	}
+	// Below the even share the busiest always holds more: P(max > m) = 1.
+	even := (users + n - 1) / n
+	e := float64(even)
+	for m := even; m < users; m++ {
 		// f[r]: probability that the nodes dealt so far each hold at
 		// most m and r customers are left.
 		f := make([]float64, users+1)
 		f[users] = 1
 		for i := range n - 1 {
 			p := 1 / float64(n-i)
+			lp, lq := math.Log(p), math.Log1p(-p)
 			g := make([]float64, users+1)
 			for r, pr := range f {
 				if pr == 0 {
 					continue
 				}
 				for k := 0; k <= min(m, r); k++ {
-					g[r-k] += pr * binomial(r, k, p)
+					g[r-k] += pr * math.Exp(lf[r]-lf[k]-lf[r-k]+float64(k)*lp+float64(r-k)*lq)
 				}
 			}
 			f = g
@@ -74,18 +70,15 @@ func ExpectedBusiest(users, n int) float64 {
 	return e
 }
 
-// binomial is P(K = k) for K ~ Binomial(n, p).
-func binomial(n, k int, p float64) float64 {
-	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x) + 1); return v }
-	return math.Exp(lg(n) - lg(k) - lg(n-k) + float64(k)*math.Log(p) + float64(n-k)*math.Log1p(-p))
-}
-
 // predict calibrates the model from the one-node rows (service demand
 // law: CPU-seconds of each kind ÷ requests served) and predicts every
 // measured row and, if asked, the paper configurations: reads from the
 // one-node row with the most work done below the knee, writes from each
 // scenario's one-node row, with the busiest node's share of the
-// planners (ExpectedBusiest). A demand per request is taken as fixed.
+// planners (ExpectedBusiest). A demand per request is taken as fixed,
+// though a write node among several can pay more per command than a
+// node alone (docs/benchmarks.md, "One request per connection, and the
+// busiest write node").
 func predict(res *ScalingResult, cfg ScalingConfig) {
 	nodeKind := "replica"
 	if cfg.Mode == "write" {
@@ -138,10 +131,12 @@ func predict(res *ScalingResult, cfg ScalingConfig) {
 			x = m.Throughput
 			// A planner's commands all go to its rotation's node, and
 			// the run lasts until the busiest node has served its
-			// planners: where the nodes are the bottleneck, the
-			// others idle at the end.
-			if nodeBound(m, st, nodeKind) {
-				x *= float64(users) / float64(r.Nodes) / ExpectedBusiest(users, r.Nodes)
+			// planners, the others idle at the end: the busiest
+			// node's share of the commands, at most its quota's worth
+			// a second, bounds the whole.
+			if d[nodeKind] > 0 {
+				busiest := ExpectedBusiest(users, r.Nodes) / float64(users)
+				x = min(x, q(cfg.Budget.Node)/d[nodeKind]/busiest)
 			}
 			// Exponential response time: p99 = mean × ln 100.
 			p99 = m.Response * math.Log(100) * 1000

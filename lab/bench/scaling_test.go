@@ -75,7 +75,7 @@ func TestPredictWrites(t *testing.T) {
 		t.Fatalf("the busiest of two nodes costs less than 1.25 %%: %.0f, %.0f", lower2, higher2)
 	}
 	for i, want := range []float64{2000, lower2, 5333, 1000, higher2} {
-		if p := res.Rows[i].Predicted; p == nil || math.Abs(*p-want) > 0.02*want {
+		if p := res.Rows[i].Predicted; p == nil || math.Abs(*p-want) > 0.005*want {
 			t.Errorf("row %d (%s, %d nodes): predicted %v, want about %v", i, res.Rows[i].Scenario, res.Rows[i].Nodes, deref(p), want)
 		}
 	}

@@ -38,14 +38,15 @@ thesis's value beside each row.
             --scale), each run once to warm up, then after --pause once
             measured
 
-Reads go one at a time on each of (rate ÷ 20) connections, at least 16,
-as separate users' would: pipelined, nginx would answer a connection's
+Reads go one at a time on a connection each, as separate users' would
+(rate ÷ 20 connections dialled up front, at least 16, and another opened
+whenever none is idle): pipelined, nginx would answer a connection's
 requests in turn and one slow replica would hold up the others'.
 
 Each row reports each kind of process's CPU use (node, replica, store,
 proxy, loadgen) as CPU-seconds ÷ (wall time × quota): the thesis's CPU %
-column, per quota; and how long the kernel held each kind stopped on a
-spent quota, per second (throttled). --predict calibrates a queueing
+column, per quota; and, in --json, how long the kernel held each kind
+stopped on a spent quota, per second (throttled). --predict calibrates a queueing
 model from the one-node rows (CPU-seconds per request at each kind: the
 service demand law) and prints its prediction beside each row (open
 network for reads; for the closed write workload exact mean-value
@@ -74,7 +75,7 @@ prediction, not a measurement.`,
 	fs.IntVar(&cfg.Reps, "reps", 5, "capacity: repetitions per rate; read: per node count")
 	fs.Float64Var(&cfg.Knee, "knee", 0, "read: one node's knee, requests/s (0: measure it first)")
 	fs.DurationVar(&cfg.Ramp, "ramp", 5*time.Second, "read: ramp to the rate; not measured")
-	fs.DurationVar(&cfg.Hold, "hold", 30*time.Second, "read: hold the rate; measured (long enough to contain a replica's garbage collections in proportion: one came every 23 s at 400 requests/s on 0.05 CPUs)")
+	fs.DurationVar(&cfg.Hold, "hold", 30*time.Second, "read: hold the rate; measured (long enough to take in a replica's garbage collections, which a quota turns into stops)")
 	fs.Float64Var(&cfg.Scale, "scale", 0.05, "write: the factor scaling the thesis's planners and legs")
 	fs.Float64Var(&cfg.PlannerScale, "planner-scale", 0, "write: scale the planners by this instead, and the legs alone by --scale (1: the thesis's 1,250 and 1,500 planners)")
 	fs.DurationVar(&cfg.Pause, "pause", 10*time.Second, "write: pause between the warm-up run and the measured one (the thesis: 5 minutes)")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -89,9 +90,15 @@ func TestNodeQuotaHolds(t *testing.T) {
 			t.Errorf("%s was never throttled: it was not driven hard", n.Name)
 		}
 	}
-	// The run's summary by kind reports the time the nodes spent stopped.
-	if th := run.CPUByKind(u0, u1)["node"].Throttled; th <= 0 {
-		t.Errorf("CPUByKind reports the throttled nodes as never stopped (%v)", th)
+	// The run's summary by kind reports the time the nodes spent
+	// stopped, per second and per node.
+	var stopped float64
+	for _, n := range c.Writers {
+		stopped += (u1.Throttled[n.Name] - u0.Throttled[n.Name]).Seconds()
+	}
+	want := stopped / (wall * float64(len(c.Writers)))
+	if th := run.CPUByKind(u0, u1)["node"].Throttled; want <= 0 || math.Abs(th-want) > 0.001 {
+		t.Errorf("CPUByKind reports the nodes stopped %.3f s a second, want %.3f", th, want)
 	}
 	// A Go process on a twentieth of a CPU runs one processor, not Go's
 	// default of two (cgroup.GoProcs).

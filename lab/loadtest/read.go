@@ -21,15 +21,16 @@ type ReadConfig struct {
 	Hold        time.Duration // at Rate; only this phase is measured
 	MaxInFlight int           // requests outstanding at most (default 20,000)
 	Paths       []string      // requested round-robin (default: the three checks)
-	// Conns, if positive, sends each request on one of this many
-	// connections, one request at a time on each, as that many users'
-	// browsers would: a request waits (and that wait counts in its
-	// latency) while every connection is busy. 0 pipelines requests over
+	// Conns, if positive, sends each request on a connection of its
+	// own, one request at a time, as separate users' clients would:
+	// Conns connections are dialled before the run, and a request that
+	// finds none idle opens another (kept for later requests), so a
+	// slow answer holds up no other request. 0 pipelines requests over
 	// the client's connections instead, which costs the generator less
 	// CPU but queues each connection's requests behind one another at a
 	// proxy such as nginx, which answers a connection's pipelined
-	// requests in turn: one slow answer then holds up the requests behind
-	// it, whatever server they were for.
+	// requests in turn: one slow answer then holds up the requests
+	// behind it, whatever server they were for.
 	Conns    int
 	Progress *progress.Counter // counts requests answered, if not nil
 }
@@ -40,9 +41,12 @@ type ReadResult struct {
 	TargetRate   float64 `json:"target_rate"`
 	AchievedRate float64 `json:"achieved_rate"`
 	stats.Summary
-	Requests     int     `json:"requests"`
-	Failures     int     `json:"failures"`
-	Dropped      int     `json:"dropped"` // not sent: MaxInFlight reached
+	Requests int `json:"requests"`
+	Failures int `json:"failures"`
+	Dropped  int `json:"dropped"` // not sent: MaxInFlight reached
+	// Conns is how many connections a run with ReadConfig.Conns opened:
+	// the ones dialled up front and those opened when none was idle.
+	Conns        int     `json:"conns,omitempty"`
 	HoldSeconds  float64 `json:"hold_seconds"`
 	RampSeconds  float64 `json:"ramp_seconds"`
 	FirstFailure string  `json:"first_failure,omitempty"`
@@ -105,21 +109,13 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 		return time.Duration(t * float64(time.Second))
 	}
 
-	var pool chan *Conn
+	var pool *connPool
 	if cfg.Conns > 0 {
-		pool = make(chan *Conn, cfg.Conns)
-		for range cfg.Conns {
-			k, err := c.NewConn()
-			if err != nil {
-				return ReadResult{}, err
-			}
-			pool <- k
+		var err error
+		if pool, err = dialPool(ctx, c, cfg.Conns); err != nil {
+			return ReadResult{}, err
 		}
-		defer func() {
-			for range cfg.Conns {
-				(<-pool).Close()
-			}
-		}()
+		defer pool.close()
 	}
 	rec := &recorder{lat: make([]time.Duration, 0, total-holdStart+1), timeline: make([]stats.Timed, 0, total)}
 	slots := make(chan struct{}, cfg.MaxInFlight)
@@ -159,9 +155,9 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 			defer wg.Done()
 			var err error
 			if pool != nil {
-				k := <-pool
+				k := pool.get()
 				_, _, err = k.Do(ctx, "GET", path, "")
-				pool <- k
+				pool.put(k)
 			} else {
 				_, _, err = c.Do(ctx, "GET", path, "")
 			}
@@ -187,5 +183,73 @@ func RunRead(ctx context.Context, c *Client, cfg ReadConfig) (ReadResult, error)
 	if rec.firstErr != nil {
 		r.FirstFailure = rec.firstErr.Error()
 	}
+	if pool != nil {
+		r.Conns = pool.opened()
+	}
 	return r, nil
+}
+
+// connPool holds the idle connections of a run that sends each request
+// on a connection of its own; it opens another when none is idle, and
+// remembers every connection it opened to close them at the end.
+type connPool struct {
+	c    *Client
+	mu   sync.Mutex
+	idle []*Conn
+	all  []*Conn
+}
+
+// dialPool dials n connections to c's server up front, so that the
+// first requests do not pay for the dial.
+func dialPool(ctx context.Context, c *Client, n int) (*connPool, error) {
+	p := &connPool{c: c}
+	for range n {
+		k, err := c.NewConn()
+		if err == nil {
+			err = k.dial(ctx)
+		}
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.idle = append(p.idle, k)
+		p.all = append(p.all, k)
+	}
+	return p, nil
+}
+
+// get returns an idle connection, or a new one (dialled on its first
+// request) when none is idle.
+func (p *connPool) get() *Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		k := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return k
+	}
+	k, _ := p.c.NewConn() // fails only on a bad address, which dialPool has already tried
+	p.all = append(p.all, k)
+	return k
+}
+
+func (p *connPool) put(k *Conn) {
+	p.mu.Lock()
+	p.idle = append(p.idle, k)
+	p.mu.Unlock()
+}
+
+// opened is how many connections the pool has opened.
+func (p *connPool) opened() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.all)
+}
+
+func (p *connPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range p.all {
+		k.Close()
+	}
 }

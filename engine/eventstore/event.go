@@ -25,6 +25,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -36,9 +37,20 @@ type ID [16]byte
 // milliseconds, then 74 random bits. Ids made close in time sort close
 // together, so a database's unique index on them (pgstore's) inserts near
 // its right edge instead of dirtying a random page per event.
+//
+// The random bits come from crypto/rand, read a few hundred bytes at a
+// time (randBuf): one call per id cost about 190 ns, most of it the call,
+// which was 6 % of an embedded append of 100 events.
 func NewID() ID {
 	var id ID
-	_, _ = rand.Read(id[6:]) // crypto/rand.Read never fails on supported platforms
+	b := randBufs.Get().(*randBuf)
+	if b.off+10 > len(b.buf) {
+		_, _ = rand.Read(b.buf[:]) // crypto/rand.Read never fails on supported platforms
+		b.off = 0
+	}
+	copy(id[6:], b.buf[b.off:b.off+10])
+	b.off += 10
+	randBufs.Put(b)
 	ms := uint64(time.Now().UnixMilli())
 	for i := range 6 {
 		id[i] = byte(ms >> (40 - 8*i))
@@ -47,6 +59,16 @@ func NewID() ID {
 	id[8] = id[8]&0x3f | 0x80
 	return id
 }
+
+// randBuf is random bytes from crypto/rand not yet handed out, from
+// buf[off:]. A goroutine takes one from randBufs and owns it until it puts
+// it back, so no two ids share bytes.
+type randBuf struct {
+	buf [640]byte
+	off int
+}
+
+var randBufs = sync.Pool{New: func() any { return &randBuf{off: 640} }}
 
 // IsZero reports whether the ID was left unset.
 func (id ID) IsZero() bool { return id == ID{} }

@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 )
 
@@ -23,5 +24,41 @@ func TestNewID(t *testing.T) {
 			t.Fatalf("time prefix went back: %s after %s", id, prev)
 		}
 		prev = id
+	}
+}
+
+// TestNewIDConcurrent: goroutines that make ids at once, each drawing from
+// a buffer of random bytes it takes from a pool, never hand out the same
+// random bits twice.
+func TestNewIDConcurrent(t *testing.T) {
+	const goroutines, each = 8, 5000
+	ids := make([][]ID, goroutines)
+	var wg sync.WaitGroup
+	for g := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				ids[g] = append(ids[g], NewID())
+			}
+		}()
+	}
+	wg.Wait()
+	seen := make(map[[10]byte]bool)
+	for _, list := range ids {
+		for _, id := range list {
+			var r [10]byte
+			copy(r[:], id[6:])
+			if seen[r] {
+				t.Fatalf("random bits of %s twice", id)
+			}
+			seen[r] = true
+		}
+	}
+}
+
+func BenchmarkNewID(b *testing.B) {
+	for b.Loop() {
+		NewID()
 	}
 }

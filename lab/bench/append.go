@@ -54,6 +54,12 @@ type AppendResult struct {
 	FsyncMS                *float64 `json:"fsync_ms,omitempty"`
 	FsyncBoundEventsPerSec *float64 `json:"fsync_bound_events_per_sec,omitempty"`
 	RatioToFsyncBound      *float64 `json:"ratio_to_fsync_bound,omitempty"`
+	// The same from synced writes of one append's own bytes in the
+	// store's log (BatchBytes).
+	BatchBytes                  *int     `json:"batch_bytes,omitempty"`
+	FsyncBatchMS                *float64 `json:"fsync_batch_ms,omitempty"`
+	BatchFsyncBoundEventsPerSec *float64 `json:"batch_fsync_bound_events_per_sec,omitempty"`
+	RatioToBatchFsyncBound      *float64 `json:"ratio_to_batch_fsync_bound,omitempty"`
 }
 
 // WithBaseline adds the baseline's figure and the ratio to r.
@@ -89,6 +95,14 @@ func (r AppendResult) Rows() [][2]string {
 			[2]string{"fsync bound events/s (batch / fdatasync)", fmt.Sprintf("%.0f", *r.FsyncBoundEventsPerSec)},
 			[2]string{"events/s / fsync bound", fmt.Sprintf("%.3f", *r.RatioToFsyncBound)})
 	}
+	if r.FsyncBatchMS != nil {
+		rows = append(rows, [2]string{fmt.Sprintf("fdatasync of one append's %d log bytes, median ms", *r.BatchBytes), fmt.Sprintf("%.3f", *r.FsyncBatchMS)})
+	}
+	if r.RatioToBatchFsyncBound != nil {
+		rows = append(rows,
+			[2]string{"its bound events/s", fmt.Sprintf("%.0f", *r.BatchFsyncBoundEventsPerSec)},
+			[2]string{"events/s / its bound", fmt.Sprintf("%.3f", *r.RatioToBatchFsyncBound)})
+	}
 	return rows
 }
 
@@ -107,7 +121,7 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 	names := make([]string, cfg.Streams)
 	runID := newRunID()
 	for i := range names {
-		names[i] = fmt.Sprintf("bench-%s-%d", runID, i)
+		names[i] = streamName(runID, i)
 	}
 
 	cfg.Progress.Start("events", cfg.Events)
@@ -148,7 +162,7 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 					si = myStreams[k%len(myStreams)]
 				}
 				for i := range events[:size] {
-					events[i] = eventstore.NewEvent{Type: "bench.Event", Data: payload}
+					events[i] = eventstore.NewEvent{Type: eventType, Data: payload}
 					if !cfg.StoreIDs {
 						events[i].ID = cfg.newID(rng)
 					}
@@ -196,6 +210,22 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 }
 
 // streamsOf returns the stream indexes writer w owns.
+// The stream names and event type the writers use.
+const eventType = "bench.Event"
+
+func streamName(runID string, i int) string { return fmt.Sprintf("bench-%s-%d", runID, i) }
+
+// SampleAppend is one append as the workload makes them: a stream with
+// the longest of the run's names, and cfg.Batch events of cfg.Payload
+// bytes with their ids (a store keeps an id whoever makes it).
+func SampleAppend(cfg AppendConfig) (string, []eventstore.NewEvent) {
+	events := make([]eventstore.NewEvent, cfg.Batch)
+	for i := range events {
+		events[i] = eventstore.NewEvent{ID: eventstore.NewID(), Type: eventType, Data: make([]byte, cfg.Payload)}
+	}
+	return streamName("00000000", max(cfg.Streams-1, 0)), events
+}
+
 func streamsOf(w, writers, streams int) []int {
 	var out []int
 	for s := w; s < streams; s += writers {

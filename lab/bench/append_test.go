@@ -49,15 +49,29 @@ func TestFsyncBound(t *testing.T) {
 	if err != nil || p.Samples != 20 || p.MedianMS <= 0 || p.P99MS < p.MedianMS {
 		t.Fatalf("probe %+v, %v", p, err)
 	}
-	r := bench.AppendResult{Writers: 1, Batch: 100, EventsPerSec: 250_000}.WithFsyncBound(bench.FsyncProbe{MedianMS: 0.2})
+	if p.Bytes != 4096 {
+		t.Fatalf("probe of %d bytes, want 4 KiB", p.Bytes)
+	}
+	big, err := bench.MeasureSyncedWrites(t.TempDir(), 20, 20000)
+	if err != nil || big.Bytes != 20000 || big.MedianMS <= 0 {
+		t.Fatalf("probe %+v, %v", big, err)
+	}
+	batch := &bench.FsyncProbe{Bytes: 15000, MedianMS: 0.25}
+	r := bench.AppendResult{Writers: 1, Batch: 100, EventsPerSec: 250_000}.WithFsyncBound(bench.FsyncProbe{MedianMS: 0.2}, batch)
 	if r.FsyncBoundEventsPerSec == nil || *r.FsyncBoundEventsPerSec != 500_000 || *r.RatioToFsyncBound != 0.5 {
 		t.Fatalf("one writer: %+v", r)
 	}
-	r = bench.AppendResult{Writers: 8, Batch: 100, EventsPerSec: 250_000}.WithFsyncBound(bench.FsyncProbe{MedianMS: 0.2})
-	if r.FsyncMS == nil || r.RatioToFsyncBound != nil {
+	if r.BatchFsyncBoundEventsPerSec == nil || *r.BatchFsyncBoundEventsPerSec != 400_000 || *r.RatioToBatchFsyncBound != 0.625 || *r.BatchBytes != 15000 {
+		t.Fatalf("one writer, the batch's own bytes: %+v", r)
+	}
+	r = bench.AppendResult{Writers: 8, Batch: 100, EventsPerSec: 250_000}.WithFsyncBound(bench.FsyncProbe{MedianMS: 0.2}, batch)
+	if r.FsyncMS == nil || r.RatioToFsyncBound != nil || r.FsyncBatchMS == nil || r.RatioToBatchFsyncBound != nil {
 		t.Fatalf("eight writers: %+v", r)
 	}
 	if _, err := bench.MeasureFsync(t.TempDir(), 0); err == nil {
 		t.Fatal("zero samples accepted")
+	}
+	if _, err := bench.MeasureSyncedWrites(t.TempDir(), 5, 0); err == nil {
+		t.Fatal("empty writes accepted")
 	}
 }

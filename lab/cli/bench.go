@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/engine/eventstore/pebblestore"
 	"github.com/logbook/logbook/internal/cliutil"
 	"github.com/logbook/logbook/internal/progress"
 	"github.com/logbook/logbook/lab/bench"
@@ -70,7 +71,7 @@ PostgreSQL table by binary COPY, the fastest the database takes them.`,
 	fs.BoolVar(&cfg.StoreIDs, "store-ids", false, "let the store generate event ids instead of the writers")
 	fs.BoolVar(&cfg.RandomIDs, "random-ids", false, "writers send random event ids (a client's own version 4 UUIDs) instead of time-ordered ones from eventstore.NewID")
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
-	fsyncSamples := fs.Int("fsync-samples", 300, "synced 4 KiB writes timed in the data directory before the run (embedded store), for the fsync bound")
+	fsyncSamples := fs.Int("fsync-samples", 300, "synced writes timed in the data directory before the run (embedded store), for the fsync bounds: this many of 4 KiB, and as many of one append's bytes in the store's log")
 	baseline := fs.Bool("baseline", false, "then write the same rows into a plain table by binary COPY (PostgreSQL only) and print both figures and their ratio")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
@@ -84,19 +85,25 @@ PostgreSQL table by binary COPY, the fastest the database takes them.`,
 		}
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			cfg.Progress = p
-			var probe *bench.FsyncProbe
+			var probe, batchProbe *bench.FsyncProbe
 			if bf.store.URL == "" {
 				// The machine's own limit, in the same run: a synced
-				// 4 KiB write in the data directory.
+				// 4 KiB write in the data directory, and a synced write
+				// of one append's bytes in the store's log.
 				pr, err := bench.MeasureFsync(bf.store.Data, *fsyncSamples)
 				if err != nil {
 					return nil, err
 				}
 				probe = &pr
+				bpr, err := bench.MeasureSyncedWrites(bf.store.Data, *fsyncSamples, pebblestore.BatchBytes(bench.SampleAppend(cfg)))
+				if err != nil {
+					return nil, err
+				}
+				batchProbe = &bpr
 			}
 			r, err := bench.RunAppend(cmd.Context(), s, cfg, s.Fsyncs)
 			if err == nil && probe != nil {
-				r = r.WithFsyncBound(*probe)
+				r = r.WithFsyncBound(*probe, batchProbe)
 			}
 			if err != nil || !*baseline {
 				return r, err

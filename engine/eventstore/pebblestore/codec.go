@@ -198,3 +198,31 @@ func decodeSnapshot(stream string, rec []byte) (eventstore.Snapshot, error) {
 	s.Data = append([]byte{}, r.b...)
 	return s, nil
 }
+
+// BatchBytes is the size of the Pebble batch an append of events to
+// stream writes to the write-ahead log, record for record: the batch
+// header, and for each event its log entry and its stream index entry
+// (and one per tag), each a kind byte, two length varints, key and value.
+// It is what one fdatasync of a lone append carries, less the log's own
+// chunk headers (7 bytes per 32 KiB block); `logbook bench append` times
+// synced writes of that size to show how close the store comes to the
+// disk.
+func BatchBytes(stream string, events []eventstore.NewEvent) int {
+	const batchHeader = 12 // Pebble's: sequence number and count
+	entry := func(k, v int) int {
+		return 1 + uvarintLen(uint64(k)) + k + uvarintLen(uint64(v)) + v
+	}
+	n := batchHeader
+	for i := range events {
+		n += entry(9, len(encodeEvent(nil, stream, &events[i])))
+		n += entry(len(stream)+10, 8)
+		for _, t := range events[i].Tags {
+			n += entry(len(t)+10, 0)
+		}
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	return len(binary.AppendUvarint(nil, x))
+}

@@ -53,7 +53,7 @@ func TuneGC(ctx context.Context) {
 
 // The bounds of the memory limit TuneGC sets.
 const (
-	memLimitMin = 1200 << 20
+	memLimitMin = 640 << 20
 	memLimitMax = 4 << 30
 )
 

@@ -17,7 +17,8 @@ func TestMemLimitFollowsTheLiveHeap(t *testing.T) {
 		want int64
 	}{
 		{0, memLimitMin},
-		{300 << 20, memLimitMin}, // the default season: 750 MiB would make collections frequent
+		{200 << 20, memLimitMin}, // the default season after five write runs: 500 MiB would make collections frequent
+		{300 << 20, 750 << 20},
 		{600 << 20, 1500 << 20},  // 2.5 times
 		{1 << 30, 2560 << 20},    // a million legs
 		{3 << 30, memLimitMax},   // no more than the cap

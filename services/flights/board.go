@@ -45,14 +45,14 @@ type Lanes struct {
 // window returns the indexes [i, j) of the legs of r that overlap
 // [from, to). Legs of a rotation do not overlap, so sorted by departure
 // they are sorted by arrival too.
-func (r *vrot) window(from, to time.Time) (int, int) {
+func (v *Validation) window(r *vrot, from, to time.Time) (int, int) {
 	i := 0
 	if !from.IsZero() {
-		i = sort.Search(len(r.legs), func(k int) bool { return r.legs[k].arrival().After(from) })
+		i = sort.Search(len(r.legs), func(k int) bool { return v.at(r.legs[k]).arrival().After(from) })
 	}
 	j := len(r.legs)
 	if !to.IsZero() {
-		j = sort.Search(len(r.legs), func(k int) bool { return !r.legs[k].departure().Before(to) })
+		j = sort.Search(len(r.legs), func(k int) bool { return !v.at(r.legs[k]).departure().Before(to) })
 	}
 	return i, max(i, j)
 }
@@ -69,14 +69,14 @@ func (v *Validation) BoardLanes(f LaneFilter) Lanes {
 			rot != "" && !strings.Contains(strings.ToLower(id), rot) {
 			continue
 		}
-		i, j := r.window(f.From, f.To)
+		i, j := v.window(r, f.From, f.To)
 		if f.Airline != "" || f.Airport != "" {
 			// A lane matches when one of its legs in the range does; the
 			// scan stops there, so only lanes that do not match cost
 			// their whole range.
 			k := i
 			for ; k < j; k++ {
-				l := r.legs[k]
+				l := v.at(r.legs[k])
 				if (f.Airline == "" || v.airline(l) == f.Airline) &&
 					(f.Airport == "" || v.origin(l) == f.Airport || v.destination(l) == f.Airport) {
 					break
@@ -93,10 +93,10 @@ func (v *Validation) BoardLanes(f LaneFilter) Lanes {
 			lane.AirplaneType = a.Type
 		}
 		if i < j {
-			if d := r.legs[i].departure(); out.From.IsZero() || d.Before(out.From) {
+			if d := v.at(r.legs[i]).departure(); out.From.IsZero() || d.Before(out.From) {
 				out.From = d
 			}
-			if a := r.legs[j-1].arrival(); a.After(out.To) {
+			if a := v.at(r.legs[j-1]).arrival(); a.After(out.To) {
 				out.To = a
 			}
 		}
@@ -136,9 +136,10 @@ func (v *Validation) BoardWindow(rotations []string, from, to time.Time) Window 
 		if r == nil {
 			continue
 		}
-		i, j := r.window(from, to)
+		i, j := v.window(r, from, to)
 		lw := LaneWindow{Rotation: id, Airplane: v.rotPlane[id], Legs: make([]Leg, 0, j-i), Violations: []Violation{}}
-		for _, l := range r.legs[i:j] {
+		for _, ref := range r.legs[i:j] {
+			l := v.at(ref)
 			lw.Legs = append(lw.Legs, v.leg(l))
 		}
 		for _, x := range v.byRotation[id] {
@@ -188,7 +189,8 @@ func (v *Validation) BoardMeta() BoardMeta {
 	}
 	for _, r := range v.rotations {
 		seen = seen[:0]
-		for _, l := range r.legs {
+		for _, ref := range r.legs {
+			l := v.at(ref)
 			note(v.origin(l))
 			note(v.destination(l))
 			if len(seen) > 64 { // not a repeating pattern: a map is faster now
@@ -202,17 +204,18 @@ func (v *Validation) BoardMeta() BoardMeta {
 			airports[x] = true
 		}
 		seen = seen[:0]
-		for _, l := range r.legs {
+		for _, ref := range r.legs {
+			l := v.at(ref)
 			note(v.airline(l))
 		}
 		for _, x := range seen {
 			airlines[x] = true
 		}
 		if n := len(r.legs); n > 0 {
-			if d := r.legs[0].departure(); m.From.IsZero() || d.Before(m.From) {
+			if d := v.at(r.legs[0]).departure(); m.From.IsZero() || d.Before(m.From) {
 				m.From = d
 			}
-			if a := r.legs[n-1].arrival(); a.After(m.To) {
+			if a := v.at(r.legs[n-1]).arrival(); a.After(m.To) {
 				m.To = a
 			}
 		}

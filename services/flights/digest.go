@@ -45,8 +45,8 @@ func (v *Validation) digest() (string, uint64) {
 		put("rotation", id)
 		put("plane", v.rotPlane[id])
 		put("assigned", v.rotAssigned[id])
-		for _, l := range r.legs {
-			put("leg", v.leg(l))
+		for _, ref := range r.legs {
+			put("leg", v.leg(v.at(ref)))
 		}
 	}
 	for _, reg := range slices.Sorted(maps.Keys(v.airplanes)) {

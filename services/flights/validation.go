@@ -59,10 +59,14 @@ type Validation struct {
 	rotAssigned map[string][]string // rotation -> airplanes naming it, in the order assigned
 	airportMGT  map[string]int
 	airportPrev map[string]map[*vrot]int // airport -> rotations with legs arriving there that have a next leg, and how many
-	designators map[dkey]*vleg           // the leg of each designator only one leg has
-	dupDesigs   map[dkey][]*vleg         // the legs of each designator more than one has
-	oddDesigs   map[Designator][]*vleg   // legs whose designator does not pack
+	designators map[dkey]legRef          // the leg of each designator only one leg has
+	dupDesigs   map[dkey][]legRef        // the legs of each designator more than one has
+	oddDesigs   map[Designator][]legRef  // legs whose designator does not pack
 	names       map[code]string          // the spelling of every packed code
+
+	legs    legSlab           // every leg (validation_legs.go)
+	rots    []*vrot           // every rotation made, by its idx; nil once removed
+	longIDs map[legRef]string // ids too long for a vleg
 
 	violations map[string]*Violation
 	byCheck    *btree.BTreeG[vkey] // key: check
@@ -87,9 +91,10 @@ func NewValidation() *Validation {
 		rotAssigned: map[string][]string{},
 		airportMGT:  map[string]int{},
 		airportPrev: map[string]map[*vrot]int{},
-		designators: map[dkey]*vleg{},
-		dupDesigs:   map[dkey][]*vleg{},
-		oddDesigs:   map[Designator][]*vleg{},
+		designators: map[dkey]legRef{},
+		dupDesigs:   map[dkey][]legRef{},
+		oddDesigs:   map[Designator][]legRef{},
+		longIDs:     map[legRef]string{},
 		names:       map[code]string{},
 		violations:  map[string]*Violation{},
 		byCheck:     btree.NewG(32, lessKey),
@@ -149,7 +154,7 @@ func (v *Validation) apply(ev *eventstore.Event) error {
 		switch ev.Type {
 		case "RotationCreated":
 			if v.rotations[id] == nil {
-				v.rotations[id] = newVrot(id)
+				v.rotations[id] = v.newVrot(id)
 			}
 		case "RotationRemoved":
 			v.removeRotation(id)
@@ -286,7 +291,7 @@ func (v *Validation) recomputeRotation(id string) {
 func (v *Validation) addLegs(rotID string, legs []Leg) {
 	r := v.rotations[rotID]
 	if r == nil {
-		r = newVrot(rotID)
+		r = v.newVrot(rotID)
 		v.rotations[rotID] = r
 	}
 	if len(legs) == 1 {
@@ -302,9 +307,9 @@ func (v *Validation) addLegs(rotID string, legs []Leg) {
 		l := v.newLeg(r, &legs[i])
 		v.nlegs++
 		v.addDesignator(l)
-		r.legs = append(r.legs, l)
+		r.legs = append(r.legs, l.self)
 	}
-	sort.SliceStable(r.legs, func(i, j int) bool { return r.legs[i].departure().Before(r.legs[j].departure()) })
+	sort.SliceStable(r.legs, func(i, j int) bool { return v.at(r.legs[i]).departure().Before(v.at(r.legs[j]).departure()) })
 	v.recomputePairs(r)
 }
 
@@ -313,9 +318,10 @@ func (v *Validation) removeLeg(rotID, id string) {
 	if l == nil {
 		return
 	}
-	v.deleteLeg(l.rotation, l)
+	v.deleteLeg(v.rotation(l), l)
 	v.nlegs--
 	v.removeDesignator(l)
+	v.freeLeg(l)
 }
 
 func (v *Validation) moveLeg(rotID string, e LegMoved) {
@@ -323,7 +329,7 @@ func (v *Validation) moveLeg(rotID string, e LegMoved) {
 	if l == nil {
 		return
 	}
-	r := l.rotation
+	r := v.rotation(l)
 	v.deleteLeg(r, l)
 	if l.odd == nil && fitsNanos(e.Departure) && fitsNanos(e.Arrival) {
 		l.dep, l.arr = e.Departure.UnixNano(), e.Arrival.UnixNano()
@@ -341,18 +347,18 @@ func (v *Validation) moveLeg(rotID string, e LegMoved) {
 // unique and order them.
 func (v *Validation) insertLeg(r *vrot, l *vleg) {
 	dep := l.departure()
-	at := sort.Search(len(r.legs), func(j int) bool { return dep.Before(r.legs[j].departure()) })
+	at := sort.Search(len(r.legs), func(j int) bool { return dep.Before(v.at(r.legs[j]).departure()) })
 	var prev, next *vleg
 	if at > 0 {
-		prev = r.legs[at-1]
+		prev = v.at(r.legs[at-1])
 	}
 	if at < len(r.legs) {
-		next = r.legs[at]
+		next = v.at(r.legs[at])
 	}
 	if prev != nil && next != nil {
 		v.dropPair(r, prev, next)
 	}
-	r.legs = slices.Insert(r.legs, at, l)
+	r.legs = slices.Insert(r.legs, at, l.self)
 	v.setNext(prev, l)
 	v.setNext(l, next)
 	if prev != nil {
@@ -367,8 +373,8 @@ func (v *Validation) insertLeg(r *vrot, l *vleg) {
 // now make is evaluated.
 func (v *Validation) deleteLeg(r *vrot, l *vleg) {
 	dep := l.departure()
-	i := sort.Search(len(r.legs), func(j int) bool { return !r.legs[j].departure().Before(dep) })
-	for i < len(r.legs) && r.legs[i] != l {
+	i := sort.Search(len(r.legs), func(j int) bool { return !v.at(r.legs[j]).departure().Before(dep) })
+	for i < len(r.legs) && r.legs[i] != l.self {
 		i++ // not reached while departures are unique; kept for safety
 	}
 	if i == len(r.legs) {
@@ -376,11 +382,11 @@ func (v *Validation) deleteLeg(r *vrot, l *vleg) {
 	}
 	var prev, next *vleg
 	if i > 0 {
-		prev = r.legs[i-1]
+		prev = v.at(r.legs[i-1])
 		v.dropPair(r, prev, l)
 	}
 	if i+1 < len(r.legs) {
-		next = r.legs[i+1]
+		next = v.at(r.legs[i+1])
 		v.dropPair(r, l, next)
 	}
 	r.legs = slices.Delete(r.legs, i, i+1)
@@ -396,12 +402,15 @@ func (v *Validation) removeRotation(id string) {
 	if r == nil {
 		return
 	}
-	for _, l := range r.legs {
+	for _, ref := range r.legs {
+		l := v.at(ref)
 		v.unlinkPrev(l)
 		v.removeDesignator(l)
+		v.freeLeg(l)
 	}
 	v.nlegs -= len(r.legs)
 	r.legs = nil
 	v.recomputePairs(r)
 	delete(v.rotations, id)
+	v.rots[r.idx] = nil
 }

@@ -26,7 +26,7 @@ func (v *Validation) setNext(a, next *vleg) {
 
 func (v *Validation) dropPair(r *vrot, a, b *vleg) {
 	for _, c := range []Check{Continuity, MinGroundTime} {
-		if x := r.pairs[pairID(c, a, b)]; x != nil {
+		if x := r.pairs[v.pairID(c, a, b)]; x != nil {
 			v.removeViolation(x)
 			delete(r.pairs, x.ID)
 		}
@@ -54,16 +54,16 @@ func (v *Validation) pairViolations(r *vrot, planeMGT int, a, b *vleg) []*Violat
 	var out []*Violation
 	if !v.continues(a, b) {
 		out = append(out, &Violation{
-			ID: pairID(Continuity, a, b), Check: Continuity, Rotation: r.id,
-			Legs: []string{a.id, b.id}, Airlines: v.airlines(a, b), Airport: v.origin(b), Time: b.departure(),
+			ID: v.pairID(Continuity, a, b), Check: Continuity, Rotation: r.id,
+			Legs: []string{v.legID(a), v.legID(b)}, Airlines: v.airlines(a, b), Airport: v.origin(b), Time: b.departure(),
 			Detail: fmt.Sprintf("%s arrives at %s but %s departs from %s", v.designator(a), v.destination(a), v.designator(b), v.origin(b)),
 		})
 	}
 	need := max(v.minGroundAfter(a), planeMGT)
 	if gap := b.departure().Sub(a.arrival()); gap < time.Duration(need)*time.Minute {
 		out = append(out, &Violation{
-			ID: pairID(MinGroundTime, a, b), Check: MinGroundTime, Rotation: r.id,
-			Legs: []string{a.id, b.id}, Airlines: v.airlines(a, b), Airport: v.destination(a), Time: b.departure(),
+			ID: v.pairID(MinGroundTime, a, b), Check: MinGroundTime, Rotation: r.id,
+			Legs: []string{v.legID(a), v.legID(b)}, Airlines: v.airlines(a, b), Airport: v.destination(a), Time: b.departure(),
 			Detail: fmt.Sprintf("ground time %s at %s between %s and %s, minimum %d min", fmtGap(gap), v.destination(a), v.designator(a), v.designator(b), need),
 		})
 	}
@@ -75,16 +75,16 @@ func (v *Validation) pairViolations(r *vrot, planeMGT int, a, b *vleg) []*Violat
 // changes that concern all its pairs (an airplane's minimum).
 func (v *Validation) recomputePairs(r *vrot) {
 	fresh := make(map[string]*Violation)
-	for i, l := range r.legs {
+	for i, ref := range r.legs {
 		var next *vleg
 		if i+1 < len(r.legs) {
-			next = r.legs[i+1]
+			next = v.at(r.legs[i+1])
 		}
-		v.setNext(l, next)
+		v.setNext(v.at(ref), next)
 	}
 	planeMGT := v.planeMGT(r)
 	for i := 0; i+1 < len(r.legs); i++ {
-		for _, x := range v.pairViolations(r, planeMGT, r.legs[i], r.legs[i+1]) {
+		for _, x := range v.pairViolations(r, planeMGT, v.at(r.legs[i]), v.at(r.legs[i+1])) {
 			fresh[x.ID] = x
 		}
 	}
@@ -109,7 +109,7 @@ func (v *Validation) linkPrev(l *vleg) {
 		m = map[*vrot]int{}
 		v.airportPrev[dest] = m
 	}
-	m[l.rotation]++
+	m[v.rotation(l)]++
 	l.hasNext = true
 }
 
@@ -119,8 +119,9 @@ func (v *Validation) unlinkPrev(l *vleg) {
 	}
 	dest := v.destination(l)
 	if m := v.airportPrev[dest]; m != nil {
-		if m[l.rotation]--; m[l.rotation] <= 0 {
-			delete(m, l.rotation)
+		r := v.rotation(l)
+		if m[r]--; m[r] <= 0 {
+			delete(m, r)
 			if len(m) == 0 {
 				delete(v.airportPrev, dest)
 			}
@@ -152,19 +153,19 @@ func (v *Validation) airlines(a, b *vleg) []string {
 	return []string{x}
 }
 
-func pairID(c Check, a, b *vleg) string {
-	return string(c) + ":" + a.rotation.id + ":" + a.id + ":" + b.id
+func (v *Validation) pairID(c Check, a, b *vleg) string {
+	return string(c) + ":" + v.rotation(a).id + ":" + v.legID(a) + ":" + v.legID(b)
 }
 
 // sameDesignator returns the legs with l's designator (l among them if
 // it is indexed). A one-leg answer is in one, so that the common case
 // allocates nothing.
-func (v *Validation) sameDesignator(l *vleg, one *[1]*vleg) []*vleg {
+func (v *Validation) sameDesignator(l *vleg, one *[1]legRef) []legRef {
 	k, ok := l.designatorKey()
 	if !ok {
 		return v.oddDesigs[l.odd.Designator()]
 	}
-	if x := v.designators[k]; x != nil {
+	if x := v.designators[k]; x != 0 {
 		one[0] = x
 		return one[:]
 	}
@@ -172,7 +173,7 @@ func (v *Validation) sameDesignator(l *vleg, one *[1]*vleg) []*vleg {
 }
 
 // setSameDesignator records the legs with l's designator (none: deletes).
-func (v *Validation) setSameDesignator(l *vleg, same []*vleg) {
+func (v *Validation) setSameDesignator(l *vleg, same []legRef) {
 	k, ok := l.designatorKey()
 	if !ok {
 		d := l.odd.Designator()
@@ -197,18 +198,18 @@ func (v *Validation) setSameDesignator(l *vleg, same []*vleg) {
 }
 
 func (v *Validation) addDesignator(l *vleg) {
-	if k, ok := l.designatorKey(); ok && v.designators[k] == nil && v.dupDesigs[k] == nil {
-		v.designators[k] = l // the designator's first leg
+	if k, ok := l.designatorKey(); ok && v.designators[k] == 0 && v.dupDesigs[k] == nil {
+		v.designators[k] = l.self // the designator's first leg
 		return
 	}
 	// A duplicates' slice grows in place (the index holds the only
 	// reference); a single leg's answer (one) has no room and is copied.
-	var one [1]*vleg
-	same := append(v.sameDesignator(l, &one), l)
+	var one [1]legRef
+	same := append(v.sameDesignator(l, &one), l.self)
 	v.setSameDesignator(l, same)
 	switch {
 	case len(same) == 2:
-		v.addViolation(v.dupViolation(same[0]))
+		v.addViolation(v.dupViolation(v.at(same[0])))
 		v.addViolation(v.dupViolation(l))
 	case len(same) > 2:
 		v.addViolation(v.dupViolation(l))
@@ -216,19 +217,19 @@ func (v *Validation) addDesignator(l *vleg) {
 }
 
 func (v *Validation) removeDesignator(l *vleg) {
-	var one [1]*vleg
+	var one [1]legRef
 	same := v.sameDesignator(l, &one)
 	for i, x := range same {
-		if x == l {
+		if x == l.self {
 			same = append(same[:i:i], same[i+1:]...)
 			break
 		}
 	}
-	if old := v.violations[dupID(l)]; old != nil {
+	if old := v.violations[v.dupID(l)]; old != nil {
 		v.removeViolation(old)
 	}
 	if len(same) == 1 {
-		if old := v.violations[dupID(same[0])]; old != nil {
+		if old := v.violations[v.dupID(v.at(same[0]))]; old != nil {
 			v.removeViolation(old)
 		}
 	}
@@ -238,18 +239,20 @@ func (v *Validation) removeDesignator(l *vleg) {
 // refreshDuplicate re-indexes a moved leg's duplicate violation (its time
 // changed).
 func (v *Validation) refreshDuplicate(l *vleg) {
-	if old := v.violations[dupID(l)]; old != nil {
+	if old := v.violations[v.dupID(l)]; old != nil {
 		v.removeViolation(old)
 		v.addViolation(v.dupViolation(l))
 	}
 }
 
-func dupID(l *vleg) string { return string(DuplicateDesignator) + ":" + l.rotation.id + ":" + l.id }
+func (v *Validation) dupID(l *vleg) string {
+	return string(DuplicateDesignator) + ":" + v.rotation(l).id + ":" + v.legID(l)
+}
 
 func (v *Validation) dupViolation(l *vleg) *Violation {
 	return &Violation{
-		ID: dupID(l), Check: DuplicateDesignator, Rotation: l.rotation.id,
-		Legs: []string{l.id}, Airlines: []string{v.airline(l)}, Airport: v.origin(l), Time: l.departure(),
+		ID: v.dupID(l), Check: DuplicateDesignator, Rotation: v.rotation(l).id,
+		Legs: []string{v.legID(l)}, Airlines: []string{v.airline(l)}, Airport: v.origin(l), Time: l.departure(),
 		Detail: fmt.Sprintf("flight designator %s is used by more than one leg", v.designator(l)),
 	}
 }

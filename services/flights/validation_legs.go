@@ -9,24 +9,80 @@ import (
 // The validation view's compact legs and rotations: codes and times
 // packed, the designator packed into a key without pointers.
 
-// vleg is a leg as the view keeps it: its codes, designator and times
-// packed into fields without pointers. The view holds every leg of the
-// schedule; packed, a leg is a third of the memory it was as a Leg and
-// the collector scans three pointers of it instead of eleven (and no
-// strings of its own but its id), which is most of what a collection
-// costs a server holding a season. A leg whose fields do not pack — a
-// code longer than four characters (Leg.Validate does not bound the
-// aircraft type), times not in UTC (a planner may send an offset) —
-// keeps the Leg as it came in odd, and its packed fields are not used.
+// vleg is a leg as the view keeps it: its id, codes, designator and times
+// packed into fields without pointers but odd. The view holds every leg of
+// the schedule, so what a leg costs the collector is most of what a
+// collection costs a server holding a season: legs live in a slab of
+// chunks (legSlab), each chunk one object, and refer to their rotation by
+// index, so a collection marks a few hundred chunks and reads one nil
+// pointer per leg, where it used to mark every leg and its id string. A
+// leg whose fields do not pack — a code longer than four characters
+// (Leg.Validate does not bound the aircraft type), times not in UTC (a
+// planner may send an offset) — keeps the Leg as it came in odd, and its
+// packed fields are not used. An id longer than maxInlineID is kept in
+// Validation.longIDs.
 type vleg struct {
-	id       string
-	rotation *vrot
 	odd      *Leg
 	dep, arr int64 // departure and arrival, Unix nanoseconds
 	k        dkey  // airline, number, suffix, origin, day of origin
 	dest     code
 	aircraft code
-	hasNext  bool // a leg follows it in its rotation (airportPrev)
+	self     legRef
+	rot      uint32 // the rotation's index in Validation.rots
+	hasNext  bool   // a leg follows it in its rotation (airportPrev)
+	idLen    uint8  // bytes of id in use; longID if the id is in Validation.longIDs
+	id       [maxInlineID]byte
+}
+
+// maxInlineID is the longest leg id a vleg holds itself: a UUID's 36
+// characters (generated ids are about 20).
+const (
+	maxInlineID = 36
+	longID      = 0xff
+)
+
+// legRef names a leg in the view's slab: its slot plus one, so that the
+// zero legRef is none.
+type legRef uint32
+
+// legChunk is the legs of one slab chunk.
+const legChunk = 1024
+
+// legSlab holds the view's legs. Chunks never move, so a *vleg into one
+// stays valid until its slot is released; released slots are reused.
+type legSlab struct {
+	chunks []*[legChunk]vleg
+	used   uint32 // slots handed out, released ones included
+	free   []legRef
+}
+
+func (s *legSlab) at(r legRef) *vleg {
+	i := uint32(r) - 1
+	return &s.chunks[i/legChunk][i%legChunk]
+}
+
+// alloc returns a zeroed leg whose self is its own legRef.
+func (s *legSlab) alloc() *vleg {
+	var r legRef
+	if n := len(s.free); n > 0 {
+		r, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		if s.used%legChunk == 0 {
+			s.chunks = append(s.chunks, new([legChunk]vleg))
+		}
+		s.used++
+		r = legRef(s.used)
+	}
+	l := s.at(r)
+	*l = vleg{self: r}
+	return l
+}
+
+// release frees l's slot. Nothing may refer to l afterwards.
+func (s *legSlab) release(l *vleg) {
+	r := l.self
+	*l = vleg{}
+	s.free = append(s.free, r)
 }
 
 // code is an airline, airport or aircraft type code of up to four
@@ -50,7 +106,14 @@ func fitsNanos(t time.Time) bool {
 
 // newLeg packs l for rotation r.
 func (v *Validation) newLeg(r *vrot, l *Leg) *vleg {
-	x := &vleg{id: l.ID, rotation: r}
+	x := v.legs.alloc()
+	x.rot = r.idx
+	if len(l.ID) <= maxInlineID {
+		x.idLen = uint8(copy(x.id[:], l.ID))
+	} else {
+		x.idLen = longID
+		v.longIDs[x.self] = l.ID
+	}
 	k, ok := pack(l.Designator())
 	dest, okd := packCode(l.Destination)
 	aircraft, oka := packCode(l.AircraftType)
@@ -67,6 +130,36 @@ func (v *Validation) newLeg(r *vrot, l *Leg) *vleg {
 	v.intern(aircraft, l.AircraftType)
 	return x
 }
+
+// freeLeg releases a leg taken out of the view.
+func (v *Validation) freeLeg(l *vleg) {
+	if l.idLen == longID {
+		delete(v.longIDs, l.self)
+	}
+	v.legs.release(l)
+}
+
+// at is the leg r names.
+func (v *Validation) at(r legRef) *vleg { return v.legs.at(r) }
+
+// legID is l's id.
+func (v *Validation) legID(l *vleg) string {
+	if l.idLen == longID {
+		return v.longIDs[l.self]
+	}
+	return string(l.id[:l.idLen])
+}
+
+// hasID tells whether l's id is id, without making a string of it.
+func (v *Validation) hasID(l *vleg, id string) bool {
+	if l.idLen == longID {
+		return v.longIDs[l.self] == id
+	}
+	return string(l.id[:l.idLen]) == id
+}
+
+// rotation is l's rotation.
+func (v *Validation) rotation(l *vleg) *vrot { return v.rots[l.rot] }
 
 func (v *Validation) intern(c code, s string) {
 	if _, ok := v.names[c]; !ok {
@@ -147,7 +240,7 @@ func (v *Validation) leg(l *vleg) Leg {
 		return *l.odd
 	}
 	d := v.designator(l)
-	return Leg{ID: l.id, Airline: d.Airline, Number: d.Number, Suffix: d.Suffix, Origin: d.Origin,
+	return Leg{ID: v.legID(l), Airline: d.Airline, Number: d.Number, Suffix: d.Suffix, Origin: d.Origin,
 		Destination: v.name(l.dest), DayOfOrigin: d.DayOfOrigin, Departure: l.departure(), Arrival: l.arrival(),
 		AircraftType: v.name(l.aircraft)}
 }
@@ -162,12 +255,16 @@ func (v *Validation) continues(a, b *vleg) bool {
 
 type vrot struct {
 	id    string
-	legs  []*vleg // sorted by departure
+	idx   uint32   // in Validation.rots
+	legs  []legRef // sorted by departure
 	pairs map[string]*Violation
 }
 
-func newVrot(id string) *vrot {
-	return &vrot{id: id, pairs: map[string]*Violation{}}
+// newVrot makes rotation id and gives it its index.
+func (v *Validation) newVrot(id string) *vrot {
+	r := &vrot{id: id, idx: uint32(len(v.rots)), pairs: map[string]*Violation{}}
+	v.rots = append(v.rots, r)
+	return r
 }
 
 // find returns a rotation's leg by id, or nil. A scan: planners remove
@@ -176,8 +273,8 @@ func newVrot(id string) *vrot {
 // leg of the schedule memory for little.
 func (v *Validation) find(rotID, id string) *vleg {
 	if r := v.rotations[rotID]; r != nil {
-		for _, l := range r.legs {
-			if l.id == id {
+		for _, ref := range r.legs {
+			if l := v.at(ref); v.hasID(l, id) {
 				return l
 			}
 		}

@@ -92,8 +92,8 @@ func (v *Validation) Rotations() []RotationLegs {
 	out := make([]RotationLegs, 0, len(v.rotations))
 	for id, r := range v.rotations {
 		legs := make([]Leg, len(r.legs))
-		for i, l := range r.legs {
-			legs[i] = v.leg(l)
+		for i, ref := range r.legs {
+			legs[i] = v.leg(v.at(ref))
 		}
 		out = append(out, RotationLegs{ID: id, Legs: legs})
 	}

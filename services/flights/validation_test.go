@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -471,7 +472,7 @@ func bruteForce(t *testing.T, store eventstore.Store) ([]string, map[string]Rota
 // A packed leg spells back exactly the leg it was made of.
 func TestPackedLegRoundTrip(t *testing.T) {
 	v := NewValidation()
-	r := newVrot("R")
+	r := v.newVrot("R")
 	dep := time.Date(2026, 3, 29, 6, 5, 0, 0, time.UTC)
 	for _, l := range []Leg{
 		{ID: "a", Airline: "LH", Number: 400, Origin: "FRA", Destination: "JFK", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(8 * time.Hour), AircraftType: "388"},
@@ -479,6 +480,8 @@ func TestPackedLegRoundTrip(t *testing.T) {
 		{ID: "c", Airline: "X", Number: 1, Suffix: "\xff", Origin: "A", Destination: "B", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Minute)},
 		{ID: "d", Airline: "LHX", Number: 7, Origin: "FRA", Destination: "MUC", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Hour), AircraftType: "A320neo"},
 		{ID: "e", Airline: "DLH", Number: 7, Origin: "EDDF", Destination: "EDDM", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Hour), AircraftType: "A320"},
+		{ID: "0b6a1f1e-3c1d-4f7e-9a40-3f5e2c1d0a99", Airline: "LH", Number: 401, Origin: "JFK", Destination: "FRA", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(7 * time.Hour)},
+		{ID: "an-id-longer-than-a-uuid-which-the-view-keeps-aside", Airline: "LH", Number: 402, Origin: "FRA", Destination: "MUC", DayOfOrigin: "2026-03-29", Departure: dep, Arrival: dep.Add(time.Hour)},
 	} {
 		x := v.newLeg(r, &l)
 		if got := v.leg(x); got != l {
@@ -491,12 +494,77 @@ func TestPackedLegRoundTrip(t *testing.T) {
 			t.Errorf("leg %s: packed %v", l.ID, packed)
 		}
 	}
-	// What the packing is for: a designator key in 16 bytes, a leg in
-	// the 80-byte size class.
+	if len(v.longIDs) != 1 {
+		t.Errorf("%d ids kept aside, want the one longer than %d bytes", len(v.longIDs), maxInlineID)
+	}
+	// What the packing is for: a designator key in 16 bytes, a leg in 96
+	// bytes with its id, and one pointer in it (odd, nil for a leg that
+	// packs) for the collector to read.
 	if n := unsafe.Sizeof(dkey{}); n != 16 {
 		t.Errorf("dkey is %d bytes", n)
 	}
-	if n := unsafe.Sizeof(vleg{}); n > 80 {
+	if n := unsafe.Sizeof(vleg{}); n > 96 {
 		t.Errorf("vleg is %d bytes", n)
+	}
+	lt := reflect.TypeFor[vleg]()
+	for i := range lt.NumField() {
+		f := lt.Field(i)
+		if f.Name != "odd" && hasPointers(f.Type) {
+			t.Errorf("vleg.%s holds a pointer", f.Name)
+		}
+	}
+}
+
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.String, reflect.Slice, reflect.Map, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return true
+	case reflect.Array:
+		return hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Slots of removed legs are reused, and a leg in a reused slot is its new
+// self: ids, rotations and designators all follow the new leg.
+func TestLegSlotsReused(t *testing.T) {
+	v := NewValidation()
+	dep := time.Date(2026, 3, 29, 6, 0, 0, 0, time.UTC)
+	leg := func(id string, n int) Leg {
+		d := dep.Add(time.Duration(n) * 2 * time.Hour)
+		return Leg{ID: id, Airline: "LH", Number: n, Origin: "FRA", Destination: "FRA", DayOfOrigin: "2026-03-29", Departure: d, Arrival: d.Add(time.Hour)}
+	}
+	v.addLegs("A", []Leg{leg("a1", 1), leg("a2", 2), leg("a3", 3)})
+	used := v.legs.used
+	v.removeLeg("A", "a2")
+	v.removeRotation("A")
+	if len(v.legs.free) != 3 {
+		t.Fatalf("%d free slots after removing three legs", len(v.legs.free))
+	}
+	v.addLegs("B", []Leg{leg("b1", 1), leg("b2", 2)})
+	v.addLegs("B", []Leg{leg("b3", 3)})
+	if v.legs.used != used || len(v.legs.free) != 0 {
+		t.Fatalf("slots: %d handed out, %d free; want %d and none", v.legs.used, len(v.legs.free), used)
+	}
+	if v.find("B", "b2") == nil || v.find("A", "a1") != nil || v.find("B", "a2") != nil {
+		t.Fatal("find does not follow the reused slots")
+	}
+	got := v.Rotations()
+	if len(got) != 1 || got[0].ID != "B" || len(got[0].Legs) != 3 || got[0].Legs[2].ID != "b3" {
+		t.Fatalf("rotations %+v", got)
+	}
+	// The same designators as the removed legs: no duplicate left over.
+	if n := v.counts[DuplicateDesignator]; n != 0 {
+		t.Fatalf("%d duplicate designators", n)
+	}
+	v.addLegs("C", []Leg{leg("c1", 1)})
+	if n := v.counts[DuplicateDesignator]; n != 2 {
+		t.Fatalf("%d duplicate designators, want b1's and c1's", n)
 	}
 }

@@ -76,7 +76,7 @@ Redis or etcd (--store).`,
 		}
 		// A memory limit, as every server has: requests allocate
 		// briefly and the live heap is small.
-		server.TuneGC(cmd.Context())
+		server.TuneGC(cmd.Context(), server.AllocFloor)
 		if max, why := kv.BackendValueLimit(b); max > 0 && int64(maxValueBytes) > max {
 			_ = b.Close()
 			return usageError{Msg: fmt.Sprintf("--max-value-size %s: the repository %s takes values of at most %d bytes (%s)", *maxValue, where, max, why)}

@@ -174,7 +174,7 @@ aggregated into minute, hour and day windows.`,
 func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.Bus, tokens *auth.Tokens) error {
 	// As serve's: requests and deliveries allocate briefly and the live
 	// heap is small.
-	server.TuneGC(ctx)
+	server.TuneGC(ctx, server.AllocFloor)
 	// Its metrics windows answer queries beside the live ingest.
 	server.TuneProcs()
 	ctx, cancel := context.WithCancel(ctx)
@@ -456,7 +456,7 @@ says what arrived. --latency and --error-rate make it slow or failing.`,
 			return err
 		}
 		// A memory limit, as every server has; its live heap is small.
-		server.TuneGC(cmd.Context())
+		server.TuneGC(cmd.Context(), server.AllocFloor)
 		return server.Run(cmd.Context(), server.Config{
 			Name: "logbook notify sink", Addr: *addr, MaxConns: *maxConns, TLS: tlsCfg, DebugAddr: *debugAddr, Tokens: tokens, Metrics: metrics.NewRegistry(), Logger: e.log,
 			LogAttrs: []any{"latency", *latency, "error_rate", *errorRate},

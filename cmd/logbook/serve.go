@@ -235,7 +235,7 @@ type node struct {
 // openNode opens what cfg's mode needs and sets up the routes. On error,
 // whatever was opened is closed.
 func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, error) {
-	server.TuneGC(ctx)
+	server.TuneGC(ctx, server.LeanFloor)
 	n := &node{cfg: cfg, log: log, reg: metrics.NewRegistry(), mux: http.NewServeMux(), describe: cfg.store.describe()}
 	var err error
 	switch cfg.mode {

@@ -120,7 +120,7 @@ queuing per sport in front of queue-rep's nodes).`,
 func serveTickets(ctx context.Context, e *env, sf *storeFlags, cat tickets.Catalogue, gate tickets.Gate, srv server.Config) error {
 	// As serve's: requests allocate briefly and the live heap is small,
 	// so the default collector ran dozens of times a second under load.
-	server.TuneGC(ctx)
+	server.TuneGC(ctx, server.AllocFloor)
 	reg := metrics.NewRegistry()
 	s, err := sf.open(e.log)
 	if err != nil {

@@ -13,17 +13,19 @@ import (
 
 func TestMemLimitFollowsTheLiveHeap(t *testing.T) {
 	for _, c := range []struct {
-		live uint64
-		want int64
+		live        uint64
+		floor, want int64
 	}{
-		{0, memLimitMin},
-		{200 << 20, memLimitMin}, // the default season after five write runs: 500 MiB would make collections frequent
-		{300 << 20, 750 << 20},
-		{600 << 20, 1500 << 20},  // 2.5 times
-		{1 << 30, 2560 << 20},    // a million legs
-		{3 << 30, memLimitMax},   // no more than the cap
+		{0, LeanFloor, LeanFloor},
+		{200 << 20, LeanFloor, LeanFloor}, // the default season after five write runs: 500 MiB would make collections frequent
+		{300 << 20, LeanFloor, 750 << 20},
+		{300 << 20, AllocFloor, AllocFloor},
+		{600 << 20, LeanFloor, 1500 << 20},  // 2.5 times
+		{600 << 20, AllocFloor, 1500 << 20}, // whatever the floor
+		{1 << 30, LeanFloor, 2560 << 20},    // a million legs
+		{3 << 30, AllocFloor, memLimitMax},  // no more than the cap
 	} {
-		if got := memLimit(c.live); got != c.want {
+		if got := memLimit(c.live, c.floor); got != c.want {
 			t.Errorf("memLimit(%d MiB) = %d MiB, want %d MiB", c.live>>20, got>>20, c.want>>20)
 		}
 	}
@@ -42,7 +44,7 @@ func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 		debug.SetGCPercent(oldPercent)
 		debug.SetMemoryLimit(oldLimit)
 	}()
-	TuneGC(ctx)
+	TuneGC(ctx, AllocFloor)
 	if got := debug.SetMemoryLimit(-1); got != memLimitMax {
 		t.Fatalf("limit before the live heap is read: %d MiB, want %d MiB", got>>20, memLimitMax>>20)
 	}
@@ -51,7 +53,7 @@ func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtimemetrics.Read(sample)
-		want := memLimit(sample[0].Value.Uint64())
+		want := memLimit(sample[0].Value.Uint64(), AllocFloor)
 		got := debug.SetMemoryLimit(-1)
 		if got == want {
 			return
@@ -104,7 +106,7 @@ func TestTuneGCSetsALimitBesideAnOperatorsGOGC(t *testing.T) {
 		debug.SetGCPercent(oldPercent)
 		debug.SetMemoryLimit(oldLimit)
 	}()
-	TuneGC(ctx)
+	TuneGC(ctx, LeanFloor)
 	if got := debug.SetMemoryLimit(-1); got == math.MaxInt64 {
 		t.Error("GOGC set: no memory limit")
 	}

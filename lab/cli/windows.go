@@ -55,7 +55,7 @@ window from the raw events and counts mismatches.`,
 		}
 		// The aggregation runs as it would in logbook notify serve,
 		// collector and processors included.
-		server.TuneGC(cmd.Context())
+		server.TuneGC(cmd.Context(), server.AllocFloor)
 		server.TuneProcs()
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			if p, ok := s.Store.(interface{ Metrics() *pebble.Metrics }); ok {

@@ -48,7 +48,7 @@ func TestHugeValueServerProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lbserver.TuneGC(ctx) // as logbook kv serve does
+	lbserver.TuneGC(ctx, lbserver.AllocFloor) // as logbook kv serve does
 	var backend kv.Backend
 	switch store := os.Getenv("LOGBOOK_KV_RSS_STORE"); {
 	case strings.HasPrefix(store, "postgres"):

@@ -172,8 +172,8 @@ aggregated into minute, hour and day windows.`,
 }
 
 func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.Bus, tokens *auth.Tokens) error {
-	// As serve's: requests and deliveries allocate briefly and the live
-	// heap is small.
+	// Requests and deliveries allocate briefly and the live heap is
+	// small; the windows' live ingest allocates fast (AllocFloor).
 	server.TuneGC(ctx, server.AllocFloor)
 	// Its metrics windows answer queries beside the live ingest.
 	server.TuneProcs()

@@ -68,7 +68,7 @@ type randBuf struct {
 	off int
 }
 
-var randBufs = sync.Pool{New: func() any { return &randBuf{off: 640} }}
+var randBufs = sync.Pool{New: func() any { b := &randBuf{}; b.off = len(b.buf); return b }}
 
 // IsZero reports whether the ID was left unset.
 func (id ID) IsZero() bool { return id == ID{} }

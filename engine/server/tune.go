@@ -56,12 +56,14 @@ const (
 	// LeanFloor is for a server whose live heap is its state (a
 	// schedule) and whose requests allocate little beside it: 640 MiB
 	// keeps flights serve under 1 GiB of RSS through five write load
-	// tests on the default season (80–200 MB live), at no cost in
-	// commands/s.
+	// tests on the default season (80–200 MB live), with no measurable
+	// cost in commands/s. Measured on a full node (store, aggregates and
+	// view in one process); a write node or a replica holds less.
 	LeanFloor = 640 << 20
 	// AllocFloor is for a process that allocates fast: a live ingest
 	// (windowed aggregations), bulk writes. At LeanFloor the collector
-	// ran often enough to cost windowed aggregation 4–6 % of its ingest.
+	// ran often enough to cost windowed aggregation 4–6 % of its ingest
+	// at GOMAXPROCS=2.
 	AllocFloor = 1200 << 20
 )
 

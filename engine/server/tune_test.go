@@ -26,7 +26,7 @@ func TestMemLimitFollowsTheLiveHeap(t *testing.T) {
 		{3 << 30, AllocFloor, memLimitMax},  // no more than the cap
 	} {
 		if got := memLimit(c.live, c.floor); got != c.want {
-			t.Errorf("memLimit(%d MiB) = %d MiB, want %d MiB", c.live>>20, got>>20, c.want>>20)
+			t.Errorf("memLimit(%d MiB, floor %d MiB) = %d MiB, want %d MiB", c.live>>20, c.floor>>20, got>>20, c.want>>20)
 		}
 	}
 }
@@ -44,7 +44,7 @@ func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 		debug.SetGCPercent(oldPercent)
 		debug.SetMemoryLimit(oldLimit)
 	}()
-	TuneGC(ctx, AllocFloor)
+	TuneGC(ctx, LeanFloor)
 	if got := debug.SetMemoryLimit(-1); got != memLimitMax {
 		t.Fatalf("limit before the live heap is read: %d MiB, want %d MiB", got>>20, memLimitMax>>20)
 	}
@@ -53,7 +53,7 @@ func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtimemetrics.Read(sample)
-		want := memLimit(sample[0].Value.Uint64(), AllocFloor)
+		want := memLimit(sample[0].Value.Uint64(), LeanFloor)
 		got := debug.SetMemoryLimit(-1)
 		if got == want {
 			return

@@ -209,7 +209,6 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 	return r, nil
 }
 
-// streamsOf returns the stream indexes writer w owns.
 // The stream names and event type the writers use.
 const eventType = "bench.Event"
 
@@ -226,6 +225,7 @@ func SampleAppend(cfg AppendConfig) (string, []eventstore.NewEvent) {
 	return streamName("00000000", max(cfg.Streams-1, 0)), events
 }
 
+// streamsOf returns the stream indexes writer w owns.
 func streamsOf(w, writers, streams int) []int {
 	var out []int
 	for s := w; s < streams; s += writers {

@@ -34,7 +34,7 @@ registrations checked for compatibility against earlier versions.`,
 			return cliutil.Usage("--lookups, --clients, --versions and --timed must be positive, --fields above 1")
 		}
 		// The registry is served as logbook flights serve serves it, collector included.
-		server.TuneGC(cmd.Context(), server.AllocFloor)
+		server.TuneGC(cmd.Context(), server.LeanFloor)
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			return bench.RunRegistry(cmd.Context(), s, cfg)
 		})

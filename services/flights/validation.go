@@ -65,7 +65,7 @@ type Validation struct {
 	names       map[code]string          // the spelling of every packed code
 
 	legs    legSlab           // every leg (validation_legs.go)
-	rots    []*vrot           // every rotation made, by its idx; nil once removed
+	rots    []*vrot           // every rotation made, by its idx; nil once removed (not reused: a pointer per rotation ever made)
 	longIDs map[legRef]string // ids too long for a vleg
 
 	violations map[string]*Violation
@@ -318,10 +318,12 @@ func (v *Validation) removeLeg(rotID, id string) {
 	if l == nil {
 		return
 	}
-	v.deleteLeg(v.rotation(l), l)
+	found := v.deleteLeg(v.rotation(l), l)
 	v.nlegs--
 	v.removeDesignator(l)
-	v.freeLeg(l)
+	if found {
+		v.freeLeg(l) // else its slot may still be named somewhere: leave it
+	}
 }
 
 func (v *Validation) moveLeg(rotID string, e LegMoved) {
@@ -370,15 +372,15 @@ func (v *Validation) insertLeg(r *vrot, l *vleg) {
 }
 
 // deleteLeg takes l out of r: its two pairs go, the pair its neighbours
-// now make is evaluated.
-func (v *Validation) deleteLeg(r *vrot, l *vleg) {
+// now make is evaluated. It reports whether l was in r.
+func (v *Validation) deleteLeg(r *vrot, l *vleg) bool {
 	dep := l.departure()
 	i := sort.Search(len(r.legs), func(j int) bool { return !v.at(r.legs[j]).departure().Before(dep) })
 	for i < len(r.legs) && r.legs[i] != l.self {
 		i++ // not reached while departures are unique; kept for safety
 	}
 	if i == len(r.legs) {
-		return
+		return false
 	}
 	var prev, next *vleg
 	if i > 0 {
@@ -395,6 +397,7 @@ func (v *Validation) deleteLeg(r *vrot, l *vleg) {
 	if prev != nil && next != nil {
 		v.addPair(r, prev, next)
 	}
+	return true
 }
 
 func (v *Validation) removeRotation(id string) {

@@ -154,7 +154,10 @@ func (v *Validation) airlines(a, b *vleg) []string {
 }
 
 func (v *Validation) pairID(c Check, a, b *vleg) string {
-	return string(c) + ":" + v.rotation(a).id + ":" + v.legID(a) + ":" + v.legID(b)
+	id := make([]byte, 0, 64)
+	id = append(append(append(append(id, c...), ':'), v.rotation(a).id...), ':')
+	id = append(v.appendLegID(id, a), ':')
+	return string(v.appendLegID(id, b))
 }
 
 // sameDesignator returns the legs with l's designator (l among them if
@@ -246,7 +249,9 @@ func (v *Validation) refreshDuplicate(l *vleg) {
 }
 
 func (v *Validation) dupID(l *vleg) string {
-	return string(DuplicateDesignator) + ":" + v.rotation(l).id + ":" + v.legID(l)
+	id := make([]byte, 0, 64)
+	id = append(append(append(append(id, DuplicateDesignator...), ':'), v.rotation(l).id...), ':')
+	return string(v.appendLegID(id, l))
 }
 
 func (v *Validation) dupViolation(l *vleg) *Violation {

@@ -150,6 +150,14 @@ func (v *Validation) legID(l *vleg) string {
 	return string(l.id[:l.idLen])
 }
 
+// appendLegID appends l's id to b, making no string of it.
+func (v *Validation) appendLegID(b []byte, l *vleg) []byte {
+	if l.idLen == longID {
+		return append(b, v.longIDs[l.self]...)
+	}
+	return append(b, l.id[:l.idLen]...)
+}
+
 // hasID tells whether l's id is id, without making a string of it.
 func (v *Validation) hasID(l *vleg, id string) bool {
 	if l.idLen == longID {

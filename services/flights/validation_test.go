@@ -536,23 +536,27 @@ func hasPointers(t reflect.Type) bool {
 func TestLegSlotsReused(t *testing.T) {
 	v := NewValidation()
 	dep := time.Date(2026, 3, 29, 6, 0, 0, 0, time.UTC)
-	leg := func(id string, n int) Leg {
+	mk := func(id string, n int) Leg {
 		d := dep.Add(time.Duration(n) * 2 * time.Hour)
 		return Leg{ID: id, Airline: "LH", Number: n, Origin: "FRA", Destination: "FRA", DayOfOrigin: "2026-03-29", Departure: d, Arrival: d.Add(time.Hour)}
 	}
-	v.addLegs("A", []Leg{leg("a1", 1), leg("a2", 2), leg("a3", 3)})
+	long := "a2-" + strings.Repeat("x", maxInlineID)
+	v.addLegs("A", []Leg{mk("a1", 1), mk(long, 2), mk("a3", 3)})
 	used := v.legs.used
-	v.removeLeg("A", "a2")
+	v.removeLeg("A", long)
+	if len(v.longIDs) != 0 {
+		t.Fatalf("a removed leg's long id is still kept: %v", v.longIDs)
+	}
 	v.removeRotation("A")
 	if len(v.legs.free) != 3 {
 		t.Fatalf("%d free slots after removing three legs", len(v.legs.free))
 	}
-	v.addLegs("B", []Leg{leg("b1", 1), leg("b2", 2)})
-	v.addLegs("B", []Leg{leg("b3", 3)})
+	v.addLegs("B", []Leg{mk("b1", 1), mk("b2", 2)})
+	v.addLegs("B", []Leg{mk("b3", 3)})
 	if v.legs.used != used || len(v.legs.free) != 0 {
 		t.Fatalf("slots: %d handed out, %d free; want %d and none", v.legs.used, len(v.legs.free), used)
 	}
-	if v.find("B", "b2") == nil || v.find("A", "a1") != nil || v.find("B", "a2") != nil {
+	if v.find("B", "b2") == nil || v.find("A", "a1") != nil || v.find("B", long) != nil {
 		t.Fatal("find does not follow the reused slots")
 	}
 	got := v.Rotations()
@@ -563,8 +567,17 @@ func TestLegSlotsReused(t *testing.T) {
 	if n := v.counts[DuplicateDesignator]; n != 0 {
 		t.Fatalf("%d duplicate designators", n)
 	}
-	v.addLegs("C", []Leg{leg("c1", 1)})
+	v.addLegs("C", []Leg{mk("c1", 1)})
 	if n := v.counts[DuplicateDesignator]; n != 2 {
 		t.Fatalf("%d duplicate designators, want b1's and c1's", n)
+	}
+	// A rotation made again after its removal is a new one, with legs of
+	// its own.
+	v.addLegs("A", []Leg{mk("a9", 9)})
+	if r := v.rotations["A"]; r == nil || v.rots[r.idx] != r || len(r.legs) != 1 || v.rotation(v.at(r.legs[0])) != r {
+		t.Fatal("rotation A made again does not own its leg")
+	}
+	if x := v.violations[string(DuplicateDesignator)+":B:b1"]; x == nil || x.Rotation != "B" || x.Legs[0] != "b1" {
+		t.Fatalf("b1's duplicate violation: %+v", x)
 	}
 }

@@ -9,8 +9,9 @@ import (
 
 // TestBatchBytes: BatchBytes is exactly what an append adds to the
 // write-ahead log (Pebble's count of logical bytes in), with and without
-// tags and metadata, and for payloads whose lengths need one or two
-// varint bytes.
+// tags and metadata, and for payloads whose lengths need one to three
+// varint bytes. Each case is a lone append, the first to its stream, as
+// BatchBytes describes.
 func TestBatchBytes(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
@@ -22,7 +23,7 @@ func TestBatchBytes(t *testing.T) {
 		events []eventstore.NewEvent
 	}{
 		{"a", []eventstore.NewEvent{{Type: "T", Data: []byte("{}")}}},
-		{"bench-0123abcd-999", make100(100)},
+		{"bench-0123abcd-999", benchEventsOf(100)},
 		{"orders-7", []eventstore.NewEvent{
 			{Type: "OrderPlaced", Data: make([]byte, 300), Tags: []string{"customer-1", "region-eu"}, Meta: map[string]string{"trace": "abc"}},
 			{Type: "OrderPaid", Data: make([]byte, 20000)},
@@ -40,7 +41,7 @@ func TestBatchBytes(t *testing.T) {
 	}
 }
 
-func make100(n int) []eventstore.NewEvent {
+func benchEventsOf(n int) []eventstore.NewEvent {
 	evs := make([]eventstore.NewEvent, n)
 	for i := range evs {
 		evs[i] = eventstore.NewEvent{ID: eventstore.NewID(), Type: "bench.Event", Data: make([]byte, 100)}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -417,7 +418,8 @@ func (s *Store) writeGuessed(ctx context.Context, batch []*appendReq, versions m
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
+	release := releaser(conn)
+	defer release()
 	var head int64
 	b := &pgx.Batch{}
 	// Without BEGIN and COMMIT the batch is one implicit transaction,
@@ -449,8 +451,21 @@ func (s *Store) writeGuessed(ctx context.Context, batch []*appendReq, versions m
 		s.forget(streams)
 		return err
 	}
+	release() // before finish: see releaser
 	s.finish(ctx, batch, r, versions, uint64(head))
 	return nil
+}
+
+// releaser returns a func that gives conn back to the pool once, however
+// often it is called. An appender gives its connection back as soon as
+// its transaction has committed, before it announces the commit:
+// announcing may read the log on a connection of its own, and with both
+// appenders holding theirs while they waited for one more, a pool of two
+// connections waited for ever (a CI run's goroutine dump: TestCrushControl
+// in lab/bench, MaxConns 2, both appenders in publish waiting to acquire).
+func releaser(conn *pgxpool.Conn) func() {
+	var once sync.Once
+	return func() { once.Do(conn.Release) }
 }
 
 // unknown returns the streams this process has not seen a row of.
@@ -601,7 +616,8 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 	}
 	// A connection left inside a transaction (an error below) is closed
 	// on release rather than reused.
-	defer conn.Release()
+	release := releaser(conn)
+	defer release()
 
 	versions := make(map[string]uint64, len(batch))
 	var ids [][16]byte
@@ -675,6 +691,7 @@ func (s *Store) writeTx(ctx context.Context, batch []*appendReq, allIDs bool) er
 	if err := s.commit(ctx, conn, b, batch); err != nil {
 		return err
 	}
+	release() // before finish: see releaser
 	s.finish(ctx, batch, r, versions, uint64(head))
 	return nil
 }

@@ -222,7 +222,7 @@ func SampleAppend(cfg AppendConfig) (string, []eventstore.NewEvent) {
 	for i := range events {
 		events[i] = eventstore.NewEvent{ID: eventstore.NewID(), Type: eventType, Data: make([]byte, cfg.Payload)}
 	}
-	return streamName("00000000", max(cfg.Streams-1, 0)), events
+	return streamName(newRunID(), max(cfg.Streams-1, 0)), events
 }
 
 // streamsOf returns the stream indexes writer w owns.

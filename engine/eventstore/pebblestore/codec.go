@@ -214,10 +214,10 @@ func BatchBytes(stream string, events []eventstore.NewEvent) int {
 	}
 	n := batchHeader
 	for i := range events {
-		n += entry(9, len(encodeEvent(nil, stream, &events[i])))
-		n += entry(len(stream)+10, 8)
+		n += entry(len(eventKey(nil, 0)), len(encodeEvent(nil, stream, &events[i])))
+		n += entry(len(streamKey(nil, stream, 0)), 8)
 		for _, t := range events[i].Tags {
-			n += entry(len(t)+10, 0)
+			n += entry(len(tagKey(nil, t, 0)), 0)
 		}
 	}
 	return n

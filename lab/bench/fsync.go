@@ -75,19 +75,22 @@ func MeasureSyncedWrites(dir string, n, size int) (FsyncProbe, error) {
 func (r AppendResult) WithFsyncBound(p FsyncProbe, batch *FsyncProbe) AppendResult {
 	ms := p.MedianMS
 	r.FsyncMS = &ms
-	if r.Writers == 1 && ms > 0 {
-		bound := stats.Round(float64(r.Batch)/(ms/1000), 0)
-		ratio := stats.Round(r.EventsPerSec/bound, 3)
-		r.FsyncBoundEventsPerSec, r.RatioToFsyncBound = &bound, &ratio
-	}
+	r.FsyncBoundEventsPerSec, r.RatioToFsyncBound = r.syncBound(ms)
 	if batch != nil {
 		bytes, bms := batch.Bytes, batch.MedianMS
 		r.BatchBytes, r.FsyncBatchMS = &bytes, &bms
-		if r.Writers == 1 && bms > 0 {
-			bound := stats.Round(float64(r.Batch)/(bms/1000), 0)
-			ratio := stats.Round(r.EventsPerSec/bound, 3)
-			r.BatchFsyncBoundEventsPerSec, r.RatioToBatchFsyncBound = &bound, &ratio
-		}
+		r.BatchFsyncBoundEventsPerSec, r.RatioToBatchFsyncBound = r.syncBound(bms)
 	}
 	return r
+}
+
+// syncBound is one writer's bound, one batch per synced write of ms, and
+// the measured rate over it; nil for several writers.
+func (r AppendResult) syncBound(ms float64) (bound, ratio *float64) {
+	if r.Writers != 1 || ms <= 0 {
+		return nil, nil
+	}
+	b := stats.Round(float64(r.Batch)/(ms/1000), 0)
+	q := stats.Round(r.EventsPerSec/b, 3)
+	return &b, &q
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/logbook/logbook/engine/eventstore"
 	"github.com/logbook/logbook/engine/metrics"
+	"github.com/logbook/logbook/engine/priority"
 	"github.com/logbook/logbook/engine/projection"
 )
 
@@ -169,15 +170,10 @@ type Aggregation struct {
 	reading sync.RWMutex
 	shut    bool // guarded by reading
 
-	// Queries come first: the writer checks queries between slices of
-	// its work and, while one runs, waits (up to maxYield) for it to end
-	// (yieldToQueries).
-	queries atomic.Int32
 	// lastGroups is the groups of the last query's answer: the next one
 	// sizes its map of groups by it.
 	lastGroups atomic.Int64
-	workUntil  time.Time     // the writer's: no yielding before it
-	yielded    time.Duration // the writer's time spent yielding (for tests)
+	yield      priority.Yielder // the writer's (yieldToQueries)
 
 	mu      sync.Mutex
 	changed chan struct{} // closed after each commit
@@ -309,43 +305,17 @@ func (a *Aggregation) read(fn func(r pebble.Reader, pos uint64) error) error {
 // ErrClosed ends queries on a closed aggregation.
 var ErrClosed = errors.New("window: aggregation closed")
 
-// Queries first. On a machine with few cores a pull query that ran
-// beside a catching-up or live ingest waited for the writer's time
-// slices, and that wait was its tail latency (docs/benchmarks.md, "Figures
-// behind choices in the code"). So the writer looks for running
-// queries every yieldEvery events and between the buckets it writes,
-// and while one runs it steps aside until it ends, for at most maxYield
-// at a time and at most half of its time; queries that come one after
-// another without a pause can slow the ingest down, never stop it.
-const (
-	yieldEvery = 256
-	maxYield   = 10 * time.Millisecond
-	yieldPoll  = 50 * time.Microsecond
-)
+// Queries first: a query is foreground work (engine/priority), and the
+// writer yields to it every yieldEvery events and between the buckets
+// it writes (priority.Yielder: at most two thirds of its time). On a machine with few cores a pull query beside a catching-up
+// or live ingest otherwise waited for the writer's time slices, and that
+// wait was its tail latency (docs/benchmarks.md, "Figures behind choices
+// in the code").
+const yieldEvery = 256
 
-func (a *Aggregation) beginQuery() { a.queries.Add(1) }
+func (a *Aggregation) beginQuery() { priority.Begin() }
 
-func (a *Aggregation) endQuery() { a.queries.Add(-1) }
+func (a *Aggregation) endQuery() { priority.End() }
 
-// yieldToQueries waits, up to maxYield, for running queries to end. It
-// polls: a query that woke the writer as it ended (a channel send) was
-// the goroutine preempted for it, inside the query's time. After
-// waiting, the writer works at least as long as it waited before it
-// yields again, so that queries that never pause (a hundred live
-// queries) take at most half of its time.
-func (a *Aggregation) yieldToQueries() {
-	if a.queries.Load() == 0 {
-		return
-	}
-	now := time.Now()
-	if now.Before(a.workUntil) {
-		return
-	}
-	deadline := now.Add(maxYield)
-	for a.queries.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(yieldPoll)
-	}
-	end := time.Now()
-	a.workUntil = end.Add(end.Sub(now))
-	a.yielded += end.Sub(now)
-}
+// yieldToQueries lets running queries go first (priority.Yielder.Yield).
+func (a *Aggregation) yieldToQueries() { a.yield.Yield() }

@@ -175,8 +175,6 @@ func serveNotify(ctx context.Context, e *env, f *notifyServeFlags, bus *server.B
 	// Requests and deliveries allocate briefly and the live heap is
 	// small; the windows' live ingest allocates fast (AllocFloor).
 	server.TuneGC(ctx, server.AllocFloor)
-	// Its metrics windows answer queries beside the live ingest.
-	server.TuneProcs()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg := metrics.NewRegistry()

@@ -6,7 +6,8 @@
 //   - Logger: Pebble's log sent to a *slog.Logger;
 //   - ReadCheckpoint and AppendCheckpoint: the position a view has applied,
 //     a big-endian uint64 under a key of its own, written in the same
-//     batch as the state it describes.
+//     batch as the state it describes;
+//   - YieldingFS: the tables a database writes yield to foreground work.
 package pebblekit
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"log/slog"
 	"sync"
 
@@ -68,6 +69,7 @@ func OpenPebbleView(dir string, opts PebbleOptions, update func(b *pebble.Batch,
 	popts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebblekit.Logger(opts.Logger, "view"),
+		FS:                 pebblekit.YieldingFS(vfs.Default),
 	}
 	if opts.Tune != nil {
 		opts.Tune(popts)

@@ -29,8 +29,8 @@
 // streams). A second signal ends the process at once.
 //
 // The package also has what a server process sets up before it serves:
-// its logger (NewLogWriter, NewLogger), the garbage collector's and the
-// scheduler's tuning (TuneGC, TuneProcs), its bearer tokens (LoadTokens),
+// its logger (NewLogWriter, NewLogger), the garbage collector's tuning
+// (TuneGC), its bearer tokens (LoadTokens),
 // the Kafka bus it publishes to or follows (ParseBus), and the health
 // check of an event store (StoreCheck).
 //

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"os"
-	"runtime"
 	"runtime/debug"
 	runtimemetrics "runtime/metrics"
 	"time"
@@ -74,34 +73,3 @@ const memLimitMax = 4 << 30
 func memLimit(live uint64, floor int64) int64 {
 	return min(max(int64(live)*5/2, floor), memLimitMax)
 }
-
-// TuneProcs gives a process that answers queries beside a live ingest
-// (windowed aggregations queried while events stream in) spareProcs Go
-// processors more than it has cores, unless GOMAXPROCS is set.
-//
-// The ingest keeps several goroutines busy at once — a projection's
-// reader and writer, the store's appends and its write-ahead log, the
-// embedded store's flushes and compactions — more than two cores' worth.
-// A query that Go's scheduler preempted (its 10 ms time slice) waits in
-// the global run queue while every processor runs that work; with
-// processors to spare, an idle one takes the query at once and the
-// operating system shares the cores among the threads in slices of a
-// millisecond or two, which cuts the queries' latency tail severalfold
-// with the ingest no slower (docs/benchmarks.md, "Windowed aggregation").
-// The price: more threads for the kernel to switch between, the
-// collector's dedicated workers are a quarter of the processors (so a
-// larger share of a small machine while it marks), and an explicit
-// setting stops Go from following a container's CPU limit as it changes.
-func TuneProcs() {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return
-	}
-	runtime.GOMAXPROCS(procsFor(runtime.GOMAXPROCS(0)))
-}
-
-// spareProcs is how many processors TuneProcs adds: about the ingest's
-// busy goroutines beyond two cores.
-const spareProcs = 2
-
-// procsFor is the processors TuneProcs sets for n by default.
-func procsFor(n int) int { return n + spareProcs }

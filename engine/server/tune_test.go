@@ -65,32 +65,6 @@ func TestTuneGCSetsTheLimitFromTheLiveHeap(t *testing.T) {
 	}
 }
 
-func TestProcsFor(t *testing.T) {
-	for _, c := range []struct{ n, want int }{{1, 3}, {2, 4}, {8, 10}} {
-		if got := procsFor(c.n); got != c.want {
-			t.Errorf("procsFor(%d) = %d, want %d", c.n, got, c.want)
-		}
-	}
-}
-
-// TuneProcs adds the spare processors once to the default, and leaves an
-// explicit GOMAXPROCS alone.
-func TestTuneProcs(t *testing.T) {
-	n := runtime.GOMAXPROCS(0)
-	t.Cleanup(func() { runtime.GOMAXPROCS(n) })
-	t.Setenv("GOMAXPROCS", "")
-	TuneProcs()
-	if got := runtime.GOMAXPROCS(0); got != n+spareProcs {
-		t.Fatalf("GOMAXPROCS %d after TuneProcs, want %d", got, n+spareProcs)
-	}
-	runtime.GOMAXPROCS(n)
-	t.Setenv("GOMAXPROCS", "1")
-	TuneProcs()
-	if got := runtime.GOMAXPROCS(0); got != n {
-		t.Fatalf("GOMAXPROCS set: TuneProcs changed the processors from %d to %d", n, got)
-	}
-}
-
 // An operator's GOGC keeps its collection percentage, but the process
 // still gets a memory limit: only GOMEMLIMIT replaces it.
 func TestTuneGCSetsALimitBesideAnOperatorsGOGC(t *testing.T) {

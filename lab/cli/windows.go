@@ -54,9 +54,8 @@ window from the raw events and counts mismatches.`,
 			bf.store.Data = dir
 		}
 		// The aggregation runs as it would in logbook notify serve,
-		// collector and processors included.
+		// collector included.
 		server.TuneGC(cmd.Context(), server.AllocFloor)
-		server.TuneProcs()
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, _ *progress.Counter) (table, error) {
 			if p, ok := s.Store.(interface{ Metrics() *pebble.Metrics }); ok {
 				cfg.Settle = func(ctx context.Context) error { return settle(ctx, p.Metrics) }

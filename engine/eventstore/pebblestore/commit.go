@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/priority"
 )
 
 // The write path.
@@ -151,6 +152,9 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	if err := s.failure(); err != nil {
 		return eventstore.AppendResult{}, err
 	}
+	// Throughput work (a context from priority.Background) lets running
+	// foreground work go first.
+	priority.YieldFor(ctx)
 	req := &appendReq{stream: stream, expect: expect, events: events, done: make(chan struct{})}
 	size := 0
 	for i := range events {

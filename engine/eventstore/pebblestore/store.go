@@ -190,7 +190,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		opts:      opts,
 		limits:    backend.NewLimits(opts.Limits),
-		fs:        &countingFS{FS: opts.FS, dir: filepath.Clean(dir)},
+		fs:        &countingFS{FS: pebblekit.YieldingFS(opts.FS), dir: filepath.Clean(dir)},
 		reqs:      make(chan *appendReq, 1024),
 		groups:    make(chan *group, 2),
 		done:      make(chan struct{}),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/priority"
 	"github.com/logbook/logbook/engine/projection"
 	"github.com/logbook/logbook/engine/window"
 	"github.com/logbook/logbook/services/notify"
@@ -89,7 +90,9 @@ func (s *Service) schedule(ctx context.Context) {
 			s.flight.Inc()
 			wg.Go(func() {
 				defer s.flight.Dec()
-				err := s.run(ctx, w)
+				// A step is throughput work: its appends let the
+				// metrics windows' queries go first (engine/priority).
+				err := s.run(priority.Background(ctx), w)
 				mu.Lock()
 				n := 0
 				if err != nil {

@@ -26,8 +26,10 @@ func (fs yieldingFS) Create(name string, category vfs.DiskWriteCategory) (vfs.Fi
 	return &yieldingFile{File: f}, nil
 }
 
-// yieldingFile is a table being written. Pebble writes a file from one
-// goroutine at a time, as its Yielder needs.
+// yieldingFile is a table being written. Pebble (v2.1) writes it through
+// a bufio.Writer (objstorageprovider), from the compaction's goroutine
+// or its sstable writer's queue, one at a time; the Yielder would be
+// safe even if not.
 type yieldingFile struct {
 	vfs.File
 	y priority.Yielder

@@ -10,32 +10,40 @@ import (
 	"github.com/logbook/logbook/engine/priority"
 )
 
-// A table's write waits while foreground work runs; a write to any other
-// file (the write-ahead log) does not.
+// Only table files are wrapped, and a table's write waits while
+// foreground work runs.
 func TestYieldingFS(t *testing.T) {
 	fs := YieldingFS(vfs.Default)
 	dir := t.TempDir()
-	write := func(name string) time.Duration {
+	create := func(name string) vfs.File {
 		f, err := fs.Create(filepath.Join(dir, name), vfs.WriteCategoryUnspecified)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		start := time.Now()
-		if _, err := f.Write([]byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		return time.Since(start)
+		t.Cleanup(func() { f.Close() })
+		return f
 	}
-	if d := write("000001.sst"); d >= priority.MaxWait {
-		t.Fatalf("a table's write took %v with no foreground work", d)
+	if _, ok := create("000001.log").(*yieldingFile); ok {
+		t.Fatal("the write-ahead log yields: a commit would wait")
+	}
+	f := create("000002.sst")
+	yf, ok := f.(*yieldingFile)
+	if !ok {
+		t.Fatalf("a table file is a %T, not a yielding one", f)
+	}
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if yf.y.Waited() != 0 {
+		t.Fatalf("a table's write waited %v with no foreground work", yf.y.Waited())
 	}
 	priority.Begin()
 	defer priority.End()
-	if d := write("000002.sst"); d < priority.MaxWait {
-		t.Fatalf("a table's write beside foreground work took %v, want at least %v", d, priority.MaxWait)
+	start := time.Now()
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
 	}
-	if d := write("000003.log"); d >= priority.MaxWait {
-		t.Fatalf("a log write beside foreground work took %v: it must not wait", d)
+	if d := time.Since(start); d < priority.MaxWait || yf.y.Waited() < priority.MaxWait {
+		t.Fatalf("a table's write beside foreground work took %v (waited %v), want at least %v", d, yf.y.Waited(), priority.MaxWait)
 	}
 }

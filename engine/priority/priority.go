@@ -19,7 +19,7 @@
 // third of its time at least, but never stops it.
 //
 // Work that is not in a goroutine of its own (an append) is marked as
-// throughput work by its context (Background); the code that does it
+// throughput work by its context (Throughput); the code that does it
 // calls YieldFor.
 package priority
 
@@ -51,52 +51,65 @@ const (
 	poll = 50 * time.Microsecond
 )
 
-// A Yielder is the yielding state of one goroutine's throughput work; it
-// is not safe for concurrent use. The zero value is ready to use.
+// A Yielder is the yielding state of one strand of throughput work. It
+// is meant for one goroutine at a time, but is safe for concurrent use:
+// a context from Throughput may reach several goroutines, and then they
+// share its bound. The zero value is ready to use.
 type Yielder struct {
-	workUntil time.Time
-	// Waited is the time this Yielder has spent waiting in all.
-	Waited time.Duration
+	workUntil atomic.Int64 // on the process's clock (since): no wait before it
+	waited    atomic.Int64 // nanoseconds spent waiting in all
 }
+
+// epoch starts the process's clock for Yielders: time.Since is
+// monotonic, a wall-clock reading is not.
+var epoch = time.Now()
+
+func since() time.Duration { return time.Since(epoch) }
 
 // Yield waits while foreground work runs, for at most MaxWait. After a
 // wait it returns at once until the caller has worked half as long as
 // it waited.
+//
+// A waiting goroutine sleeps poll at a time; on an idle processor Go's
+// scheduler may wake it up to about a millisecond late, which only
+// lengthens the wait of throughput work, never foreground work's.
 func (y *Yielder) Yield() {
 	if running.Load() == 0 {
 		return
 	}
-	now := time.Now()
-	if now.Before(y.workUntil) {
+	now := since()
+	if now < time.Duration(y.workUntil.Load()) {
 		return
 	}
-	deadline := now.Add(MaxWait)
-	for running.Load() > 0 && time.Now().Before(deadline) {
+	deadline := now + MaxWait
+	for running.Load() > 0 && since() < deadline {
 		time.Sleep(poll)
 	}
-	end := time.Now()
-	waited := end.Sub(now)
-	y.workUntil = end.Add(waited / 2)
-	y.Waited += waited
+	end := since()
+	waited := end - now
+	y.workUntil.Store(int64(end + waited/2))
+	y.waited.Add(int64(waited))
 }
+
+// Waited is the time y has spent waiting in all.
+func (y *Yielder) Waited() time.Duration { return time.Duration(y.waited.Load()) }
 
 type yielderKey struct{}
 
-// Background returns a context that marks the work done with it as
+// Throughput returns a context that marks the work done with it as
 // throughput work, with a Yielder of its own: the code that takes it
-// (the embedded store's Append) yields to foreground work. Like a
-// Yielder, the context is for one goroutine at a time.
-func Background(ctx context.Context) context.Context {
+// (the embedded store's Append) yields to foreground work.
+func Throughput(ctx context.Context) context.Context {
 	return WithYielder(ctx, new(Yielder))
 }
 
-// WithYielder is Background with the caller's Yielder, whose Waited
+// WithYielder is Throughput with the caller's Yielder, whose Waited
 // then tells how long the work yielded.
 func WithYielder(ctx context.Context, y *Yielder) context.Context {
 	return context.WithValue(ctx, yielderKey{}, y)
 }
 
-// YieldFor yields with the Yielder ctx carries (Background) and does
+// YieldFor yields with the Yielder ctx carries (Throughput) and does
 // nothing for any other context.
 func YieldFor(ctx context.Context) {
 	if ctx == nil || running.Load() == 0 {

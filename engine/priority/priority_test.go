@@ -14,8 +14,8 @@ func TestYieldWithoutForegroundReturnsAtOnce(t *testing.T) {
 	for range 1000 {
 		y.Yield()
 	}
-	if y.Waited != 0 {
-		t.Fatalf("waited %v with no foreground work", y.Waited)
+	if y.Waited() != 0 {
+		t.Fatalf("waited %v with no foreground work", y.Waited())
 	}
 }
 
@@ -27,17 +27,17 @@ func TestYieldWaitsThenWorks(t *testing.T) {
 	var y Yielder
 	start := time.Now()
 	y.Yield()
-	if el := time.Since(start); el < MaxWait || y.Waited < MaxWait {
-		t.Fatalf("first Yield took %v (waited %v), want at least %v", el, y.Waited, MaxWait)
+	if el := time.Since(start); el < MaxWait || y.Waited() < MaxWait {
+		t.Fatalf("first Yield took %v (waited %v), want at least %v", el, y.Waited(), MaxWait)
 	}
-	waited := y.Waited
+	waited := y.Waited()
 	y.Yield()
-	if y.Waited != waited {
-		t.Fatalf("a Yield right after a wait waited again (%v, then %v)", waited, y.Waited)
+	if y.Waited() != waited {
+		t.Fatalf("a Yield right after a wait waited again (%v, then %v)", waited, y.Waited())
 	}
 	time.Sleep(waited/2 + time.Millisecond) // the caller's work
 	y.Yield()
-	if y.Waited == waited {
+	if y.Waited() == waited {
 		t.Fatal("a Yield after the caller worked half its wait did not wait")
 	}
 }
@@ -61,10 +61,10 @@ func TestYieldEndsWithForeground(t *testing.T) {
 		if Running() {
 			t.Fatal("Running after End")
 		}
-		if y.Waited > 0 && y.Waited < MaxWait {
+		if y.Waited() > 0 && y.Waited() < MaxWait {
 			return
 		}
-		waits = append(waits, y.Waited)
+		waits = append(waits, y.Waited())
 	}
 	t.Fatalf("waits %v: none ended with the foreground work", waits)
 }
@@ -85,15 +85,15 @@ func TestYieldBound(t *testing.T) {
 		worked += time.Since(t0)
 	}
 	el := time.Since(start)
-	if y.Waited == 0 || y.Waited > el*2/3+MaxWait {
-		t.Fatalf("waited %v of %v", y.Waited, el)
+	if y.Waited() == 0 || y.Waited() > el*2/3+MaxWait {
+		t.Fatalf("waited %v of %v", y.Waited(), el)
 	}
 	if worked < el/4 {
 		t.Fatalf("worked %v of %v", worked, el)
 	}
 }
 
-// Only a context from Background or WithYielder yields.
+// Only a context from Throughput or WithYielder yields.
 func TestYieldFor(t *testing.T) {
 	Begin()
 	defer End()
@@ -104,12 +104,12 @@ func TestYieldFor(t *testing.T) {
 	}
 	var y Yielder
 	YieldFor(WithYielder(context.Background(), &y))
-	if y.Waited < MaxWait {
-		t.Fatalf("a Background context waited %v, want %v", y.Waited, MaxWait)
+	if y.Waited() < MaxWait {
+		t.Fatalf("a throughput context waited %v, want %v", y.Waited(), MaxWait)
 	}
 	start = time.Now()
-	YieldFor(Background(context.Background()))
+	YieldFor(Throughput(context.Background()))
 	if el := time.Since(start); el < MaxWait {
-		t.Fatalf("Background's own Yielder waited %v, want %v", el, MaxWait)
+		t.Fatalf("Throughput's own Yielder waited %v, want %v", el, MaxWait)
 	}
 }

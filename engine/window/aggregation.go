@@ -307,10 +307,11 @@ var ErrClosed = errors.New("window: aggregation closed")
 
 // Queries first: a query is foreground work (engine/priority), and the
 // writer yields to it every yieldEvery events and between the buckets
-// it writes (priority.Yielder: at most two thirds of its time). On a machine with few cores a pull query beside a catching-up
-// or live ingest otherwise waited for the writer's time slices, and that
-// wait was its tail latency (docs/benchmarks.md, "Figures behind choices
-// in the code").
+// it writes (priority.Yielder: at most two thirds of its time). On a
+// machine with few cores a pull query beside a catching-up or live
+// ingest otherwise waited for the writer's time slices, and that wait
+// was its tail latency (docs/benchmarks.md, "Figures behind choices in
+// the code").
 const yieldEvery = 256
 
 func (a *Aggregation) beginQuery() { priority.Begin() }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/logbook/logbook/engine/priority"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
+	"github.com/logbook/logbook/engine/priority"
 )
 
 // TestKeyNumbers checks the writer's numbering of keys: senders change
@@ -121,13 +121,14 @@ func TestYieldBound(t *testing.T) {
 	}
 	a.beginQuery()
 	start := time.Now()
-	if err := a.Apply(context.Background(), batch); err != nil {
-		t.Fatal(err)
-	}
+	err = a.Apply(context.Background(), batch)
 	el := time.Since(start)
 	a.endQuery()
-	if a.yield.Waited == 0 || a.yield.Waited > el*2/3+priority.MaxWait {
-		t.Errorf("yielded %v of %v", a.yield.Waited, el)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.yield.Waited() == 0 || a.yield.Waited() > el*2/3+priority.MaxWait {
+		t.Errorf("yielded %v of %v", a.yield.Waited(), el)
 	}
 	got, err := a.Query(context.Background(), Query{Unit: time.Hour})
 	if err != nil || len(got.Rows) == 0 {

@@ -657,14 +657,10 @@ func (a *Aggregation) Live(ctx context.Context, q Query, emit func(Result) error
 		if closed {
 			return ErrClosed
 		}
-		a.beginQuery()
-		groups, res, err := a.run(p)
+		all, res, err := a.answer(p)
 		if err != nil {
-			a.endQuery()
 			return err
 		}
-		all := a.rows(p, groups, res.StreamTime)
-		a.endQuery()
 		// Only the rows of this answer are remembered: what a live query
 		// holds is bounded like an answer.
 		now := make(map[string]Row, len(all))
@@ -790,4 +786,15 @@ func (a *Aggregation) NextStart(_ context.Context, unit time.Duration, from time
 		return nil
 	})
 	return next, ok, err
+}
+
+// answer runs one answer of a live query as foreground work.
+func (a *Aggregation) answer(p *plan) ([]Row, Result, error) {
+	a.beginQuery()
+	defer a.endQuery()
+	groups, res, err := a.run(p)
+	if err != nil {
+		return nil, res, err
+	}
+	return a.rows(p, groups, res.StreamTime), res, nil
 }

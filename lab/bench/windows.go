@@ -306,7 +306,7 @@ func RunWindows(ctx context.Context, store eventstore.Store, cfg WindowsConfig) 
 		defer close(writing)
 		// The live ingest is throughput work: its appends let the
 		// queries go first (engine/priority).
-		appendErr = appendWindows(priority.Background(ctx), store, g, cfg.LiveEvents, cfg.LiveRate)
+		appendErr = appendWindows(priority.Throughput(ctx), store, g, cfg.LiveEvents, cfg.LiveRate)
 		liveTook = time.Since(liveStart)
 	}()
 	var lat []time.Duration

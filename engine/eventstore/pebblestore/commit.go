@@ -152,7 +152,7 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	if err := s.failure(); err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	// Throughput work (a context from priority.Background) lets running
+	// Throughput work (a context from priority.Throughput) lets running
 	// foreground work go first.
 	priority.YieldFor(ctx)
 	req := &appendReq{stream: stream, expect: expect, events: events, done: make(chan struct{})}

@@ -92,7 +92,7 @@ func (s *Service) schedule(ctx context.Context) {
 				defer s.flight.Dec()
 				// A step is throughput work: its appends let the
 				// metrics windows' queries go first (engine/priority).
-				err := s.run(priority.Background(ctx), w)
+				err := s.run(priority.Throughput(ctx), w)
 				mu.Lock()
 				n := 0
 				if err != nil {

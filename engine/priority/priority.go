@@ -38,9 +38,6 @@ func Begin() { running.Add(1) }
 // End marks the end of foreground work begun with Begin.
 func End() { running.Add(-1) }
 
-// Running reports whether foreground work is running.
-func Running() bool { return running.Load() > 0 }
-
 const (
 	// MaxWait bounds one wait of a Yielder.
 	MaxWait = 2 * time.Millisecond

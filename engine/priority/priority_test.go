@@ -58,7 +58,7 @@ func TestYieldEndsWithForeground(t *testing.T) {
 		var y Yielder
 		y.Yield()
 		<-ended
-		if Running() {
+		if running.Load() != 0 {
 			t.Fatal("Running after End")
 		}
 		if y.Waited() > 0 && y.Waited() < MaxWait {

@@ -173,7 +173,7 @@ type Aggregation struct {
 	// lastGroups is the groups of the last query's answer: the next one
 	// sizes its map of groups by it.
 	lastGroups atomic.Int64
-	yield      priority.Yielder // the writer's (yieldToQueries)
+	yield      priority.Yielder // the writer's: it lets running queries go first
 
 	mu      sync.Mutex
 	changed chan struct{} // closed after each commit
@@ -313,10 +313,3 @@ var ErrClosed = errors.New("window: aggregation closed")
 // was its tail latency (docs/benchmarks.md, "Figures behind choices in
 // the code").
 const yieldEvery = 256
-
-func (a *Aggregation) beginQuery() { priority.Begin() }
-
-func (a *Aggregation) endQuery() { priority.End() }
-
-// yieldToQueries lets running queries go first (priority.Yielder.Yield).
-func (a *Aggregation) yieldToQueries() { a.yield.Yield() }

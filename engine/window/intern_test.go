@@ -119,11 +119,11 @@ func TestYieldBound(t *testing.T) {
 		data, _ := json.Marshal(tev{T: base + int64(i)*int64(time.Second), Sender: fmt.Sprintf("s%d", i%50), Kind: "k", V: 1, User: "u"})
 		batch = append(batch, eventstore.Event{Position: uint64(i + 1), Type: "sent", Data: data})
 	}
-	a.beginQuery()
+	priority.Begin()
 	start := time.Now()
 	err = a.Apply(context.Background(), batch)
 	el := time.Since(start)
-	a.endQuery()
+	priority.End()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/logbook/logbook/engine/priority"
 )
 
 // Query selects and groups windows.
@@ -200,8 +202,8 @@ func (a *Aggregation) Query(_ context.Context, q Query) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	a.beginQuery()
-	defer a.endQuery()
+	priority.Begin()
+	defer priority.End()
 	groups, res, err := a.run(p)
 	if err != nil {
 		return Result{}, err
@@ -790,8 +792,8 @@ func (a *Aggregation) NextStart(_ context.Context, unit time.Duration, from time
 
 // answer runs one answer of a live query as foreground work.
 func (a *Aggregation) answer(p *plan) ([]Row, Result, error) {
-	a.beginQuery()
-	defer a.endQuery()
+	priority.Begin()
+	defer priority.End()
 	groups, res, err := a.run(p)
 	if err != nil {
 		return nil, res, err

@@ -28,7 +28,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	a.now = a.opts.Now() // once a batch: the clock for setAside
 	for i := range events {
 		if i%yieldEvery == yieldEvery-1 {
-			a.yieldToQueries()
+			a.yield.Yield()
 		}
 		r.Time = time.Time{}
 		clear(r.Dims)
@@ -118,7 +118,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		}
 	}
 	for _, bk := range a.dirty {
-		a.yieldToQueries()
+		a.yield.Yield()
 		bk.dirty = false
 		if err := a.writeBucket(b, bk); err != nil {
 			return err

@@ -37,6 +37,15 @@ type PeersConfig struct {
 	Workloads []PeerWorkload
 	Payload   int // bytes of data per event
 	Streams   int // streams the events are spread over
+	// NoCheckpoint skips the CHECKPOINT the bench otherwise asks of the
+	// database before each timed run (it needs the pg_checkpoint role or
+	// a superuser).
+	NoCheckpoint bool
+	// NoCeiling leaves out the row that writes the same events by
+	// PostgreSQL's binary COPY (RunBaseline): no peer, but the most any
+	// store on this database could reach, for each peer's figure to be
+	// read against.
+	NoCeiling bool
 }
 
 // PeerWorkload is one row's shape: Events in appends of Batch events from
@@ -107,10 +116,29 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 		defer m.close()
 		mdb = m
 	}
+	var copyPool *pgxpool.Pool
+	var copyVersion string
+	if !cfg.NoCeiling {
+		pc, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			return PeersResult{}, fmt.Errorf("bench peers: %w", err)
+		}
+		pc.MaxConns = 260 // 256 writers
+		if copyPool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+			return PeersResult{}, fmt.Errorf("bench peers: %w", err)
+		}
+		defer copyPool.Close()
+		if err := copyPool.QueryRow(ctx, `SHOW server_version`).Scan(&copyVersion); err != nil {
+			return PeersResult{}, fmt.Errorf("bench peers: %w", err)
+		}
+	}
 	var res PeersResult
 	for _, w := range cfg.Workloads {
 		if w.Batch <= 0 || w.Writers <= 0 || w.Events <= 0 {
 			return PeersResult{}, fmt.Errorf("bench peers: workload %+v: batch, writers and events must be positive", w)
+		}
+		if err := checkpoint(ctx, url, cfg); err != nil {
+			return PeersResult{}, err
 		}
 		lb, err := RunAppend(ctx, store, AppendConfig{Events: w.Events, Batch: w.Batch, Writers: w.Writers, Payload: cfg.Payload, Streams: max(cfg.Streams, w.Writers)}, nil)
 		if err != nil {
@@ -123,6 +151,9 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 				Ratio: stats.Round(lb.EventsPerSec/p.eventsPerSec, 2), PeerVersion: version, PeerWritePathSummary: path}
 		}
 		if mdb != nil {
+			if err := checkpoint(ctx, url, cfg); err != nil {
+				return PeersResult{}, err
+			}
 			p, err := mdb.run(ctx, w, cfg)
 			if err != nil {
 				return PeersResult{}, err
@@ -131,6 +162,9 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 				"message_store.write_message per event, one transaction per batch, sent pipelined", p))
 		}
 		if cfg.Python != "" {
+			if err := checkpoint(ctx, url, cfg); err != nil {
+				return PeersResult{}, err
+			}
 			p, err := runEventsourcing(ctx, url, cfg.Python, w, cfg)
 			if err != nil {
 				return PeersResult{}, err
@@ -138,8 +172,38 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 			res.Peers = append(res.Peers, row("python-eventsourcing", "9.5.6",
 				"PostgresApplicationRecorder.insert_events per batch, a thread per writer", p))
 		}
+		if copyPool != nil {
+			if err := checkpoint(ctx, url, cfg); err != nil {
+				return PeersResult{}, err
+			}
+			eps, err := RunBaseline(ctx, copyPool, AppendConfig{Events: w.Events, Batch: w.Batch, Writers: w.Writers, Payload: cfg.Payload, Streams: max(cfg.Streams, w.Writers)})
+			if err != nil {
+				return PeersResult{}, err
+			}
+			res.Peers = append(res.Peers, row("postgresql-copy", copyVersion,
+				"not a peer but the ceiling: the same rows by binary COPY into a table with only a primary key, one transaction per batch", peerRun{eventsPerSec: eps}))
+		}
 	}
 	return res, nil
+}
+
+// checkpoint asks the database to write out every dirty page before a
+// timed run, so that no run pays for the one before it: the WAL and the
+// dirty buffers the previous store's run left would otherwise be flushed
+// by a checkpoint or the background writer in the middle of the next.
+func checkpoint(ctx context.Context, url string, cfg PeersConfig) error {
+	if cfg.NoCheckpoint {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("bench peers: checkpoint: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("bench peers: CHECKPOINT before a run (needs the pg_checkpoint role; --no-checkpoint skips it): %w", err)
+	}
+	return nil
 }
 
 // messageDB is Message DB installed, for the run, into the message_store

@@ -146,6 +146,15 @@ type Aggregation struct {
 	closing closeHeap
 	dirty   []*bucket
 	rec     Record
+	// The batch's touches of open windows and their events' values
+	// (update's first pass), and the scratch of their sort by key.
+	touches []touch
+	vals    []float64
+	dists   []string
+	kept    int32
+	addRec  Record // the second pass's view of a touch's values
+	counts  []int32
+	sorted  []touch
 	key     []byte
 	val     []byte
 	late    uint64    // late events of the batch being applied

@@ -26,6 +26,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	r := &a.rec
 	stBefore, asideBefore := a.st, a.aside
 	a.now = a.opts.Now() // once a batch: the clock for setAside
+	a.touches, a.vals, a.dists, a.kept = a.touches[:0], a.vals[:0], a.dists[:0], 0
 	for i := range events {
 		if i%yieldEvery == yieldEvery-1 {
 			a.yield.Yield()
@@ -60,19 +61,21 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			if late {
 				a.late++
 			}
+			vi := a.keep(r)
 			for level, size := range a.sizes {
 				s := floorDiv(t, size)
-				if err = a.touch(b, key, uint8(level), s, s+size, late, r); err != nil {
+				if err = a.touch(b, key, uint8(level), s, s+size, late, vi); err != nil {
 					break
 				}
 			}
 		case KindHopping:
 			size, adv := a.sizes[0], int64(a.def.Window.Advance)
 			anyLate := false
+			vi := a.keep(r)
 			for s := floorDiv(t, adv); s > t-size; s -= adv {
 				late := a.isClosed(s + size)
 				anyLate = anyLate || late
-				if err = a.touch(b, key, 0, s, s+size, late, r); err != nil {
+				if err = a.touch(b, key, 0, s, s+size, late, vi); err != nil {
 					break
 				}
 			}
@@ -86,6 +89,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
+	a.applyTouches()
 	// Buckets past their grace leave memory; their last state is in this
 	// batch or an earlier one. One with deltas is compacted to its base
 	// in this batch, so that the closed past reads as one value per
@@ -344,9 +348,40 @@ func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
 	return bk
 }
 
-// touch adds r to the window [start, end) of level and key, or counts
-// it late there (tumbling and hopping windows).
-func (a *Aggregation) touch(b *pebble.Batch, key int32, level uint8, start, end int64, late bool, r *Record) error {
+// A batch of tumbling or hopping windows is applied in two passes. The
+// first, in the log's order, decides for each event its key, its
+// windows and whether it is late, opening buckets (and counting events
+// in closed windows late) as it goes: every decision that depends on
+// stream time is made there, as the event arrives. It records a touch
+// per window. The second adds the events to their windows grouped by
+// key, in the log's order within a key: the hour and day windows of a
+// key, which do not fit a cache for tens of thousands of keys, are
+// then read once for all that key's events in the batch instead of
+// once per event. A window's events are added in the same order either
+// way, so its sums are the same to the last bit.
+
+// A touch is one event's update of one open window.
+type touch struct {
+	bk   *bucket
+	key  int32
+	vi   int32 // the event's values in a.vals (and a.dists)
+	late bool
+}
+
+// keep stores r's values and distinct values for the second pass and
+// returns their index.
+func (a *Aggregation) keep(r *Record) int32 {
+	vi := a.kept
+	a.kept++
+	a.vals = append(a.vals, r.Values...)
+	a.dists = append(a.dists, r.Distinct...)
+	return vi
+}
+
+// touch records that the event with values vi falls in the window
+// [start, end) of level and key, or counts it late there if that window
+// has closed (tumbling and hopping windows).
+func (a *Aggregation) touch(b *pebble.Batch, key int32, level uint8, start, end int64, late bool, vi int32) error {
 	bk := a.bucket(level, start, end)
 	if bk == nil {
 		// A closed window: only its late count changes, in a key of its
@@ -356,19 +391,66 @@ func (a *Aggregation) touch(b *pebble.Batch, key int32, level uint8, start, end 
 		}
 		return a.countLate(b, key, level, start, end)
 	}
-	s := bk.get(key)
-	if s == nil {
-		s = a.newState(end)
-		s.dims, s.key = a.in.keys[key], key
-		bk.put(s)
-	}
-	if late {
-		s.late++
-	} else {
-		s.add(r, a.exact)
-	}
-	a.markChanged(bk, s)
+	a.touches = append(a.touches, touch{bk: bk, key: key, vi: vi, late: late})
 	return nil
+}
+
+// applyTouches is the second pass: it adds the batch's touches to their
+// windows, grouped by key when the keys are few enough to count.
+func (a *Aggregation) applyTouches() {
+	ts := a.touches
+	if n := a.in.len(); len(ts) > 1 && n <= 4*len(ts) {
+		// A counting sort by key: stable, so a key's touches keep the
+		// log's order.
+		counts := resize(a.counts, n+1)
+		clear(counts)
+		for i := range ts {
+			counts[ts[i].key+1]++
+		}
+		for k := 1; k <= n; k++ {
+			counts[k] += counts[k-1]
+		}
+		sorted := resize(a.sorted, len(ts))
+		for i := range ts {
+			k := ts[i].key
+			sorted[counts[k]] = ts[i]
+			counts[k]++
+		}
+		a.counts, a.sorted, ts = counts, sorted, sorted
+	}
+	// The touches hold pointers to buckets that may close: they are
+	// overwritten by the next batch's (and dropped with the aggregation).
+	nv, nd := len(a.def.Values), len(a.def.Distinct)
+	r := &a.addRec
+	for i := range ts {
+		if i%yieldEvery == yieldEvery-1 {
+			a.yield.Yield()
+		}
+		t := &ts[i]
+		bk := t.bk
+		s := bk.get(t.key)
+		if s == nil {
+			s = a.newState(bk.maxEnd)
+			s.dims, s.key = a.in.keys[t.key], t.key
+			bk.put(s)
+		}
+		if t.late {
+			s.late++
+		} else {
+			r.Values = a.vals[int(t.vi)*nv : int(t.vi)*nv+nv]
+			r.Distinct = a.dists[int(t.vi)*nd : int(t.vi)*nd+nd]
+			s.add(r, a.exact)
+		}
+		a.markChanged(bk, s)
+	}
+}
+
+// resize returns s with length n, reallocated only if it is too short.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
 }
 
 // countLate adds a late event to the late key of a closed window, read

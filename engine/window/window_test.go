@@ -409,3 +409,44 @@ func TestExtractJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSumsInLogOrder checks that a window adds its events in the log's
+// order, as the batch's second pass must keep them when it groups them by
+// key: float sums depend on the order. Key a's values, in the log's
+// order, sum to 1 (1e16 + 1 rounds to 1e16); reversed, they sum to 0.
+// Other keys' events lie between them, and all go in one batch.
+func TestSumsInLogOrder(t *testing.T) {
+	def := testDef("order", Tumbling(time.Minute), time.Minute, time.Hour)
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	a, err := Open(t.TempDir(), def, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	appendEvents(t, st, []tev{
+		ev("2025-03-01T10:00:01Z", "a", "x", 1e16, "u"),
+		ev("2025-03-01T10:00:02Z", "b", "x", 5, "u"),
+		ev("2025-03-01T10:00:03Z", "a", "x", 1, "u"),
+		ev("2025-03-01T10:00:04Z", "c", "y", 6, "u"),
+		ev("2025-03-01T10:00:05Z", "a", "x", -1e16, "u"),
+		ev("2025-03-01T10:00:06Z", "b", "y", 7, "u"),
+		ev("2025-03-01T10:00:07Z", "a", "x", 1, "u"),
+	})
+	evs, err := st.ReadAll(testCtx(t), 1, 100)
+	if err != nil || len(evs) < 7 { // and events of another type
+		t.Fatalf("read %d events: %v", len(evs), err)
+	}
+	if err := a.Apply(testCtx(t), evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, unit := range []time.Duration{time.Minute, time.Hour} {
+		got, err := a.Query(testCtx(t), Query{Unit: unit, Filter: map[string]string{"sender": "a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Rows) != 1 || got.Rows[0].Count != 4 || got.Rows[0].Values["v"].Sum != 1 {
+			t.Errorf("unit %v: %s, want one row of 4 events summing to 1", unit, show(got.Rows))
+		}
+	}
+}

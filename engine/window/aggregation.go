@@ -165,10 +165,9 @@ type Aggregation struct {
 	slab    []state   // states handed out by newState, allocated in chunks
 	floats  []float64 // their stats, likewise
 	// Buckets that closed in the batch being applied; once written, their
-	// states and arrays are reused for new windows (tumbling and hopping
-	// windows), so that the ingest allocates little once warm.
+	// arrays of states by key are reused for new buckets (tumbling and
+	// hopping windows).
 	retired    []*bucket
-	freeStates []*state
 	freeIDs    [][]*state
 	parts      [][]byte // scratch of load
 	names      []string

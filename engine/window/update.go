@@ -130,12 +130,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	}
 	a.dirty = a.dirty[:0]
 	for _, bk := range a.retired {
-		for i, s := range bk.byID {
-			if s != nil {
-				a.freeStates = append(a.freeStates, s)
-				bk.byID[i] = nil
-			}
-		}
+		clear(bk.byID)
 		if len(a.freeIDs) < 8 {
 			a.freeIDs = append(a.freeIDs, bk.byID[:0])
 		}
@@ -261,15 +256,12 @@ func (a *Aggregation) renumber() {
 // newState returns an empty state for a new window. Most events create
 // a window, so states and their stats come from chunks: one allocation
 // per few hundred windows instead of three per window, which cut the
-// collector's share of the ingest.
+// collector's share of the ingest. States of closed windows are left to
+// the collector rather than reused: a new window's state then lies next
+// to the one made before it, in memory the allocator has just cleared,
+// where a reused one was a cache miss to clear and another to fill
+// (docs/benchmarks.md, "Windows: two passes a batch").
 func (a *Aggregation) newState(end int64) *state {
-	if n := len(a.freeStates); n > 0 {
-		s := a.freeStates[n-1]
-		a.freeStates = a.freeStates[:n-1]
-		s.reset()
-		s.end, s.dirty = end, false
-		return s
-	}
 	if len(a.slab) == 0 {
 		a.slab = make([]state, 256)
 	}

@@ -146,15 +146,15 @@ type Aggregation struct {
 	closing closeHeap
 	dirty   []*bucket
 	rec     Record
-	// The batch's touches of open windows and their events' values
-	// (update's first pass), and the scratch of their sort by key.
-	touches []touch
+	// The batch's pending additions to open windows and their events'
+	// values (update's first pass), and the scratch of their sort by key.
+	pending []pending
 	vals    []float64
 	dists   []string
 	kept    int32
-	addRec  Record // the second pass's view of a touch's values
+	addRec  Record // the second pass's view of an addition's values
 	counts  []int32
-	sorted  []touch
+	sorted  []pending
 	key     []byte
 	val     []byte
 	late    uint64    // late events of the batch being applied
@@ -162,8 +162,7 @@ type Aggregation struct {
 	asideB  uint64    // of them, in the batch being applied
 	now     time.Time // the clock when the batch began
 	index   indexBuilder
-	slab    []state   // states handed out by newState, allocated in chunks
-	floats  []float64 // their stats, likewise
+	chunks  []stateChunk // per level, what newState hands out
 	// Buckets that closed in the batch being applied; once written, their
 	// arrays of states by key are reused for new buckets (tumbling and
 	// hopping windows).
@@ -189,6 +188,13 @@ type Aggregation struct {
 	closed  bool
 }
 
+// stateChunk is the rest of the last chunks of states, and of their
+// stats, that newState allocated for one level.
+type stateChunk struct {
+	states []state
+	floats []float64
+}
+
 // Open opens (creating if needed) the aggregation's database in dir.
 func Open(dir string, def Definition, opts Options) (*Aggregation, error) {
 	if err := def.validate(); err != nil {
@@ -207,6 +213,7 @@ func Open(dir string, def Definition, opts Options) (*Aggregation, error) {
 			Distinct: make([]string, len(def.Distinct)),
 		},
 	}
+	a.chunks = make([]stateChunk, len(a.sizes))
 	if opts.Registerer != nil {
 		c, err := metrics.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "logbook_window_late_events_total",

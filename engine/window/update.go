@@ -26,7 +26,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	r := &a.rec
 	stBefore, asideBefore := a.st, a.aside
 	a.now = a.opts.Now() // once a batch: the clock for setAside
-	a.touches, a.vals, a.dists, a.kept = a.touches[:0], a.vals[:0], a.dists[:0], 0
+	a.pending, a.vals, a.dists, a.kept = a.pending[:0], a.vals[:0], a.dists[:0], 0
 	for i := range events {
 		if i%yieldEvery == yieldEvery-1 {
 			a.yield.Yield()
@@ -89,7 +89,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
-	a.applyTouches()
+	a.applyPending()
 	// Buckets past their grace leave memory; their last state is in this
 	// batch or an earlier one. One with deltas is compacted to its base
 	// in this batch, so that the closed past reads as one value per
@@ -131,6 +131,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 	a.dirty = a.dirty[:0]
 	for _, bk := range a.retired {
 		clear(bk.byID)
+		bk.changed = nil
 		if len(a.freeIDs) < 8 {
 			a.freeIDs = append(a.freeIDs, bk.byID[:0])
 		}
@@ -253,28 +254,32 @@ func (a *Aggregation) renumber() {
 	a.renumbered++
 }
 
-// newState returns an empty state for a new window. Most events create
-// a window, so states and their stats come from chunks: one allocation
-// per few hundred windows instead of three per window, which cut the
-// collector's share of the ingest. States of closed windows are left to
+// newState returns an empty state for a new window of level. Most
+// events create a window, so states and their stats come from chunks:
+// one allocation per few hundred windows instead of three per window,
+// which cut the collector's share of the ingest. Each level has its own
+// chunks, so that the states of a chunk close at about the same time and
+// the chunk is freed with them: a day's state must not keep alive the
+// minutes' states made beside it. States of closed windows are left to
 // the collector rather than reused: a new window's state then lies next
 // to the one made before it, in memory the allocator has just cleared,
 // where a reused one was a cache miss to clear and another to fill
 // (docs/benchmarks.md, "Windows: two passes a batch").
-func (a *Aggregation) newState(end int64) *state {
-	if len(a.slab) == 0 {
-		a.slab = make([]state, 256)
+func (a *Aggregation) newState(level uint8, end int64) *state {
+	c := &a.chunks[level]
+	if len(c.states) == 0 {
+		c.states = make([]state, 256)
 	}
-	s := &a.slab[0]
-	a.slab = a.slab[1:]
+	s := &c.states[0]
+	c.states = c.states[1:]
 	n := 3 * len(a.def.Values)
 	if n <= len(s.inl) {
 		s.end, s.stats = end, s.inl[:n:n]
 	} else {
-		if len(a.floats) < n {
-			a.floats = make([]float64, max(n, 4096))
+		if len(c.floats) < n {
+			c.floats = make([]float64, max(n, 4096))
 		}
-		s.end, s.stats, a.floats = end, a.floats[:n:n], a.floats[n:]
+		s.end, s.stats, c.floats = end, c.floats[:n:n], c.floats[n:]
 	}
 	for i := 0; i < n; i += 3 {
 		s.stats[i+1], s.stats[i+2] = math.Inf(1), math.Inf(-1)
@@ -344,16 +349,21 @@ func (a *Aggregation) bucket(level uint8, start, end int64) *bucket {
 // first, in the log's order, decides for each event its key, its
 // windows and whether it is late, opening buckets (and counting events
 // in closed windows late) as it goes: every decision that depends on
-// stream time is made there, as the event arrives. It records a touch
-// per window. The second adds the events to their windows grouped by
+// stream time is made there, as the event arrives. It records each
+// addition to an open window as a pending one. The second adds the events to their windows grouped by
 // key, in the log's order within a key: the hour and day windows of a
 // key, which do not fit a cache for tens of thousands of keys, are
 // then read once for all that key's events in the batch instead of
 // once per event. A window's events are added in the same order either
-// way, so its sums are the same to the last bit.
+// way, so its sums are the same to the last bit. The sort needs the
+// keys to number at most four times the additions; the catch-up batches
+// of 65,536 events that `logbook bench windows` applies are sorted, a
+// live ingest's small batches mostly are not (and gain little: a key
+// has few events in them).
 
-// A touch is one event's update of one open window.
-type touch struct {
+// A pending is one event's addition to one open window, recorded by the
+// first pass for the second.
+type pending struct {
 	bk   *bucket
 	key  int32
 	vi   int32 // the event's values in a.vals (and a.dists)
@@ -383,16 +393,16 @@ func (a *Aggregation) touch(b *pebble.Batch, key int32, level uint8, start, end 
 		}
 		return a.countLate(b, key, level, start, end)
 	}
-	a.touches = append(a.touches, touch{bk: bk, key: key, vi: vi, late: late})
+	a.pending = append(a.pending, pending{bk: bk, key: key, vi: vi, late: late})
 	return nil
 }
 
-// applyTouches is the second pass: it adds the batch's touches to their
+// applyPending is the second pass: it adds the batch's pending additions to their
 // windows, grouped by key when the keys are few enough to count.
-func (a *Aggregation) applyTouches() {
-	ts := a.touches
+func (a *Aggregation) applyPending() {
+	ts := a.pending
 	if n := a.in.len(); len(ts) > 1 && n <= 4*len(ts) {
-		// A counting sort by key: stable, so a key's touches keep the
+		// A counting sort by key: stable, so a key's additions keep the
 		// log's order.
 		counts := resize(a.counts, n+1)
 		clear(counts)
@@ -410,8 +420,6 @@ func (a *Aggregation) applyTouches() {
 		}
 		a.counts, a.sorted, ts = counts, sorted, sorted
 	}
-	// The touches hold pointers to buckets that may close: they are
-	// overwritten by the next batch's (and dropped with the aggregation).
 	nv, nd := len(a.def.Values), len(a.def.Distinct)
 	r := &a.addRec
 	for i := range ts {
@@ -422,7 +430,7 @@ func (a *Aggregation) applyTouches() {
 		bk := t.bk
 		s := bk.get(t.key)
 		if s == nil {
-			s = a.newState(bk.maxEnd)
+			s = a.newState(bk.level, bk.maxEnd)
 			s.dims, s.key = a.in.keys[t.key], t.key
 			bk.put(s)
 		}
@@ -435,6 +443,11 @@ func (a *Aggregation) applyTouches() {
 		}
 		a.markChanged(bk, s)
 	}
+	// Drop the pointers to buckets, which may close, and to the events'
+	// strings, so that none outlives the batch.
+	clear(a.pending)
+	clear(a.sorted)
+	clear(a.dists)
 }
 
 // resize returns s with length n, reallocated only if it is too short.
@@ -532,7 +545,7 @@ func (a *Aggregation) session(b *pebble.Batch, key int32, t int64, r *Record) er
 		}
 		st := bk.entries[dims]
 		if st == nil {
-			st = a.newState(end)
+			st = a.newState(0, end)
 			st.dims, st.key = dims, key
 			bk.put(st)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -42,9 +43,9 @@ type PeersConfig struct {
 	// a superuser).
 	NoCheckpoint bool
 	// NoCeiling leaves out the row that writes the same events by
-	// PostgreSQL's binary COPY (RunBaseline): no peer, but the most any
-	// store on this database could reach, for each peer's figure to be
-	// read against.
+	// PostgreSQL's binary COPY (RunBaseline), a transaction per append: no
+	// peer, but for batched appends the most a store on this database
+	// could reach, for each peer's figure to be read against.
 	NoCeiling bool
 }
 
@@ -68,8 +69,8 @@ type PeerRow struct {
 	LogbookEventsPerSec  float64 `json:"logbook_events_per_sec"`
 	LogbookP99MS         float64 `json:"logbook_p99_ms"`
 	PeerEventsPerSec     float64 `json:"peer_events_per_sec"`
-	PeerP99MS            float64 `json:"peer_p99_ms"`
-	Ratio                float64 `json:"ratio"` // logbook ÷ peer
+	PeerP99MS            float64 `json:"peer_p99_ms,omitempty"` // not measured for the COPY row
+	Ratio                float64 `json:"ratio"`                 // logbook ÷ peer
 	PeerVersion          string  `json:"peer_version"`
 	PeerWritePathSummary string  `json:"peer_write_path"`
 }
@@ -83,14 +84,21 @@ type PeersResult struct {
 func (r PeersResult) Rows() [][2]string {
 	var rows [][2]string
 	for _, x := range r.Peers {
+		figures := fmt.Sprintf("logbook %.0f events/s (p99 %.1f ms), peer %.0f (p99 %.1f ms): %.1f×",
+			x.LogbookEventsPerSec, x.LogbookP99MS, x.PeerEventsPerSec, x.PeerP99MS, x.Ratio)
+		if x.Peer == ceilingPeer {
+			figures = fmt.Sprintf("logbook %.0f events/s, binary COPY %.0f: logbook at %.2f of it",
+				x.LogbookEventsPerSec, x.PeerEventsPerSec, x.Ratio)
+		}
 		rows = append(rows, [2]string{
-			fmt.Sprintf("%s %s, batch %d, %d writers", x.Peer, x.PeerVersion, x.Batch, x.Writers),
-			fmt.Sprintf("logbook %.0f events/s (p99 %.1f ms), peer %.0f (p99 %.1f ms): %.1f×",
-				x.LogbookEventsPerSec, x.LogbookP99MS, x.PeerEventsPerSec, x.PeerP99MS, x.Ratio),
+			fmt.Sprintf("%s %s, batch %d, %d writers", x.Peer, x.PeerVersion, x.Batch, x.Writers), figures,
 		})
 	}
 	return rows
 }
+
+// ceilingPeer names the rows of PostgreSQL's binary COPY.
+const ceilingPeer = "postgresql-copy"
 
 // peerRun is one store's figures for one workload.
 type peerRun struct {
@@ -107,9 +115,16 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 	if cfg.Streams <= 0 || cfg.Payload < 0 {
 		return PeersResult{}, errors.New("bench peers: streams must be positive, payload not negative")
 	}
+	maxConns := int32(1) // a connection per writer of the largest workload
+	for _, w := range cfg.Workloads {
+		if w.Batch <= 0 || w.Writers <= 0 || w.Events <= 0 {
+			return PeersResult{}, fmt.Errorf("bench peers: workload %+v: batch, writers and events must be positive", w)
+		}
+		maxConns = max(maxConns, int32(w.Writers))
+	}
 	var mdb *messageDB
 	if cfg.MessageDB != "" {
-		m, err := installMessageDB(ctx, url, cfg.MessageDB)
+		m, err := installMessageDB(ctx, url, cfg.MessageDB, maxConns)
 		if err != nil {
 			return PeersResult{}, err
 		}
@@ -123,7 +138,7 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 		if err != nil {
 			return PeersResult{}, fmt.Errorf("bench peers: %w", err)
 		}
-		pc.MaxConns = 260 // 256 writers
+		pc.MaxConns = maxConns
 		if copyPool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 			return PeersResult{}, fmt.Errorf("bench peers: %w", err)
 		}
@@ -131,12 +146,10 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 		if err := copyPool.QueryRow(ctx, `SHOW server_version`).Scan(&copyVersion); err != nil {
 			return PeersResult{}, fmt.Errorf("bench peers: %w", err)
 		}
+		copyVersion, _, _ = strings.Cut(copyVersion, " ") // drop a distribution's suffix, "(Debian …)"
 	}
 	var res PeersResult
 	for _, w := range cfg.Workloads {
-		if w.Batch <= 0 || w.Writers <= 0 || w.Events <= 0 {
-			return PeersResult{}, fmt.Errorf("bench peers: workload %+v: batch, writers and events must be positive", w)
-		}
 		if err := checkpoint(ctx, url, cfg); err != nil {
 			return PeersResult{}, err
 		}
@@ -176,12 +189,16 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 			if err := checkpoint(ctx, url, cfg); err != nil {
 				return PeersResult{}, err
 			}
+			if err := warm(ctx, copyPool, w.Writers); err != nil {
+				return PeersResult{}, fmt.Errorf("bench peers: %w", err)
+			}
 			eps, err := RunBaseline(ctx, copyPool, AppendConfig{Events: w.Events, Batch: w.Batch, Writers: w.Writers, Payload: cfg.Payload, Streams: max(cfg.Streams, w.Writers)})
+			copyPool.Reset() // the next store opens its own connections
 			if err != nil {
 				return PeersResult{}, err
 			}
-			res.Peers = append(res.Peers, row("postgresql-copy", copyVersion,
-				"not a peer but the ceiling: the same rows by binary COPY into a table with only a primary key, one transaction per batch", peerRun{eventsPerSec: eps}))
+			res.Peers = append(res.Peers, row(ceilingPeer, copyVersion,
+				"no peer: the same rows by binary COPY into a table with only a primary key, a transaction per append; the ceiling for batched appends", peerRun{eventsPerSec: eps}))
 		}
 	}
 	return res, nil
@@ -201,7 +218,30 @@ func checkpoint(ctx context.Context, url string, cfg PeersConfig) error {
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
-		return fmt.Errorf("bench peers: CHECKPOINT before a run (needs the pg_checkpoint role; --no-checkpoint skips it): %w", err)
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42501" {
+			return fmt.Errorf("bench peers: CHECKPOINT before a run needs a superuser or the pg_checkpoint role (--no-checkpoint skips it): %w", err)
+		}
+		return fmt.Errorf("bench peers: CHECKPOINT before a run: %w", err)
+	}
+	return nil
+}
+
+// warm opens n of the pool's connections, so that a store's timed run
+// does not pay for opening them (logbook's pool is open already, and the
+// Python library's threads connect before its clock starts).
+func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
 	}
 	return nil
 }
@@ -238,13 +278,13 @@ var messageDBFiles = []string{
 	"indexes/messages-category.sql",
 }
 
-func installMessageDB(ctx context.Context, url, dir string) (*messageDB, error) {
+func installMessageDB(ctx context.Context, url, dir string, maxConns int32) (*messageDB, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("bench peers: %w", err)
 	}
 	pc.ConnConfig.RuntimeParams["search_path"] = "message_store,public"
-	pc.MaxConns = 260 // 256 writers; the connections close after each run
+	pc.MaxConns = maxConns // a connection per writer; they close after each run
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("bench peers: %w", err)
@@ -291,6 +331,9 @@ func (m *messageDB) run(ctx context.Context, w PeerWorkload, cfg PeersConfig) (p
 	lat := make([][]time.Duration, w.Writers)
 	errs := make(chan error, w.Writers)
 	data, _ := json.Marshal(map[string]string{"d": strings.Repeat("x", max(0, cfg.Payload-8))})
+	if err := warm(ctx, m.pool, w.Writers); err != nil {
+		return peerRun{}, fmt.Errorf("bench peers: message db: %w", err)
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for wr := range w.Writers {

@@ -47,7 +47,8 @@ func TestPeers(t *testing.T) {
 		t.Errorf("logbook's store holds %d events (%v), want 1200", head, err)
 	}
 	// One CHECKPOINT before each timed run: logbook's, two peers' and
-	// the COPY ceiling's, for each workload (other tests' only add).
+	// the COPY ceiling's, for each workload (checkpoints of other tests
+	// running meanwhile only add to the count).
 	if n := requestedCheckpoints(ctx, t, url) - before; n < 8 {
 		t.Errorf("%d checkpoints requested during the run, want at least 8", n)
 	}

@@ -21,9 +21,12 @@ PostgreSQL message store, installed for the run into the message_store
 schema from its npm package's SQL) and on the Python eventsourcing
 library's PostgreSQL recorder. Prints each store's events/s and p99 and
 logbook's figure over the peer's. Peers' tables are dropped afterwards.
-A last row per workload writes the same events by PostgreSQL's binary
-COPY into a table with only a primary key: no peer, but the ceiling any
-store on this database could reach (logbook's figure over it is below 1).
+A last row per workload, postgresql-copy, writes the same events by
+PostgreSQL's binary COPY into a table with only a primary key, a
+transaction per append: no peer, but for batched appends the most a store
+on this database could reach (logbook's figure over it is below 1; with
+single-event appends logbook's appenders share transactions, and it is
+above).
 Before each timed run the database is asked for a CHECKPOINT, so that no
 store's run pays for the dirty pages of the one before it.
 
@@ -46,8 +49,8 @@ LOGBOOK_MESSAGE_DB and LOGBOOK_PEERS_PYTHON settings this command reads.`,
 	singleEvents := fs.Int("single-events", 20_000, "events of the 256-writer run, one event per append")
 	fs.IntVar(&cfg.Payload, "payload", 100, "bytes of data per event")
 	fs.IntVar(&cfg.Streams, "streams", 1000, "streams to spread the events over")
-	fs.BoolVar(&cfg.NoCeiling, "no-ceiling", false, "leave out the row that writes the same events by PostgreSQL's binary COPY, the most any store on this database could reach")
-	fs.BoolVar(&cfg.NoCheckpoint, "no-checkpoint", false, "do not ask the database for a CHECKPOINT before each timed run (it needs the pg_checkpoint role)")
+	fs.BoolVar(&cfg.NoCeiling, "no-ceiling", false, "leave out the row that writes the same events by PostgreSQL's binary COPY, for batched appends the most a store on this database could reach")
+	fs.BoolVar(&cfg.NoCheckpoint, "no-checkpoint", false, "do not ask the database for a CHECKPOINT before each timed run (it needs a superuser or the pg_checkpoint role)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if bf.store.URL == "" {
 			return cliutil.Usage("--store postgres://… is required: the peers run on PostgreSQL")

@@ -88,8 +88,13 @@ func (a *Aggregation) load() error {
 	a.recent, a.recentSweep = make(map[string]span), 1024
 	a.in = newInterner(len(a.def.Dims))
 	a.closing = a.closing[:0]
+	// A failed batch may leave pointers to the buckets just dropped.
+	clear(a.dirty)
 	a.dirty = a.dirty[:0]
+	clear(a.retired)
 	a.retired = a.retired[:0]
+	clear(a.pending[:cap(a.pending)])
+	clear(a.dists[:cap(a.dists)])
 	return a.view.Read(func(r pebble.Reader, _ uint64) error {
 		var err error
 		if a.aside, err = setAsideCount(r); err != nil {

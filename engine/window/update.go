@@ -128,6 +128,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 			return err
 		}
 	}
+	clear(a.dirty) // no pointer to a closed bucket outlives the batch
 	a.dirty = a.dirty[:0]
 	for _, bk := range a.retired {
 		clear(bk.byID)
@@ -137,6 +138,7 @@ func (a *Aggregation) update(b *pebble.Batch, events []eventstore.Event) error {
 		}
 		bk.byID = nil
 	}
+	clear(a.retired)
 	a.retired = a.retired[:0]
 	if topClosed {
 		a.renumber()
@@ -447,6 +449,7 @@ func (a *Aggregation) applyPending() {
 	// strings, so that none outlives the batch.
 	clear(a.pending)
 	clear(a.sorted)
+	a.sorted = a.sorted[:0] // a batch that is not sorted has none to clear
 	clear(a.dists)
 }
 

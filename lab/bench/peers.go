@@ -87,7 +87,7 @@ func (r PeersResult) Rows() [][2]string {
 		figures := fmt.Sprintf("logbook %.0f events/s (p99 %.1f ms), peer %.0f (p99 %.1f ms): %.1f×",
 			x.LogbookEventsPerSec, x.LogbookP99MS, x.PeerEventsPerSec, x.PeerP99MS, x.Ratio)
 		if x.Peer == ceilingPeer {
-			figures = fmt.Sprintf("logbook %.0f events/s, binary COPY %.0f: logbook at %.2f of it",
+			figures = fmt.Sprintf("logbook %.0f events/s, binary COPY %.0f: logbook at %.2f× of it",
 				x.LogbookEventsPerSec, x.PeerEventsPerSec, x.Ratio)
 		}
 		rows = append(rows, [2]string{

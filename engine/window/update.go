@@ -399,8 +399,9 @@ func (a *Aggregation) touch(b *pebble.Batch, key int32, level uint8, start, end 
 	return nil
 }
 
-// applyPending is the second pass: it adds the batch's pending additions to their
-// windows, grouped by key when the keys are few enough to count.
+// applyPending is the second pass: it makes the batch's pending
+// additions to their windows, grouped by key when the keys are few
+// enough to count.
 func (a *Aggregation) applyPending() {
 	ts := a.pending
 	if n := a.in.len(); len(ts) > 1 && n <= 4*len(ts) {

@@ -14,11 +14,7 @@ import (
 // one after the other in its own chunk.
 func TestStateChunksPerLevel(t *testing.T) {
 	def := testDef("chunks", Tumbling(time.Minute), time.Minute, time.Hour, 24*time.Hour)
-	a, err := Open(t.TempDir(), def, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openAgg(t, def)
 	var prev [3]*state
 	var made [3]int
 	for i := range 2000 {

@@ -127,13 +127,21 @@ func buildBatch(t *testing.T, def Definition, evs []tev, maxBatch int) *Aggregat
 	t.Helper()
 	st := openStore(t, t.TempDir())
 	t.Cleanup(func() { st.Close() })
+	a := openAgg(t, def)
+	appendEvents(t, st, evs)
+	catchUp(t, st, a, maxBatch)
+	return a
+}
+
+// openAgg opens an aggregation of def in a temporary directory, closed
+// when the test ends.
+func openAgg(t testing.TB, def Definition) *Aggregation {
+	t.Helper()
 	a, err := Open(t.TempDir(), def, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	appendEvents(t, st, evs)
-	catchUp(t, st, a, maxBatch)
 	return a
 }
 

@@ -108,11 +108,7 @@ func TestKeyNumbers(t *testing.T) {
 // steps aside for it, but for at most two thirds of its time.
 func TestYieldBound(t *testing.T) {
 	def := testDef("yield", Tumbling(time.Minute), 2*time.Minute, time.Hour)
-	a, err := Open(t.TempDir(), def, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openAgg(t, def)
 	var batch []eventstore.Event
 	base := at("2024-02-28T22:00:00Z").UnixNano()
 	for i := range 40 * yieldEvery {
@@ -121,7 +117,7 @@ func TestYieldBound(t *testing.T) {
 	}
 	priority.Begin()
 	start := time.Now()
-	err = a.Apply(context.Background(), batch)
+	err := a.Apply(context.Background(), batch)
 	el := time.Since(start)
 	priority.End()
 	if err != nil {

@@ -89,11 +89,7 @@ func TestDeltas(t *testing.T) {
 	next := ev("2025-03-02T00:00:30Z", "a", "x", 1, "u")
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	a, err := Open(t.TempDir(), def, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openAgg(t, def)
 	appendEvents(t, st, evs)
 	catchUp(t, st, a, 1)
 	count := func() (bases, deltas, entries int) {

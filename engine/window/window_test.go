@@ -98,11 +98,7 @@ func TestSessions(t *testing.T) {
 	// An event that merges a session starting later moves its start.
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	b, err := Open(t.TempDir(), def, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAgg(t, def)
 	appendEvents(t, st, []tev{
 		ev("2025-03-01T10:10:00Z", "a", "x", 1, "u1"),
 		ev("2025-03-01T10:08:00Z", "a", "x", 2, "u1"),
@@ -121,10 +117,11 @@ func TestSessions(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err = Open(b.dir, def, Options{})
+	b, err := Open(b.dir, def, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	appendEvents(t, st, []tev{ev("2025-03-01T10:44:00Z", "c", "x", 1, "u2")})
 	catchUp(t, st, b, 2)
 	expect(t, query(t, b, Query{Filter: map[string]string{"sender": "c"}}), `
@@ -419,11 +416,7 @@ func TestSumsInLogOrder(t *testing.T) {
 	def := testDef("order", Tumbling(time.Minute), time.Minute, time.Hour)
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	a, err := Open(t.TempDir(), def, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openAgg(t, def)
 	appendEvents(t, st, []tev{
 		ev("2025-03-01T10:00:01Z", "a", "x", 1e16, "u"),
 		ev("2025-03-01T10:00:02Z", "b", "x", 5, "u"),

@@ -47,6 +47,11 @@ type AppendResult struct {
 	// store's events/s over it.
 	BaselineEventsPerSec *float64 `json:"baseline_events_per_sec,omitempty"`
 	Ratio                *float64 `json:"ratio,omitempty"`
+	// With --baseline too: the same rows copied into a copy of the
+	// store's events table, with its indexes (StoreEventsTable), and the
+	// store's events/s over that.
+	EventsTableEventsPerSec *float64 `json:"events_table_baseline_events_per_sec,omitempty"`
+	RatioToEventsTable      *float64 `json:"ratio_to_events_table,omitempty"`
 	// On the embedded store: this machine's synced-write latency in the
 	// data directory, measured in the same run (MeasureFsync), and for
 	// one writer the rate one batch per fdatasync allows and the ratio
@@ -69,6 +74,14 @@ func (r AppendResult) WithBaseline(eventsPerSec float64) AppendResult {
 	return r
 }
 
+// WithEventsTableBaseline adds the figure of the copy into the store's
+// events table and the ratio to it.
+func (r AppendResult) WithEventsTableBaseline(eventsPerSec float64) AppendResult {
+	ratio := stats.Round(r.EventsPerSec/eventsPerSec, 3)
+	r.EventsTableEventsPerSec, r.RatioToEventsTable = &eventsPerSec, &ratio
+	return r
+}
+
 // Rows renders the result as a two-column table.
 func (r AppendResult) Rows() [][2]string {
 	rows := [][2]string{
@@ -86,6 +99,11 @@ func (r AppendResult) Rows() [][2]string {
 		rows = append(rows,
 			[2]string{"baseline events/s (plain table, binary COPY)", fmt.Sprintf("%.0f", *r.BaselineEventsPerSec)},
 			[2]string{"store / baseline", fmt.Sprintf("%.3f", *r.Ratio)})
+	}
+	if r.EventsTableEventsPerSec != nil {
+		rows = append(rows,
+			[2]string{"baseline events/s (the store's events table and indexes, binary COPY)", fmt.Sprintf("%.0f", *r.EventsTableEventsPerSec)},
+			[2]string{"store / events-table baseline", fmt.Sprintf("%.3f", *r.RatioToEventsTable)})
 	}
 	if r.FsyncMS != nil {
 		rows = append(rows, [2]string{"fdatasync of 4 KiB, median ms", fmt.Sprintf("%.3f", *r.FsyncMS)})

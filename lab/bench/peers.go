@@ -192,7 +192,7 @@ func RunPeers(ctx context.Context, store eventstore.Store, url string, cfg Peers
 			if err := warm(ctx, copyPool, w.Writers); err != nil {
 				return PeersResult{}, fmt.Errorf("bench peers: %w", err)
 			}
-			eps, err := RunBaseline(ctx, copyPool, AppendConfig{Events: w.Events, Batch: w.Batch, Writers: w.Writers, Payload: cfg.Payload, Streams: max(cfg.Streams, w.Writers)})
+			eps, err := RunBaseline(ctx, copyPool, AppendConfig{Events: w.Events, Batch: w.Batch, Writers: w.Writers, Payload: cfg.Payload, Streams: max(cfg.Streams, w.Writers)}, PlainTable)
 			copyPool.Reset() // the next store opens its own connections
 			if err != nil {
 				return PeersResult{}, err

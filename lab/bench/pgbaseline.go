@@ -15,30 +15,64 @@ import (
 	"github.com/logbook/logbook/lab/stats"
 )
 
-// baselineTable is where RunBaseline writes; it is made and dropped by
-// each run, in the store's schema.
-const baselineTable = "logbook_baseline_events"
+// The tables RunBaseline writes into; each is made and dropped by each
+// run, in the store's schema.
+const (
+	baselineTable       = "logbook_baseline_events"
+	baselineEventsTable = "logbook_baseline_events_table"
+)
+
+// BaselineTable is the kind of table RunBaseline copies the rows into.
+type BaselineTable int
+
+const (
+	// PlainTable has only a primary key, on the position: the fastest
+	// way PostgreSQL offers to store the rows.
+	PlainTable BaselineTable = iota
+	// StoreEventsTable is a copy of the store's own events table — its
+	// columns, constraints and indexes (CREATE TABLE … LIKE events
+	// INCLUDING ALL) — so a run of the store beside it shows what the
+	// store's bookkeeping costs beyond writing its events: the appends'
+	// rows, the streams' versions, the head and the notification. The
+	// store's events table must exist in the pool's search_path.
+	StoreEventsTable
+)
+
+// createBaseline makes RunBaseline's table of the given kind afresh and
+// returns its name and the columns RunBaseline writes.
+func createBaseline(ctx context.Context, pool *pgxpool.Pool, kind BaselineTable) (pgx.Identifier, []string, error) {
+	name := baselineTable
+	create := `(position bigint PRIMARY KEY, stream text COLLATE "C" NOT NULL, seq bigint NOT NULL,
+		id uuid NOT NULL, type text NOT NULL, version integer NOT NULL, tags text[] NOT NULL, meta text,
+		data bytea NOT NULL, time timestamptz NOT NULL)`
+	columns := []string{"position", "stream", "seq", "id", "type", "version", "tags", "meta", "data", "time"}
+	if kind == StoreEventsTable {
+		name, create = baselineEventsTable, `(LIKE events INCLUDING ALL)`
+		columns = []string{"stream", "seq", "id", "type", "version", "tags", "meta", "data"}
+	}
+	table := pgx.Identifier{name}
+	if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS `+table.Sanitize()+`;
+		CREATE TABLE `+table.Sanitize()+` `+create); err != nil {
+		return nil, nil, fmt.Errorf("bench baseline: %w", err)
+	}
+	return table, columns, nil
+}
 
 // RunBaseline writes the rows an append workload writes — the same
-// events, payloads, batches and writers — straight into a plain table
-// with only a primary key, each batch one binary COPY in its own
-// transaction: the fastest way PostgreSQL offers to store them, with none
-// of the store's guarantees (no stream versions, no id uniqueness, no log
-// order). It returns events/s: what the database itself can do, for the
-// store's figure to be read against.
-func RunBaseline(ctx context.Context, pool *pgxpool.Pool, cfg AppendConfig) (float64, error) {
+// events, payloads, batches and writers — straight into a table of the
+// given kind by binary COPY, each batch in its own transaction, with none
+// of the store's guarantees (no stream versions checked, no log order).
+// It returns events/s: what the database itself can do, for the store's
+// figure to be read against.
+func RunBaseline(ctx context.Context, pool *pgxpool.Pool, cfg AppendConfig, kind BaselineTable) (float64, error) {
 	if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
 		return 0, errors.New("bench baseline: events, batch, writers and streams must be positive, payload not negative")
 	}
-	table := pgx.Identifier{baselineTable}
-	if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS `+table.Sanitize()+`;
-		CREATE TABLE `+table.Sanitize()+` (position bigint PRIMARY KEY, stream text COLLATE "C" NOT NULL, seq bigint NOT NULL,
-			id uuid NOT NULL, type text NOT NULL, version integer NOT NULL, tags text[] NOT NULL, meta text,
-			data bytea NOT NULL, time timestamptz NOT NULL)`); err != nil {
-		return 0, fmt.Errorf("bench baseline: %w", err)
+	table, columns, err := createBaseline(ctx, pool, kind)
+	if err != nil {
+		return 0, err
 	}
 	defer pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table.Sanitize()) //nolint:errcheck // best effort
-	columns := []string{"position", "stream", "seq", "id", "type", "version", "tags", "meta", "data", "time"}
 	appends := (cfg.Events + cfg.Batch - 1) / cfg.Batch
 	runID := newRunID()
 	var next, position atomic.Int64
@@ -66,10 +100,15 @@ func RunBaseline(ctx context.Context, pool *pgxpool.Pool, cfg AppendConfig) (flo
 				for i := range rows[:size] {
 					seq++
 					id := cfg.newID(rng)
-					rows[i] = []any{first + int64(i) + 1, stream, int64(seq), id, "bench.Event", int32(0), []string{}, nil, payload, now}
+					if kind == StoreEventsTable {
+						// (stream, seq) is unique there: the position is.
+						rows[i] = []any{stream, first + int64(i) + 1, id, "bench.Event", int32(0), []string{}, nil, payload}
+					} else {
+						rows[i] = []any{first + int64(i) + 1, stream, int64(seq), id, "bench.Event", int32(0), []string{}, nil, payload, now}
+					}
 				}
-				if _, err := pool.CopyFrom(ctx, table, columns, pgx.CopyFromRows(rows[:size])); err != nil {
-					errs <- fmt.Errorf("bench baseline: %w", err)
+				if n, err := pool.CopyFrom(ctx, table, columns, pgx.CopyFromRows(rows[:size])); err != nil || n != int64(size) {
+					errs <- fmt.Errorf("bench baseline: copied %d rows of %d: %w", n, size, err)
 					return
 				}
 			}

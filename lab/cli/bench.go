@@ -51,8 +51,9 @@ func newBenchAppendCmd(e *env) *cobra.Command {
 		Use:   "append",
 		Short: "Append events from concurrent writers: events/s and latency",
 		Long: `Appends events from concurrent writers and prints events per second and the
-append latency. --baseline also writes the same rows into a plain
-PostgreSQL table by binary COPY, the fastest the database takes them.`,
+append latency. --baseline also writes the same rows by binary COPY, the
+fastest the database takes them: into a plain table with only a primary
+key, and into a copy of the store's events table with its indexes.`,
 		Example: `  # one writer, a million events, on the embedded store in ./data-bench
   logbook bench append
   # 8 writers on PostgreSQL, beside a plain COPY of the same rows
@@ -72,7 +73,7 @@ PostgreSQL table by binary COPY, the fastest the database takes them.`,
 	fs.BoolVar(&cfg.RandomIDs, "random-ids", false, "writers send random event ids (a client's own version 4 UUIDs) instead of time-ordered ones from eventstore.NewID")
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
 	fsyncSamples := fs.Int("fsync-samples", 300, "synced writes timed in the data directory before the run (embedded store), for the fsync bounds: this many of 4 KiB, and as many of one append's bytes in the store's log")
-	baseline := fs.Bool("baseline", false, "then write the same rows into a plain table by binary COPY (PostgreSQL only) and print both figures and their ratio")
+	baseline := fs.Bool("baseline", false, "then write the same rows by binary COPY into a plain table and into a copy of the store's events table (PostgreSQL only) and print each figure and the store's ratio to it")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
 			return cliutil.Usage("--events, --batch, --writers and --streams must be positive and --payload not negative")
@@ -109,11 +110,15 @@ PostgreSQL table by binary COPY, the fastest the database takes them.`,
 				return r, err
 			}
 			cfg.Progress = nil
-			b, err := bench.RunBaseline(cmd.Context(), s.PG.Pool(), cfg)
+			b, err := bench.RunBaseline(cmd.Context(), s.PG.Pool(), cfg, bench.PlainTable)
 			if err != nil {
 				return nil, err
 			}
-			return r.WithBaseline(b), nil
+			bt, err := bench.RunBaseline(cmd.Context(), s.PG.Pool(), cfg, bench.StoreEventsTable)
+			if err != nil {
+				return nil, err
+			}
+			return r.WithBaseline(b).WithEventsTableBaseline(bt), nil
 		})
 	}
 	return cmd

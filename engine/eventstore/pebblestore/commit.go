@@ -47,6 +47,7 @@ type appendReq struct {
 	expect    eventstore.ExpectedVersion
 	events    []eventstore.NewEvent
 	clientIDs bool     // some event ids came from the caller and must be checked
+	hashes    []uint64 // the events' ids hashed for the recent-id table (recentIDs.hashOf)
 	recs      []byte   // encoded records, back to back
 	ends      []int    // recs[ends[i-1]:ends[i]] is event i
 	op        *stateOp // a removal instead of an append (delete.go)
@@ -172,6 +173,10 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		}
 		req.recs = encodeEvent(req.recs, stream, &ev)
 		req.ends[i] = len(req.recs)
+	}
+	req.hashes = make([]uint64, len(events))
+	for i := range events {
+		req.hashes[i] = s.recent.hashOf(events[i].ID)
 	}
 
 	return s.enqueue(ctx, req)
@@ -334,7 +339,7 @@ func (s *Store) admit(g *group, req *appendReq) {
 			}
 			g.tags[tag] = struct{}{}
 		}
-		s.recent.add(req.events[i].ID, pos)
+		s.recent.addHash(req.hashes[i], pos)
 	}
 	n := uint64(len(req.events))
 	if g.firstPos == 0 {
@@ -370,16 +375,23 @@ func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.Appen
 	var locs []idLoc // allocated on the first hit: most appends have none
 	found := 0
 	for i := range req.events {
-		pos, ok := s.recent.get(req.events[i].ID)
-		if !ok {
-			continue
-		}
-		loc, err := s.locate(g, pos)
-		if errors.Is(err, pebble.ErrNotFound) && s.floor.Load() > 0 {
-			continue // removed since (delete.go): no longer a retry to recognize
-		}
+		id := req.events[i].ID
+		var loc idLoc
+		var err error
+		_, ok := s.recent.findHash(req.hashes[i], func(pos uint64) bool {
+			var same bool
+			loc, same, err = s.locate(g, pos, id)
+			if errors.Is(err, pebble.ErrNotFound) && s.floor.Load() > 0 {
+				err = nil
+				return false // removed since (delete.go): no longer a retry to recognize
+			}
+			return same || err != nil
+		})
 		if err != nil {
 			return eventstore.AppendResult{}, false, err
+		}
+		if !ok {
+			continue
 		}
 		if locs == nil {
 			locs = make([]idLoc, len(req.events))
@@ -427,29 +439,31 @@ func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.Appen
 	}, true, nil
 }
 
-// locate finds the stream and seq of the event at pos: in the group being
-// built, whose batch is not applied yet, or else in Pebble, whose reads
-// from the sequencer see batches applied but not yet synced.
-func (s *Store) locate(g *group, pos uint64) (idLoc, error) {
+// locate finds the stream and seq of the event at pos, and whether its id
+// is id (the recent-id table keeps only part of the ids' hashes): in the
+// group being built, whose batch is not applied yet, or else in Pebble,
+// whose reads from the sequencer see batches applied but not yet synced.
+func (s *Store) locate(g *group, pos uint64, id eventstore.ID) (idLoc, bool, error) {
 	if g.firstPos != 0 && pos >= g.firstPos {
 		for _, r := range g.reqs {
 			res := r.result
 			if r.err == nil && !res.Duplicate && res.FirstPosition <= pos && pos <= res.LastPosition {
-				return idLoc{stream: r.stream, seq: res.FirstSeq + (pos - res.FirstPosition), pos: pos}, nil
+				i := pos - res.FirstPosition
+				return idLoc{stream: r.stream, seq: res.FirstSeq + i, pos: pos}, r.events[i].ID == id, nil
 			}
 		}
 	}
 	rec, closer, err := s.db.Get(eventKey(nil, pos))
 	if err != nil {
-		return idLoc{}, fmt.Errorf("event %d of the recent-id table: %w", pos, err)
+		return idLoc{}, false, fmt.Errorf("event %d of the recent-id table: %w", pos, err)
 	}
 	defer closer.Close()
 	var in interner
 	ev, err := decodeEvent(pos, rec, &in)
 	if err != nil {
-		return idLoc{}, err
+		return idLoc{}, false, err
 	}
-	return idLoc{stream: ev.Stream, seq: ev.Seq, pos: pos}, nil
+	return idLoc{stream: ev.Stream, seq: ev.Seq, pos: pos}, ev.ID == id, nil
 }
 
 // storedAt compares the append's ids with the stream's events from seq

@@ -236,6 +236,10 @@ type node struct {
 // whatever was opened is closed.
 func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, error) {
 	server.TuneGC(ctx, server.LeanFloor)
+	if (cfg.mode == modeFull || cfg.mode == modeCommandsOnly) && cfg.store.store == "" {
+		// The node writes to an embedded store of its own, which syncs.
+		log.Debug("processors", "gomaxprocs", server.TuneProcs())
+	}
 	n := &node{cfg: cfg, log: log, reg: metrics.NewRegistry(), mux: http.NewServeMux(), describe: cfg.store.describe()}
 	var err error
 	switch cfg.mode {

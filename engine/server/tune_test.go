@@ -88,3 +88,21 @@ func TestTuneGCSetsALimitBesideAnOperatorsGOGC(t *testing.T) {
 		t.Errorf("GOGC=150 became %d", got)
 	}
 }
+
+func TestProcsFor(t *testing.T) {
+	for _, c := range []struct {
+		env                 string
+		current, cpus, want int
+	}{
+		{"", 2, 2, 3},  // a machine of its own: one more
+		{"", 8, 8, 9},  //
+		{"2", 2, 2, 2}, // the operator's setting wins
+		{"4", 4, 2, 4}, //
+		{"", 2, 8, 2},  // a quota of two CPUs on eight: keep Go's default
+		{"", 1, 2, 1},  //
+	} {
+		if got := procsFor(c.env, c.current, c.cpus); got != c.want {
+			t.Errorf("procsFor(%q, %d, %d) = %d, want %d", c.env, c.current, c.cpus, got, c.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -236,9 +237,11 @@ type node struct {
 // whatever was opened is closed.
 func openNode(ctx context.Context, log *slog.Logger, cfg *nodeConfig) (*node, error) {
 	server.TuneGC(ctx, server.LeanFloor)
-	if (cfg.mode == modeFull || cfg.mode == modeCommandsOnly) && cfg.store.store == "" {
+	if cfg.mode == modeFull && cfg.store.store == "" {
 		// The node writes to an embedded store of its own, which syncs.
-		log.Debug("processors", "gomaxprocs", server.TuneProcs())
+		if n := server.TuneProcs(); n > runtime.NumCPU() {
+			log.Info("one processor more than the CPUs, for the store's syncs (GOMAXPROCS sets it)", "gomaxprocs", n)
+		}
 	}
 	n := &node{cfg: cfg, log: log, reg: metrics.NewRegistry(), mux: http.NewServeMux(), describe: cfg.store.describe()}
 	var err error

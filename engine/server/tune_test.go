@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	runtimemetrics "runtime/metrics"
@@ -93,16 +94,69 @@ func TestProcsFor(t *testing.T) {
 	for _, c := range []struct {
 		env                 string
 		current, cpus, want int
+		noQuota             bool
 	}{
-		{"", 2, 2, 3},  // a machine of its own: one more
-		{"", 8, 8, 9},  //
-		{"2", 2, 2, 2}, // the operator's setting wins
-		{"4", 4, 2, 4}, //
-		{"", 2, 8, 2},  // a quota of two CPUs on eight: keep Go's default
-		{"", 1, 2, 1},  //
+		{"", 2, 2, 3, true},  // a machine of its own: one more
+		{"", 8, 8, 9, true},  //
+		{"", 3, 2, 3, true},  // called again: the same
+		{"2", 2, 2, 2, true}, // the operator's setting wins
+		{"4", 4, 2, 4, true}, //
+		{"", 2, 2, 2, false}, // a quota (say half a CPU: Go's default is still 2), or none known: keep Go's default
+		{"", 2, 8, 2, true},  // an affinity mask below Go's setting
+		{"", 1, 2, 1, true},  //
 	} {
-		if got := procsFor(c.env, c.current, c.cpus); got != c.want {
-			t.Errorf("procsFor(%q, %d, %d) = %d, want %d", c.env, c.current, c.cpus, got, c.want)
+		if got := procsFor(c.env, c.current, c.cpus, c.noQuota); got != c.want {
+			t.Errorf("procsFor(%q, %d, %d, %v) = %d, want %d", c.env, c.current, c.cpus, c.noQuota, got, c.want)
+		}
+	}
+}
+
+// TestCPUQuota reads the cgroup layouts of cgroup v1 (this project's test
+// machine), v2 (container runtimes), quotas set on a cgroup above the
+// process's, and machines where nothing can be read.
+func TestCPUQuota(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		files          map[string]string
+		limited, known bool
+	}{
+		{"v1, no quota", map[string]string{
+			"proc/self/cgroup":                   "2:cpuacct:/\n1:cpu:/\n0::/\n",
+			"sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
+		}, false, true},
+		{"v1, a quota above the process's cgroup", map[string]string{
+			"proc/self/cgroup": "3:memory:/x\n1:cpu,cpuacct:/a/b\n",
+			"sys/fs/cgroup/cpu,cpuacct/a/b/cpu.cfs_quota_us": "-1\n",
+			"sys/fs/cgroup/cpu,cpuacct/a/cpu.cfs_quota_us":   "50000\n",
+			"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us":     "-1\n",
+		}, true, true},
+		{"v2, half a CPU", map[string]string{
+			"proc/self/cgroup":                    "0::/kubepods/pod1\n",
+			"sys/fs/cgroup/kubepods/pod1/cpu.max": "50000 100000\n",
+		}, true, true},
+		{"v2, no quota", map[string]string{
+			"proc/self/cgroup":                    "0::/kubepods/pod1\n",
+			"sys/fs/cgroup/kubepods/pod1/cpu.max": "max 100000\n",
+		}, false, true},
+		{"v2, a namespace's own root", map[string]string{
+			"proc/self/cgroup":      "0::/\n",
+			"sys/fs/cgroup/cpu.max": "200000 100000\n",
+		}, true, true},
+		{"no quota files", map[string]string{"proc/self/cgroup": "0::/\n"}, false, false},
+		{"no /proc", map[string]string{}, false, false},
+	} {
+		root := t.TempDir()
+		for name, data := range c.files {
+			path := filepath.Join(root, name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if limited, known := cpuQuota(root); limited != c.limited || known != c.known {
+			t.Errorf("%s: limited %v, known %v; want %v, %v", c.name, limited, known, c.limited, c.known)
 		}
 	}
 }

@@ -7,22 +7,27 @@ import (
 	"github.com/logbook/logbook/engine/eventstore"
 )
 
+// maxRecentIDs bounds Options.RecentIDs: the table's slots, at most four
+// per entry, are numbered by uint32.
+const maxRecentIDs = 1 << 30
+
 // recentIDs remembers the positions of the last cap events, by id: the
 // sequencer's memory for recognizing retried appends (see checkIDs). Owned
 // by the sequencer goroutine.
 //
-// Every event an append writes is looked up here and then added, so the
-// table is on the path of every append: a Go map of 100,000 ids cost a
-// few cache misses per event (lookup, insert, and the delete of the id it
-// pushes out), 12–25 % of one writer's throughput. So it is laid out for
-// one miss per lookup: an open-addressing table of 16-byte slots, four to
-// a cache line, probed linearly from the id's home slot and at most a
-// quarter to a half full. A slot keeps 32 more bits of the id's hash, not
-// the id: positions are what a hit needs, and the caller reads the event
-// anyway to learn its stream, so it confirms the id there (find's match).
-// A ring of the same slots, in the order added, says which entry to drop
-// when a new one comes; deletion shifts the probe run back (no
-// tombstones, so the table never needs rebuilding).
+// Every event an append writes is added here, and every event of an
+// append with ids from its caller looked up first, so the table is on the
+// path of every append: as a Go map of 100,000 ids it cost a few cache
+// misses per event (lookup, insert, and the delete of the id it pushes
+// out), and one writer's batches ran 12–25 % faster with it shrunk to
+// nothing. So it is laid out for one miss per lookup: an open-addressing
+// table of 16-byte slots, four to a cache line, probed linearly from the
+// id's home slot and at most half full. A slot keeps 31 more bits of the
+// id's hash, not the id: positions are what a hit needs, and the caller
+// reads the event anyway to learn its stream, so it confirms the id there
+// (find's match). A ring of the same slots, in the order added, says
+// which entry to drop when a new one comes; deletion shifts the probe run
+// back (no tombstones, so the table never needs rebuilding).
 type recentIDs struct {
 	hash  func(eventstore.ID) uint64
 	slots []recentSlot // a power of two, at least twice cap
@@ -34,7 +39,7 @@ type recentIDs struct {
 // recentSlot is one entry. tag is never 0 in an entry: 0 marks an empty
 // slot.
 type recentSlot struct {
-	tag  uint32 // the hash's high 32 bits, with the lowest bit set
+	tag  uint32 // the hash's high 32 bits, with the lowest bit set (31 of them count)
 	home uint32 // the slot the id hashes to
 	pos  uint64
 }

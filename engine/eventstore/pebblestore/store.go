@@ -46,7 +46,7 @@ type Options struct {
 	VersionCacheSize int
 	// RecentIDs is how many of the latest events' ids the store remembers
 	// to recognize a retried append with expected version Any (default
-	// 100,000). Retries with an exact expected version are recognized
+	// 100,000, at most 2^30; 48–80 bytes of memory each). Retries with an exact expected version are recognized
 	// whatever their age.
 	RecentIDs int
 	// Logger receives Pebble's errors (default slog.Default()).
@@ -166,6 +166,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.RecentIDs <= 0 {
 		opts.RecentIDs = 100_000
 	}
+	opts.RecentIDs = min(opts.RecentIDs, maxRecentIDs)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -217,11 +216,8 @@ func checkpoint(ctx context.Context, url string, cfg PeersConfig) error {
 		return fmt.Errorf("bench peers: checkpoint: %w", err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42501" {
-			return fmt.Errorf("bench peers: CHECKPOINT before a run needs a superuser or the pg_checkpoint role (--no-checkpoint skips it): %w", err)
-		}
-		return fmt.Errorf("bench peers: CHECKPOINT before a run: %w", err)
+	if err := Checkpoint(ctx, conn); err != nil {
+		return fmt.Errorf("bench peers: before a run (--no-checkpoint skips it): %w", err)
 	}
 	return nil
 }

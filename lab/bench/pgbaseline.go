@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/logbook/logbook/lab/stats"
@@ -37,6 +38,21 @@ const (
 	// store's events table must exist in the pool's search_path.
 	StoreEventsTable
 )
+
+// Checkpoint asks the database, through db (a connection or a pool), to
+// write out its dirty pages, so that the next timed run does not pay for
+// the one before it. It needs a superuser or the pg_checkpoint role.
+func Checkpoint(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) error {
+	if _, err := db.Exec(ctx, "CHECKPOINT"); err != nil {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42501" {
+			return fmt.Errorf("CHECKPOINT needs a superuser or the pg_checkpoint role: %w", err)
+		}
+		return fmt.Errorf("CHECKPOINT: %w", err)
+	}
+	return nil
+}
 
 // createBaseline makes RunBaseline's table of the given kind afresh and
 // returns its name and the columns RunBaseline writes.
@@ -107,8 +123,12 @@ func RunBaseline(ctx context.Context, pool *pgxpool.Pool, cfg AppendConfig, kind
 						rows[i] = []any{first + int64(i) + 1, stream, int64(seq), id, "bench.Event", int32(0), []string{}, nil, payload, now}
 					}
 				}
-				if n, err := pool.CopyFrom(ctx, table, columns, pgx.CopyFromRows(rows[:size])); err != nil || n != int64(size) {
-					errs <- fmt.Errorf("bench baseline: copied %d rows of %d: %w", n, size, err)
+				n, err := pool.CopyFrom(ctx, table, columns, pgx.CopyFromRows(rows[:size]))
+				if err == nil && n != int64(size) {
+					err = fmt.Errorf("COPY wrote %d rows of %d", n, size)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("bench baseline: %w", err)
 					return
 				}
 			}

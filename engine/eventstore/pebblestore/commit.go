@@ -45,16 +45,34 @@ const (
 type appendReq struct {
 	stream    string
 	expect    eventstore.ExpectedVersion
-	events    []eventstore.NewEvent
 	clientIDs bool     // some event ids came from the caller and must be checked
 	hashes    []uint64 // the events' ids hashed for the recent-id table (recentIDs.hashOf)
 	recs      []byte   // encoded records, back to back
 	ends      []int    // recs[ends[i-1]:ends[i]] is event i
-	op        *stateOp // a removal instead of an append (delete.go)
+	// tags are the events' tags (nil if none has any). The request keeps
+	// nothing of the caller's events slice: an append whose context ends
+	// returns while it may still be queued, and its caller may then reuse
+	// the slice, so the sequencer works from these copies and the records.
+	tags [][]string
+	op   *stateOp // a removal instead of an append (delete.go)
 
 	result eventstore.AppendResult
 	err    error
 	done   chan struct{}
+}
+
+// count is the number of events the append writes.
+func (r *appendReq) count() int { return len(r.ends) }
+
+// id is event i's id, from its record.
+func (r *appendReq) id(i int) eventstore.ID { return eventstore.ID(r.rec(i)[offID:fixedBytes]) }
+
+// tagsOf is event i's tags.
+func (r *appendReq) tagsOf(i int) []string {
+	if r.tags == nil {
+		return nil
+	}
+	return r.tags[i]
 }
 
 func (r *appendReq) rec(i int) []byte {
@@ -156,7 +174,7 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	// Throughput work (a context from priority.Throughput) lets running
 	// foreground work go first.
 	priority.YieldFor(ctx)
-	req := &appendReq{stream: stream, expect: expect, events: events, done: make(chan struct{})}
+	req := &appendReq{stream: stream, expect: expect, done: make(chan struct{})}
 	size := 0
 	for i := range events {
 		size += encodedSize(stream, &events[i])
@@ -173,6 +191,12 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		}
 		req.recs = encodeEvent(req.recs, stream, &ev)
 		req.ends[i] = len(req.recs)
+		if len(ev.Tags) > 0 {
+			if req.tags == nil {
+				req.tags = make([][]string, len(events))
+			}
+			req.tags[i] = slices.Clone(ev.Tags)
+		}
 	}
 	req.hashes = make([]uint64, len(events))
 	for i := range events {
@@ -320,19 +344,19 @@ func (s *Store) admit(g *group, req *appendReq) {
 		return
 	}
 	if g.batch == nil {
-		g.batch = s.db.NewBatchWithSize(len(req.recs) + len(req.events)*(48+2*len(req.stream)))
+		g.batch = s.db.NewBatchWithSize(len(req.recs) + req.count()*(48+2*len(req.stream)))
 	}
 	now := s.now().UnixNano()
 	st := &s.seq
 	firstPos := st.nextPos
-	for i := range req.events {
+	for i := range req.count() {
 		rec := req.rec(i)
 		seq, pos := cur+1+uint64(i), firstPos+uint64(i)
 		patchSeqTime(rec, seq, now)
 		st.key = eventKey(st.key[:0], pos)
 		_ = g.batch.Set(st.key, rec, nil)
 		g.addIndex(streamKey(g.keyArena(len(req.stream)+10), req.stream, seq), pos)
-		for _, tag := range req.events[i].Tags {
+		for _, tag := range req.tagsOf(i) {
 			g.addIndex(tagKey(g.keyArena(len(tag)+10), tag, pos), 0)
 			if g.tags == nil {
 				g.tags = make(map[string]struct{})
@@ -341,7 +365,7 @@ func (s *Store) admit(g *group, req *appendReq) {
 		}
 		s.recent.addHash(req.hashes[i], pos)
 	}
-	n := uint64(len(req.events))
+	n := uint64(req.count())
 	if g.firstPos == 0 {
 		g.firstPos = firstPos
 	}
@@ -374,8 +398,8 @@ func (s *Store) admit(g *group, req *appendReq) {
 func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.AppendResult, bool, error) {
 	var locs []idLoc // allocated on the first hit: most appends have none
 	found := 0
-	for i := range req.events {
-		id := req.events[i].ID
+	for i := range req.count() {
+		id := req.id(i)
 		var loc idLoc
 		var err error
 		_, ok := s.recent.findHash(req.hashes[i], func(pos uint64) bool {
@@ -394,23 +418,23 @@ func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.Appen
 			continue
 		}
 		if locs == nil {
-			locs = make([]idLoc, len(req.events))
+			locs = make([]idLoc, req.count())
 		}
 		locs[i] = loc
 		found++
 	}
-	if found < len(req.events) && !req.expect.Satisfied(cur) && req.expect != eventstore.Any {
+	if found < req.count() && !req.expect.Satisfied(cur) && req.expect != eventstore.Any {
 		base := uint64(0)
 		if req.expect >= 0 {
 			base = uint64(req.expect)
 		}
 		if cur > base {
-			at := make([]idLoc, len(req.events))
+			at := make([]idLoc, req.count())
 			n, err := s.storedAt(req, base+1, at)
 			if err != nil {
 				return eventstore.AppendResult{}, false, err
 			}
-			if found == 0 || n == len(req.events) {
+			if found == 0 || n == req.count() {
 				locs, found = at, n
 			}
 		}
@@ -419,7 +443,7 @@ func (s *Store) checkIDs(g *group, req *appendReq, cur uint64) (eventstore.Appen
 		return eventstore.AppendResult{}, false, nil
 	}
 	for i, loc := range locs {
-		id := req.events[i].ID
+		id := req.id(i)
 		switch {
 		case loc.stream == "":
 			return eventstore.AppendResult{}, false, fmt.Errorf("%w: event %d id %s is new but other ids of the append were stored", eventstore.ErrDuplicateEventID, i, id)
@@ -449,7 +473,7 @@ func (s *Store) locate(g *group, pos uint64, id eventstore.ID) (idLoc, bool, err
 			res := r.result
 			if r.err == nil && !res.Duplicate && res.FirstPosition <= pos && pos <= res.LastPosition {
 				i := pos - res.FirstPosition
-				return idLoc{stream: r.stream, seq: res.FirstSeq + i, pos: pos}, r.events[i].ID == id, nil
+				return idLoc{stream: r.stream, seq: res.FirstSeq + i, pos: pos}, r.id(int(i)) == id, nil
 			}
 		}
 	}
@@ -479,7 +503,7 @@ func (s *Store) storedAt(req *appendReq, seq uint64, locs []idLoc) (int, error) 
 		return 0, err
 	}
 	var positions []uint64
-	for ok := iter.First(); ok && len(positions) < len(req.events); ok = iter.Next() {
+	for ok := iter.First(); ok && len(positions) < req.count(); ok = iter.Next() {
 		positions = append(positions, be64(iter.Value()))
 	}
 	if err := iter.Close(); err != nil {
@@ -491,7 +515,7 @@ func (s *Store) storedAt(req *appendReq, seq uint64, locs []idLoc) (int, error) 
 	}
 	found := 0
 	for i := range evs {
-		if evs[i].ID == req.events[i].ID {
+		if evs[i].ID == req.id(i) {
 			locs[i] = idLoc{stream: req.stream, seq: evs[i].Seq, pos: evs[i].Position}
 			found++
 		}

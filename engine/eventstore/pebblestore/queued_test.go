@@ -1,0 +1,111 @@
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/logbook/logbook/engine/eventstore"
+)
+
+// TestCancelledAppendKeepsItsEvents: an append whose context ends while it
+// waits in the sequencer's queue returns at once, and may still be
+// written ("the append may still commit"). Its caller may then reuse its
+// events slice — a retry loop rebuilding its batch in place — so what is
+// written must be what the append was called with: the record and the
+// indexes alike. The sequencer is held up behind a stalled WAL sync, the
+// caller rewrites the event's tag and id after the append returned, and
+// the disk is let go.
+func TestCancelledAppendKeepsItsEvents(t *testing.T) {
+	var stalled atomic.Bool
+	release := make(chan struct{})
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if stalled.Load() && strings.HasSuffix(op.Path, ".log") &&
+			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			<-release
+		}
+		return nil
+	}))
+	s, err := Open(t.TempDir(), Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if _, err := s.Append(ctx, "warm", eventstore.Any, []eventstore.NewEvent{{Type: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	stalled.Store(true)
+	// Appends until the sequencer stops taking them: its groups wait for
+	// the sync, and then it waits to hand over the next.
+	var wg sync.WaitGroup
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		wg.Wait()
+	}()
+	for i := 0; len(s.reqs) == 0; i++ {
+		if i > 200 {
+			t.Fatal("the sequencer never stopped taking appends")
+		}
+		wg.Go(func() {
+			_, _ = s.Append(context.Background(), "filler", eventstore.Any, []eventstore.NewEvent{{Type: "t"}})
+		})
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if len(s.reqs) == 0 {
+		t.Fatal("the sequencer still takes appends: the queued one would not wait")
+	}
+	id := eventstore.NewID()
+	events := []eventstore.NewEvent{{ID: id, Type: "t", Tags: []string{"original"}, Data: []byte("x")}}
+	actx, cancel := context.WithCancel(ctx)
+	queued := len(s.reqs)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Append(actx, "victim", eventstore.Any, events)
+		done <- err
+	}()
+	for len(s.reqs) == queued {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled append: %v, want context.Canceled", err)
+	}
+	// The caller reuses its slice.
+	events[0].Tags[0] = "rewritten"
+	events[0].ID = eventstore.NewID()
+	close(release)
+	wg.Wait()
+
+	evs, err := s.ReadStream(ctx, "victim", 1, 10)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("the cancelled append was not written: %d events, %v", len(evs), err)
+	}
+	if evs[0].ID != id || !slices.Equal(evs[0].Tags, []string{"original"}) {
+		t.Errorf("written: id %s tags %q; want %s [original]", evs[0].ID, evs[0].Tags, id)
+	}
+	for tag, want := range map[string]int{"original": 1, "rewritten": 0} {
+		got, err := s.ReadTag(ctx, tag, 1, 10)
+		if err != nil || len(got) != want {
+			t.Errorf("tag %q: %d events (%v), want %d", tag, len(got), err, want)
+		}
+	}
+	// A retry of the original append is recognized by its id.
+	res, err := s.Append(ctx, "victim", eventstore.Any, []eventstore.NewEvent{{ID: id, Type: "t", Tags: []string{"original"}, Data: []byte("x")}})
+	if err != nil || !res.Duplicate {
+		t.Errorf("retry of the written append: %+v, %v; want a duplicate", res, err)
+	}
+}

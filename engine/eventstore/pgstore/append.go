@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,8 +56,11 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		return eventstore.AppendResult{}, err
 	}
 	n := len(events)
+	// The request keeps copies of the events: an append whose context
+	// ends returns while it may still be queued, and its caller may then
+	// reuse the slice.
 	req := &appendReq{
-		stream: stream, expect: expect, events: events, done: make(chan struct{}),
+		stream: stream, expect: expect, events: make([]eventstore.NewEvent, n), done: make(chan struct{}),
 		metas: make([]*string, n),
 	}
 	for i := range events {
@@ -64,6 +68,7 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		if ev.ID.IsZero() {
 			ev.ID = eventstore.NewID() // the caller learns the id, so a retry of the same slice is idempotent
 		}
+		req.events[i] = eventstore.NewEvent{ID: ev.ID, Type: ev.Type, Version: ev.Version, Tags: slices.Clone(ev.Tags), Data: bytes.Clone(ev.Data)}
 		if len(ev.Meta) > 0 {
 			b, err := json.Marshal(ev.Meta)
 			if err != nil {

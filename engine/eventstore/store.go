@@ -15,9 +15,10 @@ type Store interface {
 	// durable. A conflict returns a *ConflictError. An append whose event
 	// IDs were all stored before, by one earlier append to the same stream,
 	// writes nothing and returns that append's result with Duplicate set.
-	// Append fills in the IDs events lack; once it returns it keeps no
-	// reference to events, even when it returns because ctx ended and the
-	// append may still be written: the caller may reuse the slice.
+	// An append that goes ahead fills in the IDs events lack. Once Append
+	// returns it keeps no reference to events, even when it returns
+	// because ctx ended and the append may still be written: the caller
+	// may reuse the slice.
 	Append(ctx context.Context, stream string, expect ExpectedVersion, events []NewEvent) (AppendResult, error)
 
 	// ReadStream returns the events of stream with Seq >= from, in order.

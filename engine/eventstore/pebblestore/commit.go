@@ -49,12 +49,14 @@ type appendReq struct {
 	hashes    []uint64 // the events' ids hashed for the recent-id table (recentIDs.hashOf)
 	recs      []byte   // encoded records, back to back
 	ends      []int    // recs[ends[i-1]:ends[i]] is event i
-	// tags are the events' tags (nil if none has any). The request keeps
-	// nothing of the caller's events slice: an append whose context ends
-	// returns while it may still be queued, and its caller may then reuse
-	// the slice, so the sequencer works from these copies and the records.
-	tags [][]string
-	op   *stateOp // a removal instead of an append (delete.go)
+	// tags are the events' tags back to back, tags[tagEnds[i-1]:tagEnds[i]]
+	// event i's (both nil if no event has any). The request keeps nothing
+	// of the caller's events slice: an append whose context ends returns
+	// while it may still be queued, and its caller may then reuse the
+	// slice, so the sequencer works from these copies and the records.
+	tags    []string
+	tagEnds []int
+	op      *stateOp // a removal instead of an append (delete.go)
 
 	result eventstore.AppendResult
 	err    error
@@ -69,10 +71,14 @@ func (r *appendReq) id(i int) eventstore.ID { return eventstore.ID(r.rec(i)[offI
 
 // tagsOf is event i's tags.
 func (r *appendReq) tagsOf(i int) []string {
-	if r.tags == nil {
+	if r.tagEnds == nil {
 		return nil
 	}
-	return r.tags[i]
+	start := 0
+	if i > 0 {
+		start = r.tagEnds[i-1]
+	}
+	return r.tags[start:r.tagEnds[i]]
 }
 
 func (r *appendReq) rec(i int) []byte {
@@ -191,16 +197,17 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 		}
 		req.recs = encodeEvent(req.recs, stream, &ev)
 		req.ends[i] = len(req.recs)
-		if len(ev.Tags) > 0 {
-			if req.tags == nil {
-				req.tags = make([][]string, len(events))
+		req.tags = append(req.tags, ev.Tags...)
+		if len(req.tags) > 0 {
+			if req.tagEnds == nil {
+				req.tagEnds = make([]int, len(events))
 			}
-			req.tags[i] = slices.Clone(ev.Tags)
+			req.tagEnds[i] = len(req.tags)
 		}
 	}
 	req.hashes = make([]uint64, len(events))
 	for i := range events {
-		req.hashes[i] = s.recent.hashOf(events[i].ID)
+		req.hashes[i] = s.recent.hashOf(req.id(i))
 	}
 
 	return s.enqueue(ctx, req)
@@ -236,6 +243,9 @@ func (s *Store) enqueue(ctx context.Context, req *appendReq) (eventstore.AppendR
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}
 	s.mu.RUnlock()
+	if s.opts.queued != nil {
+		s.opts.queued(req.stream)
+	}
 
 	select {
 	case <-req.done:

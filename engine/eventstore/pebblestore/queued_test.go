@@ -34,7 +34,8 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 		}
 		return nil
 	}))
-	s, err := Open(t.TempDir(), Options{FS: fs})
+	queued := make(chan string, 1000)
+	s, err := Open(t.TempDir(), Options{FS: fs, queued: func(stream string) { queued <- stream }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +44,12 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 	if _, err := s.Append(ctx, "warm", eventstore.Any, []eventstore.NewEvent{{Type: "t"}}); err != nil {
 		t.Fatal(err)
 	}
+	<-queued
 	stalled.Store(true)
 	// Appends until the sequencer stops taking them: its groups wait for
-	// the sync, and then it waits to hand over the next.
+	// the sync, and then it waits to hand over the next. Each filler is
+	// in the queue before the next starts; one that stays there 50 ms
+	// means the sequencer has stopped.
 	var wg sync.WaitGroup
 	defer func() {
 		select {
@@ -55,30 +59,29 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 		}
 		wg.Wait()
 	}()
-	for i := 0; len(s.reqs) == 0; i++ {
-		if i > 200 {
+	deadline := time.Now().Add(time.Minute)
+	for len(s.reqs) == 0 {
+		if time.Now().After(deadline) {
 			t.Fatal("the sequencer never stopped taking appends")
 		}
 		wg.Go(func() {
 			_, _ = s.Append(context.Background(), "filler", eventstore.Any, []eventstore.NewEvent{{Type: "t"}})
 		})
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if len(s.reqs) == 0 {
-		t.Fatal("the sequencer still takes appends: the queued one would not wait")
+		<-queued
+		time.Sleep(50 * time.Millisecond)
 	}
 	id := eventstore.NewID()
 	events := []eventstore.NewEvent{{ID: id, Type: "t", Tags: []string{"original"}, Data: []byte("x")}}
 	actx, cancel := context.WithCancel(ctx)
-	queued := len(s.reqs)
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Append(actx, "victim", eventstore.Any, events)
 		done <- err
 	}()
-	for len(s.reqs) == queued {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-queued:
+	case err := <-done:
+		t.Fatalf("the append returned before it was queued: %v", err)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {

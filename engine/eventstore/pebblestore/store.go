@@ -84,6 +84,9 @@ type Options struct {
 	// closeWait is how long Close waits for appends in flight before it
 	// gives up on a stalled disk (default 5 s).
 	closeWait time.Duration
+	// queued, for tests, is called with an append's stream once it is in
+	// the sequencer's queue.
+	queued func(stream string)
 }
 
 // DefaultSweepCompactRate is Options.SweepCompactRate's default: 16 MiB of

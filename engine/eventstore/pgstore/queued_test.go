@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,11 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 	hold := func(ctx context.Context, stream string) error {
 		if strings.HasPrefix(stream, "block") {
 			held <- struct{}{}
-			<-release
+			select {
+			case <-release:
+			case <-ctx.Done(): // the store closing after a failed check
+				return ctx.Err()
+			}
 		}
 		return nil
 	}
@@ -34,7 +39,20 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	defer let() // before Close, which waits for the appenders
 	ctx := t.Context()
+	// wait polls cond until it holds, failing after 30 s or if an append
+	// that should be held returned.
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: timed out", what)
+			}
+		}
+	}
 	// The first appender waits before its commit, holding the head's
 	// lock; the second waits for that lock inside its transaction.
 	blocked := make(chan error, appenders)
@@ -44,12 +62,14 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 			blocked <- err
 		}()
 		if i == 0 {
-			<-held
+			select {
+			case <-held:
+			case err := <-blocked:
+				t.Fatalf("the first held append returned: %v", err)
+			}
 		}
 	}
-	for s.inFlight.Load() < appenders {
-		time.Sleep(time.Millisecond)
-	}
+	wait("both appenders to be busy", func() bool { return s.inFlight.Load() >= appenders })
 	id := eventstore.NewID()
 	events := []eventstore.NewEvent{{ID: id, Type: "t", Tags: []string{"original"}, Data: []byte("original")}}
 	actx, cancel := context.WithCancel(ctx)
@@ -58,9 +78,7 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 		_, err := s.Append(actx, "victim", eventstore.Any, events)
 		done <- err
 	}()
-	for len(s.reqs) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	wait("the append to be queued", func() bool { return len(s.reqs) > 0 || len(done) > 0 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled append: %v, want context.Canceled", err)
@@ -69,7 +87,7 @@ func TestCancelledAppendKeepsItsEvents(t *testing.T) {
 	events[0].ID = eventstore.NewID()
 	events[0].Tags[0] = "rewritten"
 	copy(events[0].Data, "REWRITTEN")
-	close(release)
+	let()
 	for range appenders {
 		if err := <-blocked; err != nil {
 			t.Fatal(err)

@@ -337,10 +337,19 @@ func TestRestartAndChangesWhileDown(t *testing.T) {
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The slot confirmed what the view had: Close reports it.
+	// The slot confirmed what the view had: Close reports it. The
+	// walsender reads that report before it sees the connection close,
+	// but may still be reading it when Close returns: the slot is read
+	// once its walsender has ended.
 	var confirmed LSN
-	if err := e.src.Pool.QueryRow(context.Background(), `SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1`, e.cfg.Slot).Scan(&confirmed); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var active bool
+		if err := e.src.Pool.QueryRow(context.Background(), `SELECT active, confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1`, e.cfg.Slot).Scan(&active, &confirmed); err != nil {
+			t.Fatal(err)
+		}
+		if !active || time.Now().After(deadline) {
+			break
+		}
 	}
 	if confirmed < lsn {
 		t.Errorf("slot confirmed %s, the view had %s", confirmed, lsn)

@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/logbook/logbook/engine/eventstore"
 )
@@ -25,15 +20,7 @@ import (
 // caller rewrites the event's tag and id after the append returned, and
 // the disk is let go.
 func TestCancelledAppendKeepsItsEvents(t *testing.T) {
-	var stalled atomic.Bool
-	release := make(chan struct{})
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if stalled.Load() && strings.HasSuffix(op.Path, ".log") &&
-			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
-			<-release
-		}
-		return nil
-	}))
+	fs, stalled, release := stallingFS()
 	queued := make(chan string, 1000)
 	s, err := Open(t.TempDir(), Options{FS: fs, queued: func(stream string) { queued <- stream }})
 	if err != nil {

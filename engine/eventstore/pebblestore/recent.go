@@ -25,7 +25,7 @@ const maxRecentIDs = 1 << 30
 // id's home slot and at most half full. A slot keeps 31 more bits of the
 // id's hash, not the id: positions are what a hit needs, and the caller
 // reads the event anyway to learn its stream, so it confirms the id there
-// (find's match). A ring of the same slots, in the order added, says
+// (findHash's match). A ring of the same slots, in the order added, says
 // which entry to drop when a new one comes; deletion shifts the probe run
 // back (no tombstones, so the table never needs rebuilding).
 type recentIDs struct {
@@ -124,14 +124,10 @@ func (r *recentIDs) remove(e recentSlot) {
 	r.slots[i] = recentSlot{}
 }
 
-// find returns the position of id: the first entry, in probe order, whose
-// hash matches and for whose position match, which checks the id there,
-// reports true. Most lookups miss and read one cache line.
-func (r *recentIDs) find(id eventstore.ID, match func(pos uint64) bool) (uint64, bool) {
-	return r.findHash(r.hash(id), match)
-}
-
-// findHash is find given the id's hash.
+// findHash returns the position of the id of hash h: the first entry, in
+// probe order, whose hash matches and for whose position match, which
+// checks the id there, reports true. Most lookups miss and read one
+// cache line.
 func (r *recentIDs) findHash(h uint64, match func(pos uint64) bool) (uint64, bool) {
 	if len(r.slots) == 0 {
 		return 0, false

@@ -19,15 +19,7 @@ import (
 // appends give up when their context says so instead of piling up, and
 // Close returns, with an error, instead of waiting for the disk for ever.
 func TestStalledDisk(t *testing.T) {
-	var stalled atomic.Bool
-	release := make(chan struct{})
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if stalled.Load() && strings.HasSuffix(op.Path, ".log") &&
-			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
-			<-release
-		}
-		return nil
-	}))
+	fs, stalled, release := stallingFS()
 	s, err := Open(t.TempDir(), Options{FS: fs, closeWait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -89,4 +81,19 @@ func TestStalledDisk(t *testing.T) {
 	if _, err := s.Append(context.Background(), "s", eventstore.Any, []eventstore.NewEvent{{Type: "t"}}); !errors.Is(err, eventstore.ErrClosed) {
 		t.Errorf("append after Close: %v, want ErrClosed", err)
 	}
+}
+
+// stallingFS is the operating system's file system, except that once
+// stalled is set every sync of a WAL file waits until release is closed:
+// a disk that stopped answering.
+func stallingFS() (fs vfs.FS, stalled *atomic.Bool, release chan struct{}) {
+	stalled, release = new(atomic.Bool), make(chan struct{})
+	fs = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if stalled.Load() && strings.HasSuffix(op.Path, ".log") &&
+			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			<-release
+		}
+		return nil
+	}))
+	return fs, stalled, release
 }

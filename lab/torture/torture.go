@@ -189,7 +189,10 @@ type node struct {
 }
 
 func (t *trial) open(fs *crashtest.FS) (*node, error) {
-	st, err := pebblestore.Open(storeDir, pebblestore.Options{FS: fs, NoSync: t.cfg.NoSync, MemTableBytes: 1 << 20, SweepInterval: -1, SweepBatch: 16})
+	// Small memtables: many write-ahead logs between cuts, most of them
+	// made from spares (pebblekit.SpareWALs) once the store has written
+	// a sixteenth of one.
+	st, err := pebblestore.Open(storeDir, pebblestore.Options{FS: fs, NoSync: t.cfg.NoSync, MemTableBytes: 256 << 10, SweepInterval: -1, SweepBatch: 16})
 	if err != nil {
 		return nil, fmt.Errorf("open the store after a cut: %w", err)
 	}

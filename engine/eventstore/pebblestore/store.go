@@ -99,6 +99,7 @@ type Store struct {
 	opts   Options
 	limits backend.Limits
 	fs     *countingFS
+	spares *pebblekit.SpareWALs // nil with NoSync
 
 	// durable is the position of the last event whose batch is synced.
 	// Readers bound every read by it.
@@ -191,10 +192,22 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.SweepCompactRate <= 0 {
 		opts.SweepCompactRate = DefaultSweepCompactRate
 	}
+	fs := pebblekit.YieldingFS(opts.FS)
+	var spares *pebblekit.SpareWALs
+	if !opts.NoSync {
+		// Logs written into blocks already written: a cheaper fdatasync
+		// (pebblekit.SpareWALs). Without syncs there is nothing to save.
+		var err error
+		if spares, err = pebblekit.NewSpareWALs(fs, dir, pebblekit.WALBytes(opts.MemTableBytes), opts.Logger); err != nil {
+			return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+		}
+		fs = spares
+	}
 	s := &Store{
 		opts:      opts,
 		limits:    backend.NewLimits(opts.Limits),
-		fs:        &countingFS{FS: pebblekit.YieldingFS(opts.FS), dir: filepath.Clean(dir)},
+		spares:    spares,
+		fs:        &countingFS{FS: fs, dir: filepath.Clean(dir)},
 		reqs:      make(chan *appendReq, 1024),
 		groups:    make(chan *group, 2),
 		done:      make(chan struct{}),
@@ -218,6 +231,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
+		spares.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	s.db = db
@@ -225,6 +239,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.fs.walFailed.Store(&fail)
 	if err := s.recover(); err != nil {
 		_ = db.Close()
+		spares.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	go s.sequence()
@@ -315,6 +330,7 @@ func (s *Store) Close() error {
 		s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
 		s.notify.Close()
 		s.closeErr = s.db.Close()
+		s.spares.Close()
 	})
 	return s.closeErr
 }

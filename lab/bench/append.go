@@ -59,6 +59,9 @@ type AppendResult struct {
 	FsyncMS                *float64 `json:"fsync_ms,omitempty"`
 	FsyncBoundEventsPerSec *float64 `json:"fsync_bound_events_per_sec,omitempty"`
 	RatioToFsyncBound      *float64 `json:"ratio_to_fsync_bound,omitempty"`
+	// The 4 KiB probe at the end of a growing file instead, for
+	// comparison: what a log pays without a prepared file.
+	FsyncGrowingMS *float64 `json:"fsync_growing_ms,omitempty"`
 	// The same from synced writes of one append's own bytes in the
 	// store's log (BatchBytes).
 	BatchBytes                  *int     `json:"batch_bytes,omitempty"`
@@ -104,6 +107,9 @@ func (r AppendResult) Rows() [][2]string {
 		rows = append(rows,
 			[2]string{"baseline events/s (the store's events table and indexes, binary COPY)", fmt.Sprintf("%.0f", *r.EventsTableEventsPerSec)},
 			[2]string{"store / events-table baseline", fmt.Sprintf("%.3f", *r.RatioToEventsTable)})
+	}
+	if r.FsyncGrowingMS != nil {
+		rows = append(rows, [2]string{"fdatasync of 4 KiB growing a file, median ms", fmt.Sprintf("%.3f", *r.FsyncGrowingMS)})
 	}
 	if r.FsyncMS != nil {
 		rows = append(rows, [2]string{"fdatasync of 4 KiB, median ms", fmt.Sprintf("%.3f", *r.FsyncMS)})

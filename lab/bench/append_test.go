@@ -52,9 +52,13 @@ func TestFsyncBound(t *testing.T) {
 	if p.Bytes != 4096 {
 		t.Fatalf("probe of %d bytes, want 4 KiB", p.Bytes)
 	}
-	big, err := bench.MeasureSyncedWrites(t.TempDir(), 20, 20000)
-	if err != nil || big.Bytes != 20000 || big.MedianMS <= 0 {
+	big, err := bench.MeasureSyncedWrites(t.TempDir(), 20, 20000, false)
+	if err != nil || big.Bytes != 20000 || big.MedianMS <= 0 || big.Growing {
 		t.Fatalf("probe %+v, %v", big, err)
+	}
+	grow, err := bench.MeasureSyncedWrites(t.TempDir(), 20, 4096, true)
+	if err != nil || !grow.Growing || grow.MedianMS <= 0 {
+		t.Fatalf("growing probe %+v, %v", grow, err)
 	}
 	batch := &bench.FsyncProbe{Bytes: 15000, MedianMS: 0.25}
 	r := bench.AppendResult{Writers: 1, Batch: 100, EventsPerSec: 250_000}.WithFsyncBound(bench.FsyncProbe{MedianMS: 0.2}, batch)
@@ -71,7 +75,7 @@ func TestFsyncBound(t *testing.T) {
 	if _, err := bench.MeasureFsync(t.TempDir(), 0); err == nil {
 		t.Fatal("zero samples accepted")
 	}
-	if _, err := bench.MeasureSyncedWrites(t.TempDir(), 5, 0); err == nil {
+	if _, err := bench.MeasureSyncedWrites(t.TempDir(), 5, 0, false); err == nil {
 		t.Fatal("empty writes accepted")
 	}
 }

@@ -12,24 +12,36 @@ import (
 )
 
 // FsyncProbe is this machine's synced-write latency in a directory,
-// measured the way a log commits: a write of Bytes at the end of a file,
-// then fdatasync, n times.
+// measured the way a log commits: a write of Bytes, then fdatasync, n
+// times, each write after the last.
 type FsyncProbe struct {
 	Samples  int     `json:"samples"`
 	Bytes    int     `json:"bytes"`
 	MedianMS float64 `json:"median_ms"`
 	P99MS    float64 `json:"p99_ms"`
+	// Growing: each write extended the file (else it overwrote blocks
+	// already written and synced).
+	Growing bool `json:"growing,omitempty"`
 }
 
-// MeasureFsync times n synced 4 KiB writes in dir (MeasureSyncedWrites).
+// MeasureFsync times n synced 4 KiB writes in dir (MeasureSyncedWrites),
+// into a prepared file.
 func MeasureFsync(dir string, n int) (FsyncProbe, error) {
-	return MeasureSyncedWrites(dir, n, 4096)
+	return MeasureSyncedWrites(dir, n, 4096, false)
 }
 
-// MeasureSyncedWrites writes n blocks of size bytes to a scratch file in
-// dir, each followed by fdatasync, and returns the latencies' median and
-// 99th percentile. The file is removed afterwards.
-func MeasureSyncedWrites(dir string, n, size int) (FsyncProbe, error) {
+// MeasureSyncedWrites writes n blocks of size bytes one after another to
+// a scratch file in dir, each followed by fdatasync, and returns the
+// latencies' median and 99th percentile. The file is removed afterwards.
+//
+// Unless growing, the file is first filled with as many bytes, synced:
+// the writes then overwrite written blocks, as a log in a reused or
+// prepared file does (the embedded store's logs, pebblekit.SpareWALs),
+// and fdatasync has no file system metadata to commit. That is the
+// fastest synced write of a log, the machine's limit. Growing, each
+// write extends the file, and on ext4 each fdatasync also commits the
+// journal.
+func MeasureSyncedWrites(dir string, n, size int, growing bool) (FsyncProbe, error) {
 	if n <= 0 || size <= 0 {
 		return FsyncProbe{}, fmt.Errorf("fsync probe: %d samples of %d bytes", n, size)
 	}
@@ -42,6 +54,17 @@ func MeasureSyncedWrites(dir string, n, size int) (FsyncProbe, error) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
+	if !growing {
+		zeros := make([]byte, 1<<20)
+		for left := int64(n) * int64(size); left > 0; left -= int64(len(zeros)) {
+			if _, err := f.Write(zeros[:min(left, int64(len(zeros)))]); err != nil {
+				return FsyncProbe{}, fmt.Errorf("fsync probe: %w", err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			return FsyncProbe{}, fmt.Errorf("fsync probe: %w", err)
+		}
+	}
 	block := make([]byte, size)
 	for i := range block {
 		block[i] = byte(i)
@@ -49,7 +72,7 @@ func MeasureSyncedWrites(dir string, n, size int) (FsyncProbe, error) {
 	lat := make([]time.Duration, n)
 	for i := range lat {
 		t0 := time.Now()
-		if _, err := f.Write(block); err != nil {
+		if _, err := f.WriteAt(block, int64(i)*int64(size)); err != nil {
 			return FsyncProbe{}, fmt.Errorf("fsync probe: %w", err)
 		}
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
@@ -59,7 +82,7 @@ func MeasureSyncedWrites(dir string, n, size int) (FsyncProbe, error) {
 	}
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return stats.Round(float64(d)/float64(time.Millisecond), 4) }
-	return FsyncProbe{Samples: n, Bytes: size, MedianMS: ms(lat[n/2]), P99MS: ms(lat[min(n-1, n*99/100)])}, nil
+	return FsyncProbe{Samples: n, Bytes: size, MedianMS: ms(lat[n/2]), P99MS: ms(lat[min(n-1, n*99/100)]), Growing: growing}, nil
 }
 
 // WithFsyncBound adds the synced-write latency measured in the same run

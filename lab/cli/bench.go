@@ -86,25 +86,32 @@ key, and into a copy of the store's events table with its indexes.`,
 		}
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			cfg.Progress = p
-			var probe, batchProbe *bench.FsyncProbe
+			var probe, batchProbe, growProbe *bench.FsyncProbe
 			if bf.store.URL == "" {
 				// The machine's own limit, in the same run: a synced
 				// 4 KiB write in the data directory, and a synced write
-				// of one append's bytes in the store's log.
+				// of one append's bytes in the store's log, each into a
+				// prepared file; and for comparison 4 KiB growing one.
 				pr, err := bench.MeasureFsync(bf.store.Data, *fsyncSamples)
 				if err != nil {
 					return nil, err
 				}
 				probe = &pr
-				bpr, err := bench.MeasureSyncedWrites(bf.store.Data, *fsyncSamples, pebblestore.BatchBytes(bench.SampleAppend(cfg)))
+				bpr, err := bench.MeasureSyncedWrites(bf.store.Data, *fsyncSamples, pebblestore.BatchBytes(bench.SampleAppend(cfg)), false)
 				if err != nil {
 					return nil, err
 				}
 				batchProbe = &bpr
+				gpr, err := bench.MeasureSyncedWrites(bf.store.Data, *fsyncSamples, 4096, true)
+				if err != nil {
+					return nil, err
+				}
+				growProbe = &gpr
 			}
 			r, err := bench.RunAppend(cmd.Context(), s, cfg, s.Fsyncs)
 			if err == nil && probe != nil {
 				r = r.WithFsyncBound(*probe, batchProbe)
+				r.FsyncGrowingMS = &growProbe.MedianMS
 			}
 			if err != nil || !*baseline {
 				return r, err

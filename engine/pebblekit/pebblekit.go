@@ -7,7 +7,9 @@
 //   - ReadCheckpoint and AppendCheckpoint: the position a view has applied,
 //     a big-endian uint64 under a key of its own, written in the same
 //     batch as the state it describes;
-//   - YieldingFS: the tables a database writes yield to foreground work.
+//   - YieldingFS: the tables a database writes yield to foreground work;
+//   - SpareWALs: new write-ahead logs made from files already written and
+//     synced, so that a log's fdatasync has no metadata to commit.
 package pebblekit
 
 import (

@@ -38,7 +38,7 @@ import (
 // file is removed). Pebble reads a log with a zeroed tail as it reads its
 // own preallocated and reused logs: recovery ends the newest log at its
 // first zeroed chunk. A spare half written when the process stops is
-// removed at the next open; a complete one becomes the next log.
+// removed at the next open (Tidy); a complete one becomes the next log.
 //
 // The price: walBytes of disk beside the database, and a log's worth of
 // writes for each spare, until Pebble's reused files are all spare-sized.
@@ -75,31 +75,41 @@ const SpareName = "logbook-wal-spare"
 
 // NewSpareWALs returns fs with spare logs for the database in dir, each
 // of walBytes (Pebble preallocates MemTableSize plus a tenth for a log;
-// WALBytes gives that). It removes a half-written spare left in dir and
-// keeps a complete one of the right size.
+// WALBytes gives that). A complete spare of that size already in dir is
+// used for the first log. It changes nothing in dir: the database may be
+// another process's until Pebble has locked it. Call Tidy once it has.
 func NewSpareWALs(fs vfs.FS, dir string, walBytes int64, logger *slog.Logger) (*SpareWALs, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	s := &SpareWALs{FS: fs, dir: filepath.Clean(dir), walBytes: walBytes, logger: logger, stop: make(chan struct{})}
 	s.left.Store(walBytes / 16)
-	if err := fs.MkdirAll(s.dir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := removeIfExists(fs, s.path(SpareName+".tmp")); err != nil {
-		return nil, err
-	}
 	switch fi, err := fs.Stat(s.path(SpareName)); {
 	case err == nil && fi.Size() == walBytes:
 		s.state = spareReady
-	case err == nil:
-		if err := fs.Remove(s.path(SpareName)); err != nil {
-			return nil, err
-		}
-	case !errors.Is(err, os.ErrNotExist):
+	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
 	return s, nil
+}
+
+// Tidy removes what an earlier process left and this one will not use: a
+// half-written spare, or a spare of another size. Call it once the
+// database is open, and so locked for this process.
+func (s *SpareWALs) Tidy() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != sparePreparing {
+		if err := removeIfExists(s.FS, s.path(SpareName+".tmp")); err != nil {
+			return err
+		}
+	}
+	if s.state == spareNone {
+		if err := removeIfExists(s.FS, s.path(SpareName)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WALBytes is the size Pebble preallocates for each write-ahead log of a

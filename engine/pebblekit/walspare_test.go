@@ -24,6 +24,9 @@ func openWithSpares(t *testing.T, fs vfs.FS) (*pebble.DB, *SpareWALs) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := spares.Tidy(); err != nil {
+		t.Fatal(err)
+	}
 	return db, spares
 }
 
@@ -104,8 +107,10 @@ func TestSpareWALsIdleDatabase(t *testing.T) {
 	}
 }
 
-// TestSpareWALsAtOpen: a half-written spare is removed, a complete one
-// becomes the first log, one of another size is removed.
+// TestSpareWALsAtOpen: a complete spare becomes the first log; once the
+// database is open (Tidy) a half-written spare is removed, and so is one
+// of another size. Before, nothing is removed: the directory may still
+// be another process's.
 func TestSpareWALsAtOpen(t *testing.T) {
 	write := func(fs vfs.FS, name string, size int64) {
 		f, err := fs.Create(name, vfs.WriteCategoryUnspecified)
@@ -121,6 +126,14 @@ func TestSpareWALsAtOpen(t *testing.T) {
 	_ = fs.MkdirAll("db", 0o755)
 	write(fs, "db/"+SpareName+".tmp", 100)
 	write(fs, "db/"+SpareName, WALBytes(spareTestMemTable))
+	if _, err := NewSpareWALs(fs, "db", 4096, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{SpareName, SpareName + ".tmp"} {
+		if _, err := fs.Stat("db/" + n); err != nil {
+			t.Errorf("%s removed before the database was opened: %v", n, err)
+		}
+	}
 	db, spares := openWithSpares(t, fs)
 	if _, err := fs.Stat("db/" + SpareName + ".tmp"); err == nil {
 		t.Error("the half-written spare is still there")
@@ -161,6 +174,7 @@ func TestSpareWALsAtOpen(t *testing.T) {
 // TestSpareIsZeros: a spare is walBytes of zeros, synced, under its name.
 func TestSpareIsZeros(t *testing.T) {
 	fs := vfs.NewCrashableMem()
+	_ = fs.MkdirAll("db", 0o755)
 	s, err := NewSpareWALs(fs, "db", 3<<20+5, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package pebblekit
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,17 +32,25 @@ import (
 //
 // So: once the database has written a sixteenth of walBytes to its logs
 // (a database that writes little, as most tests, never pays for a
-// spare), a spare is written in the background, a chunk and a sync at a
-// time, yielding to foreground work (engine/priority); and from then on
-// a new one as soon as one is used. A log made while a spare is ready
-// takes it, also in place of a reused file smaller than the spare (that
-// file is removed). Pebble reads a log with a zeroed tail as it reads its
-// own preallocated and reused logs: recovery ends the newest log at its
-// first zeroed chunk. A spare half written when the process stops is
-// removed at the next open (Tidy); a complete one becomes the next log.
+// spare), a spare is written in the background, a MiB and a sync at a
+// time, yielding to foreground work (engine/priority), and from then on
+// every new log asks for the next one (one that failed, for want of disk
+// space or otherwise, is tried again at the next log). A log made while a
+// spare is ready takes it, also in place of a reused file smaller than
+// the spare (that file is removed).
 //
-// The price: walBytes of disk beside the database, and a log's worth of
-// writes for each spare, until Pebble's reused files are all spare-sized.
+// Recovery reads such a log as it reads one of Pebble's reused logs:
+// the newest log's replay ends at its first zeroed chunk, after reading
+// through the rest of the zeros (up to walBytes, once per open); an older
+// log always ends in Pebble's end-of-log trailer, written when Pebble
+// closes it before making the next, and the logs replayed at an open are
+// flushed before a new one is made. A spare half written when the process
+// stops is removed at the next open (Tidy); a complete one becomes the
+// next log.
+//
+// The price: walBytes of disk beside the database; a log's worth of
+// writes for each spare until Pebble's reused files are all spare-sized;
+// and logs of walBytes in a checkpoint of a young database.
 type SpareWALs struct {
 	vfs.FS
 	dir      string
@@ -56,9 +65,10 @@ type SpareWALs struct {
 
 	// left counts down the bytes written to logs; once it reaches zero
 	// the database is busy, and a spare is kept ready from then on.
-	left atomic.Int64
-	busy atomic.Bool
-	used atomic.Uint64 // logs made from a spare
+	left     atomic.Int64
+	busy     atomic.Bool
+	used     atomic.Uint64 // logs made from a spare
+	replaced atomic.Uint64 // of them, in place of a smaller reused file
 }
 
 type spareState uint8
@@ -119,8 +129,12 @@ func WALBytes(memTableBytes uint64) int64 {
 	return int64(memTableBytes + memTableBytes/10)
 }
 
-// Used counts the logs made from a spare since NewSpareWALs.
+// Used counts the logs made from a spare since NewSpareWALs; Replaced,
+// those of them made in place of a smaller reused file.
 func (s *SpareWALs) Used() uint64 { return s.used.Load() }
+
+// Replaced: see Used.
+func (s *SpareWALs) Replaced() uint64 { return s.replaced.Load() }
 
 // Close stops a spare being written (it is removed at the next open) and
 // waits for its writer. A complete spare stays for the next open. A nil
@@ -151,36 +165,38 @@ func (s *SpareWALs) Create(name string, category vfs.DiskWriteCategory) (vfs.Fil
 		return s.FS.Create(name, category)
 	}
 	if f, ok := s.useSpare(name, category); ok {
-		return f, nil
+		return s.track(f), nil
 	}
 	f, err := s.FS.Create(name, category)
 	if err != nil {
 		return f, err
 	}
-	return s.watch(f), nil
+	return s.track(f), nil
 }
 
 // ReuseForWrite is how Pebble makes a log from the file of one it no
 // longer needs. A file smaller than a spare would grow as the log is
 // written: then the spare, if ready, is used instead, and the old file
-// removed.
+// removed (Pebble allows ReuseForWrite to, and syncs the directory
+// after it).
 func (s *SpareWALs) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if !s.isLog(newname) {
 		return s.FS.ReuseForWrite(oldname, newname, category)
 	}
 	if fi, err := s.FS.Stat(oldname); err == nil && fi.Size() < s.walBytes {
 		if f, ok := s.useSpare(newname, category); ok {
+			s.replaced.Add(1)
 			if err := s.FS.Remove(oldname); err != nil {
 				s.logger.Warn("pebble: could not remove a log file replaced by the spare; the next open removes it", "file", oldname, "err", err)
 			}
-			return f, nil
+			return s.track(f), nil
 		}
 	}
 	f, err := s.FS.ReuseForWrite(oldname, newname, category)
 	if err != nil {
 		return f, err
 	}
-	return s.watch(f), nil
+	return s.track(f), nil
 }
 
 // useSpare renames the spare, if one is ready, to name and opens it.
@@ -200,16 +216,16 @@ func (s *SpareWALs) useSpare(name string, category vfs.DiskWriteCategory) (vfs.F
 		return nil, false
 	}
 	s.used.Add(1)
-	if s.busy.Load() {
-		s.prepare() // the next log's
-	}
 	return f, true
 }
 
-// watch wraps a log that is not a spare: once the database has written
-// a sixteenth of a spare's size to its logs, spares are kept ready.
-func (s *SpareWALs) watch(f vfs.File) vfs.File {
+// track follows a new log. Once the database has written a sixteenth of
+// a spare's size to its logs it is busy, and every new log asks for the
+// next spare (a spare that failed is tried again at the next log);
+// before, the log counts its writes.
+func (s *SpareWALs) track(f vfs.File) vfs.File {
 	if s.busy.Load() {
+		s.prepare()
 		return f
 	}
 	return &watchedLog{File: f, s: s}
@@ -246,16 +262,24 @@ func (s *SpareWALs) prepare() {
 		}
 		s.mu.Unlock()
 		if err != nil && !errors.Is(err, errSpareStopped) {
-			s.logger.Warn("pebble: could not write a spare write-ahead log; new logs grow as they are written", "dir", s.dir, "err", err)
+			s.logger.Warn("pebble: could not write a spare write-ahead log; the next log grows as it is written, and asks again", "dir", s.dir, "err", err)
 		}
 	}()
 }
 
 var errSpareStopped = errors.New("stopped")
 
+// minFreeSpares: a spare is written only with this many spares' worth of
+// space free on its file system.
+const minFreeSpares = 4
+
 // write writes walBytes of zeros to SpareName.tmp, syncs it, renames it
 // to SpareName and syncs the directory.
 func (s *SpareWALs) write() (err error) {
+	// A spare must not take the space the database's own writes need.
+	if du, err := s.FS.GetDiskUsage(s.dir); err == nil && du.AvailBytes < uint64(minFreeSpares*s.walBytes) {
+		return fmt.Errorf("%d bytes free, under %d spares' worth", du.AvailBytes, minFreeSpares)
+	}
 	tmp := s.path(SpareName + ".tmp")
 	f, err := s.FS.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {

@@ -2,11 +2,13 @@ package pebblekit
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -199,5 +201,219 @@ func TestSpareIsZeros(t *testing.T) {
 	}
 	if int64(len(data)) != 3<<20+5 || bytes.Count(data, []byte{0}) != len(data) {
 		t.Fatalf("spare of %d bytes, %d of them zeros; want %d zeros", len(data), bytes.Count(data, []byte{0}), 3<<20+5)
+	}
+}
+
+// readySpare writes a spare for s and waits for it.
+func readySpare(t *testing.T, s *SpareWALs) {
+	t.Helper()
+	s.prepare()
+	s.writers.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != spareReady {
+		t.Fatal("no spare was made")
+	}
+}
+
+// TestSpareReplacesSmallReusedLog: a reused log file smaller than the
+// spare is replaced by the spare and removed; one as large is reused as
+// Pebble asked, and the spare kept.
+func TestSpareReplacesSmallReusedLog(t *testing.T) {
+	fs := vfs.NewMem()
+	_ = fs.MkdirAll("db", 0o755)
+	const size = 1 << 20
+	s, err := NewSpareWALs(fs, "db", size, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	small := func(name string, n int) {
+		f, _ := fs.Create(name, vfs.WriteCategoryUnspecified)
+		_, _ = f.Write(bytes.Repeat([]byte{7}, n))
+		_ = f.Close()
+	}
+	small("db/000001.log", 4096)
+	readySpare(t, s)
+	f, err := s.ReuseForWrite("db/000001.log", "db/000002.log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if _, err := fs.Stat("db/000001.log"); err == nil {
+		t.Error("the replaced log file is still there")
+	}
+	if fi, err := fs.Stat("db/000002.log"); err != nil || fi.Size() != size {
+		t.Errorf("the new log: %v, want the spare's %d bytes", err, size)
+	}
+	if s.Used() != 1 || s.Replaced() != 1 {
+		t.Errorf("used %d, replaced %d; want 1, 1", s.Used(), s.Replaced())
+	}
+
+	small("db/000003.log", size)
+	readySpare(t, s)
+	f, err = s.ReuseForWrite("db/000003.log", "db/000004.log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if _, err := fs.Stat("db/" + SpareName); err != nil || s.Replaced() != 1 {
+		t.Errorf("a reused file as large as the spare was replaced (%v, replaced %d)", err, s.Replaced())
+	}
+}
+
+// gatedFS blocks the spare's writes after the first until released.
+type gatedFS struct {
+	vfs.FS
+	writes chan struct{}
+}
+
+func (g gatedFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, ".tmp") {
+		return f, err
+	}
+	return gatedFile{File: f, writes: g.writes}, nil
+}
+
+type gatedFile struct {
+	vfs.File
+	writes chan struct{}
+}
+
+func (f gatedFile) Write(p []byte) (int, error) {
+	<-f.writes
+	return f.File.Write(p)
+}
+
+// TestSpareCloseStopsWriter: Close stops a spare being written; its
+// half-written file is removed, and no spare is made after.
+func TestSpareCloseStopsWriter(t *testing.T) {
+	mem := vfs.NewMem()
+	_ = mem.MkdirAll("db", 0o755)
+	writes := make(chan struct{})
+	s, err := NewSpareWALs(gatedFS{FS: mem, writes: writes}, "db", 8<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.prepare()
+	writes <- struct{}{} // the first MiB is written; the writer waits in the second
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	for {
+		s.mu.Lock()
+		c := s.closed
+		s.mu.Unlock()
+		if c {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(writes) // the second write goes through; the writer then sees Close
+	<-closed
+	for _, n := range []string{SpareName, SpareName + ".tmp"} {
+		if _, err := mem.Stat("db/" + n); err == nil {
+			t.Errorf("%s is there after Close", n)
+		}
+	}
+	s.prepare()
+	s.writers.Wait()
+	if _, err := mem.Stat("db/" + SpareName + ".tmp"); err == nil || s.state != spareNone {
+		t.Error("a spare was started after Close")
+	}
+}
+
+// TestSpareCutBeforeFirstWrite: the power is cut right after a log is
+// made from a spare, before Pebble writes to it, and again after a few
+// writes to the next incarnation: every acknowledged key survives both.
+func TestSpareCutBeforeFirstWrite(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	db, spares := openWithSpares(t, fs)
+	n := 0
+	put := func() {
+		if err := db.Set([]byte(fmt.Sprintf("k%07d", n)), value(n), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	for range 200 { // over a sixteenth of a log: a spare is written
+		put()
+	}
+	spares.writers.Wait()
+	used := spares.Used()
+	if err := db.Flush(); err != nil { // a new log, from the spare
+		t.Fatal(err)
+	}
+	if spares.Used() != used+1 {
+		t.Fatalf("the flush's new log did not take the spare (used %d → %d)", used, spares.Used())
+	}
+	check := func(fs *vfs.MemFS) {
+		t.Helper()
+		_ = db.Close()
+		spares.Close()
+		db, spares = openWithSpares(t, fs)
+		for i := range n {
+			got, closer, err := db.Get([]byte(fmt.Sprintf("k%07d", i)))
+			if err != nil || !bytes.Equal(got, value(i)) {
+				t.Fatalf("key %d of %d: %v", i, n, err)
+			}
+			_ = closer.Close()
+		}
+	}
+	fs1 := fs.CrashClone(vfs.CrashCloneCfg{})
+	check(fs1)
+	for range 20 {
+		put()
+	}
+	check(fs1.CrashClone(vfs.CrashCloneCfg{}))
+	_ = db.Close()
+	spares.Close()
+}
+
+// failOnceFS fails the first spare it is asked to create.
+type failOnceFS struct {
+	vfs.FS
+	failed *bool
+}
+
+func (f failOnceFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if strings.HasSuffix(name, ".tmp") && !*f.failed {
+		*f.failed = true
+		return nil, errors.New("injected: no space left on device")
+	}
+	return f.FS.Create(name, c)
+}
+
+// TestSpareRetriedAtNextLog: a spare that could not be written is asked
+// for again when the next log is made.
+func TestSpareRetriedAtNextLog(t *testing.T) {
+	mem := vfs.NewMem()
+	_ = mem.MkdirAll("db", 0o755)
+	var failed bool
+	s, err := NewSpareWALs(failOnceFS{FS: mem, failed: &failed}, "db", 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f, err := s.Create("db/000001.log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 1<<20/16)); err != nil { // busy: a spare is asked for, and fails
+		t.Fatal(err)
+	}
+	s.writers.Wait()
+	if !failed {
+		t.Fatal("no spare was asked for")
+	}
+	if _, err := mem.Stat("db/" + SpareName); err == nil {
+		t.Fatal("a spare despite the failure")
+	}
+	if _, err := s.Create("db/000002.log", vfs.WriteCategoryUnspecified); err != nil {
+		t.Fatal(err)
+	}
+	s.writers.Wait()
+	if _, err := mem.Stat("db/" + SpareName); err != nil {
+		t.Fatalf("the next log did not ask again: %v", err)
 	}
 }

@@ -72,7 +72,7 @@ key, and into a copy of the store's events table with its indexes.`,
 	fs.BoolVar(&cfg.StoreIDs, "store-ids", false, "let the store generate event ids instead of the writers")
 	fs.BoolVar(&cfg.RandomIDs, "random-ids", false, "writers send random event ids (a client's own version 4 UUIDs) instead of time-ordered ones from eventstore.NewID")
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
-	fsyncSamples := fs.Int("fsync-samples", 300, "synced writes timed in the data directory before the run (embedded store), for the fsync bounds: this many of 4 KiB, and as many of one append's bytes in the store's log")
+	fsyncSamples := fs.Int("fsync-samples", 300, "synced writes timed in the data directory before the run (embedded store), for the fsync bounds: this many of 4 KiB and as many of one append's bytes in the store's log, each overwriting a file written first; and this many of 4 KiB growing a file, for comparison")
 	baseline := fs.Bool("baseline", false, "then write the same rows by binary COPY into a plain table and into a copy of the store's events table (PostgreSQL only) and print each figure and the store's ratio to it")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {

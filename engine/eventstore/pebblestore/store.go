@@ -334,8 +334,11 @@ func (s *Store) Close() error {
 	s.closeDB.Do(func() {
 		s.dbMu.Lock() // waits for reads in flight; later ones fail with ErrClosed
 		s.notify.Close()
-		s.closeErr = s.db.Close()
+		// The spare's writer stops first: once the database is closed
+		// its directory lock is released, and the directory may be
+		// another process's.
 		s.spares.Close()
+		s.closeErr = s.db.Close()
 	})
 	return s.closeErr
 }

@@ -417,3 +417,28 @@ func TestSpareRetriedAtNextLog(t *testing.T) {
 		t.Fatalf("the next log did not ask again: %v", err)
 	}
 }
+
+type lowDiskFS struct{ vfs.FS }
+
+func (lowDiskFS) GetDiskUsage(string) (vfs.DiskUsage, error) {
+	return vfs.DiskUsage{AvailBytes: 3 << 20, TotalBytes: 1 << 30}, nil
+}
+
+// TestSpareNeedsFreeSpace: no spare is written with less than four
+// spares' worth of space free.
+func TestSpareNeedsFreeSpace(t *testing.T) {
+	mem := vfs.NewMem()
+	_ = mem.MkdirAll("db", 0o755)
+	s, err := NewSpareWALs(lowDiskFS{mem}, "db", 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.prepare()
+	s.writers.Wait()
+	for _, n := range []string{SpareName, SpareName + ".tmp"} {
+		if _, err := mem.Stat("db/" + n); err == nil {
+			t.Errorf("%s written with 3 MiB free", n)
+		}
+	}
+}

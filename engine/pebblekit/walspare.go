@@ -136,8 +136,8 @@ func (s *SpareWALs) Used() uint64 { return s.used.Load() }
 // Replaced: see Used.
 func (s *SpareWALs) Replaced() uint64 { return s.replaced.Load() }
 
-// Close stops a spare being written (it is removed at the next open) and
-// waits for its writer. A complete spare stays for the next open. A nil
+// Close stops a spare being written (its half is removed) and waits for
+// its writer. A complete spare stays for the next open. A nil
 // SpareWALs has nothing to close.
 func (s *SpareWALs) Close() {
 	if s == nil {

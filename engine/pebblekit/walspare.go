@@ -65,10 +65,11 @@ type SpareWALs struct {
 
 	// left counts down the bytes written to logs; once it reaches zero
 	// the database is busy, and a spare is kept ready from then on.
-	left     atomic.Int64
-	busy     atomic.Bool
-	used     atomic.Uint64 // logs made from a spare
-	replaced atomic.Uint64 // of them, in place of a smaller reused file
+	left atomic.Int64
+	busy atomic.Bool
+	// For tests: logs made from a spare, and those of them made in place
+	// of a smaller reused file.
+	used, replaced atomic.Uint64
 }
 
 type spareState uint8
@@ -105,8 +106,12 @@ func NewSpareWALs(fs vfs.FS, dir string, walBytes int64, logger *slog.Logger) (*
 
 // Tidy removes what an earlier process left and this one will not use: a
 // half-written spare, or a spare of another size. Call it once the
-// database is open, and so locked for this process.
+// database is open, and so locked for this process. A nil SpareWALs has
+// nothing to tidy.
 func (s *SpareWALs) Tidy() error {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != sparePreparing {
@@ -128,13 +133,6 @@ func (s *SpareWALs) Tidy() error {
 func WALBytes(memTableBytes uint64) int64 {
 	return int64(memTableBytes + memTableBytes/10)
 }
-
-// Used counts the logs made from a spare since NewSpareWALs; Replaced,
-// those of them made in place of a smaller reused file.
-func (s *SpareWALs) Used() uint64 { return s.used.Load() }
-
-// Replaced: see Used.
-func (s *SpareWALs) Replaced() uint64 { return s.replaced.Load() }
 
 // Close stops a spare being written (its half is removed) and waits for
 // its writer. A complete spare stays for the next open. A nil

@@ -67,7 +67,7 @@ func TestSpareWALsSurviveCrashes(t *testing.T) {
 		crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(100), RNG: rand.New(rand.NewPCG(uint64(cut), 7))})
 		_ = db.Close()
 		spares.Close()
-		used += spares.Used()
+		used += spares.used.Load()
 		fs = crashed
 		db, spares = openWithSpares(t, fs)
 		for i := range acked {
@@ -83,7 +83,7 @@ func TestSpareWALsSurviveCrashes(t *testing.T) {
 	}
 	_ = db.Close()
 	spares.Close()
-	used += spares.Used()
+	used += spares.used.Load()
 	if used == 0 {
 		t.Fatal("no log was made from a spare")
 	}
@@ -140,8 +140,8 @@ func TestSpareWALsAtOpen(t *testing.T) {
 	if _, err := fs.Stat("db/" + SpareName + ".tmp"); err == nil {
 		t.Error("the half-written spare is still there")
 	}
-	if spares.Used() != 1 {
-		t.Errorf("the complete spare made %d logs, want the first", spares.Used())
+	if spares.used.Load() != 1 {
+		t.Errorf("the complete spare made %d logs, want the first", spares.used.Load())
 	}
 	if err := db.Set([]byte("k"), []byte("v"), pebble.Sync); err != nil {
 		t.Fatal(err)
@@ -166,8 +166,8 @@ func TestSpareWALsAtOpen(t *testing.T) {
 	_ = fs.MkdirAll("db", 0o755)
 	write(fs, "db/"+SpareName, 4096)
 	db, spares = openWithSpares(t, fs)
-	if _, err := fs.Stat("db/" + SpareName); err == nil || spares.Used() != 0 {
-		t.Errorf("a spare of the wrong size was kept (used %d)", spares.Used())
+	if _, err := fs.Stat("db/" + SpareName); err == nil || spares.used.Load() != 0 {
+		t.Errorf("a spare of the wrong size was kept (used %d)", spares.used.Load())
 	}
 	_ = db.Close()
 	spares.Close()
@@ -246,8 +246,8 @@ func TestSpareReplacesSmallReusedLog(t *testing.T) {
 	if fi, err := fs.Stat("db/000002.log"); err != nil || fi.Size() != size {
 		t.Errorf("the new log: %v, want the spare's %d bytes", err, size)
 	}
-	if s.Used() != 1 || s.Replaced() != 1 {
-		t.Errorf("used %d, replaced %d; want 1, 1", s.Used(), s.Replaced())
+	if s.used.Load() != 1 || s.replaced.Load() != 1 {
+		t.Errorf("used %d, replaced %d; want 1, 1", s.used.Load(), s.replaced.Load())
 	}
 
 	small("db/000003.log", size)
@@ -257,8 +257,8 @@ func TestSpareReplacesSmallReusedLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = f.Close()
-	if _, err := fs.Stat("db/" + SpareName); err != nil || s.Replaced() != 1 {
-		t.Errorf("a reused file as large as the spare was replaced (%v, replaced %d)", err, s.Replaced())
+	if _, err := fs.Stat("db/" + SpareName); err != nil || s.replaced.Load() != 1 {
+		t.Errorf("a reused file as large as the spare was replaced (%v, replaced %d)", err, s.replaced.Load())
 	}
 }
 
@@ -340,12 +340,12 @@ func TestSpareCutBeforeFirstWrite(t *testing.T) {
 		put()
 	}
 	spares.writers.Wait()
-	used := spares.Used()
+	used := spares.used.Load()
 	if err := db.Flush(); err != nil { // a new log, from the spare
 		t.Fatal(err)
 	}
-	if spares.Used() != used+1 {
-		t.Fatalf("the flush's new log did not take the spare (used %d → %d)", used, spares.Used())
+	if spares.used.Load() != used+1 {
+		t.Fatalf("the flush's new log did not take the spare (used %d → %d)", used, spares.used.Load())
 	}
 	check := func(fs *vfs.MemFS) {
 		t.Helper()

@@ -237,10 +237,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.db = db
 	fail := s.fail
 	s.fs.walFailed.Store(&fail)
-	if spares != nil {
-		if err := spares.Tidy(); err != nil {
-			s.opts.Logger.Warn("pebblestore: could not remove an old spare write-ahead log", "dir", dir, "err", err)
-		}
+	if err := spares.Tidy(); err != nil {
+		s.opts.Logger.Warn("pebblestore: could not remove an old spare write-ahead log", "dir", dir, "err", err)
 	}
 	if err := s.recover(); err != nil {
 		_ = db.Close()

@@ -52,10 +52,7 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, max int) ([]eventstore
 	// an event the sweep has not reclaimed yet is skipped by it, and one
 	// it has is gone from the iterator's view (delete.go).
 	hide := s.pendingMap()
-	iter, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: eventKey(nil, from),
-		UpperBound: eventKey(nil, head+1),
-	})
+	iter, err := s.db.NewIter(eventRange(from, head))
 	if err != nil {
 		return nil, fmt.Errorf("read all from %d: %w", from, err)
 	}
@@ -237,10 +234,7 @@ func (s *Store) loadEvents(stream string, positions []uint64) ([]eventstore.Even
 	if len(positions) == 0 {
 		return nil, nil
 	}
-	iter, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: eventKey(nil, positions[0]),
-		UpperBound: eventKey(nil, positions[len(positions)-1]+1),
-	})
+	iter, err := s.db.NewIter(eventRange(positions[0], positions[len(positions)-1]))
 	if err != nil {
 		return nil, err
 	}

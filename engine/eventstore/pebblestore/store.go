@@ -223,6 +223,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebblekit.Logger(opts.Logger, "store"),
 	}
+	popts.BlockPropertyCollectors = append(popts.BlockPropertyCollectors, positionCollector)
 	popts.EnsureDefaults()
 	// Index lookups by exact key (ids, stream heads) are common and mostly
 	// miss: bloom filters make a miss cost no block read.

@@ -62,6 +62,11 @@ func (s *openedStore) Close() error {
 	return s.Store.Close()
 }
 
+// AppendAsync passes eventstore.AsyncAppender through to the backend.
+func (s *openedStore) AppendAsync(stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent, done func(eventstore.AppendResult, error)) {
+	eventstore.AppendAsync(s.Store, stream, expect, events, done)
+}
+
 // Unwrap returns the backend's store, for what only a backend offers
 // (the admin API's deletion and truncation look for it through here).
 func (s *openedStore) Unwrap() eventstore.Store { return s.Store }

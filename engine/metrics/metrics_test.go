@@ -145,3 +145,53 @@ func TestRegisterShares(t *testing.T) {
 		t.Fatalf("nil registerer: %v, %v", c, err)
 	}
 }
+
+// plainStore hides the backend's AppendAsync.
+type plainStore struct{ eventstore.Store }
+
+// TestInstrumentStoreAppendAsync: appends through AppendAsync are
+// counted as Append's are, whether the store underneath appends
+// asynchronously itself (pebblestore) or eventstore.AppendAsync waits on
+// a goroutine for its Append.
+func TestInstrumentStoreAppendAsync(t *testing.T) {
+	for name, wrap := range map[string]func(eventstore.Store) eventstore.Store{
+		"async backend": func(s eventstore.Store) eventstore.Store { return s },
+		"plain backend": func(s eventstore.Store) eventstore.Store { return plainStore{s} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			reg := metrics.NewRegistry()
+			st, err := metrics.InstrumentStore(wrap(raw), reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type outcome struct {
+				res eventstore.AppendResult
+				err error
+			}
+			appendAsync := func(expect eventstore.ExpectedVersion, evs []eventstore.NewEvent) outcome {
+				out := make(chan outcome, 1)
+				eventstore.AppendAsync(st, "s", expect, evs, func(res eventstore.AppendResult, err error) { out <- outcome{res, err} })
+				return <-out
+			}
+			if o := appendAsync(eventstore.NoStream, []eventstore.NewEvent{{Type: "a"}, {Type: "a"}}); o.err != nil || o.res.LastSeq != 2 {
+				t.Fatalf("append: %+v, %v", o.res, o.err)
+			}
+			if o := appendAsync(eventstore.NoStream, []eventstore.NewEvent{{Type: "b"}}); !errors.Is(o.err, eventstore.ErrVersionConflict) {
+				t.Fatalf("conflict: %v", o.err)
+			}
+			for result, want := range map[string]float64{"ok": 1, "conflict": 1} {
+				if got := value(t, reg, "logbook_appends_total", "result", result); got != want {
+					t.Errorf("appends{result=%q} = %v, want %v", result, got, want)
+				}
+			}
+			if got := value(t, reg, "logbook_appended_events_total", "", ""); got != 2 {
+				t.Errorf("appended events %v, want 2", got)
+			}
+		})
+	}
+}

@@ -97,19 +97,34 @@ func (s *instrumented) Unwrap() eventstore.Store { return s.Store }
 func (s *instrumented) Append(ctx context.Context, stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (eventstore.AppendResult, error) {
 	start := time.Now()
 	res, err := s.Store.Append(ctx, stream, expect, events)
+	s.appended(start, len(events), res, err)
+	return res, err
+}
+
+// AppendAsync implements eventstore.AsyncAppender, through the store
+// underneath if it is one (eventstore.AppendAsync).
+func (s *instrumented) AppendAsync(stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent, done func(eventstore.AppendResult, error)) {
+	start, n := time.Now(), len(events)
+	eventstore.AppendAsync(s.Store, stream, expect, events, func(res eventstore.AppendResult, err error) {
+		s.appended(start, n, res, err)
+		done(res, err)
+	})
+}
+
+// appended counts an append of n events started at start.
+func (s *instrumented) appended(start time.Time, n int, res eventstore.AppendResult, err error) {
 	s.m.appendSeconds.Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil && res.Duplicate:
 		s.m.appends.WithLabelValues(resultDuplicate).Inc()
 	case err == nil:
 		s.m.appends.WithLabelValues(resultOK).Inc()
-		s.m.appended.Add(float64(len(events)))
+		s.m.appended.Add(float64(n))
 	case errors.Is(err, eventstore.ErrVersionConflict):
 		s.m.appends.WithLabelValues(resultConflict).Inc()
 	default:
 		s.m.appends.WithLabelValues(resultError).Inc()
 	}
-	return res, err
 }
 
 func (s *instrumented) read(kind string, evs []eventstore.Event, err error) ([]eventstore.Event, error) {

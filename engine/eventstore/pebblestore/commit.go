@@ -60,7 +60,11 @@ type appendReq struct {
 
 	result eventstore.AppendResult
 	err    error
-	done   chan struct{}
+	// Exactly one of these tells the writer the outcome, from the syncer:
+	// done is closed for Append, which waits on it; cb is called for
+	// AppendAsync.
+	done chan struct{}
+	cb   func(eventstore.AppendResult, error)
 }
 
 // count is the number of events the append writes.
@@ -166,21 +170,43 @@ type sequencerState struct {
 
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (eventstore.AppendResult, error) {
-	if err := s.limits.ValidateAppend(stream, expect, events); err != nil {
-		return eventstore.AppendResult{}, fmt.Errorf("append to %q: %w", stream, err)
-	}
-	if err := checkCtx(ctx); err != nil {
-		return eventstore.AppendResult{}, err
-	}
-	// A failed store refuses at once: its write path may be parked (a WAL
-	// file that could not be created) and would never answer.
-	if err := s.failure(); err != nil {
+	req, err := s.prepare(stream, expect, events)
+	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
 	// Throughput work (a context from priority.Throughput) lets running
 	// foreground work go first.
 	priority.YieldFor(ctx)
-	req := &appendReq{stream: stream, expect: expect, done: make(chan struct{})}
+	req.done = make(chan struct{})
+	return s.enqueue(ctx, req)
+}
+
+// AppendAsync implements eventstore.AsyncAppender: done is called by the
+// syncer once the append's group is durable or has failed, as Append's
+// waiting goroutine would have been woken.
+func (s *Store) AppendAsync(stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent, done func(eventstore.AppendResult, error)) {
+	req, err := s.prepare(stream, expect, events)
+	if err != nil {
+		done(eventstore.AppendResult{}, err)
+		return
+	}
+	req.cb = done
+	if err := s.submit(context.Background(), req); err != nil {
+		done(eventstore.AppendResult{}, err)
+	}
+}
+
+// prepare checks an append and encodes its records for the sequencer.
+func (s *Store) prepare(stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (*appendReq, error) {
+	if err := s.limits.ValidateAppend(stream, expect, events); err != nil {
+		return nil, fmt.Errorf("append to %q: %w", stream, err)
+	}
+	// A failed store refuses at once: its write path may be parked (a WAL
+	// file that could not be created) and would never answer.
+	if err := s.failure(); err != nil {
+		return nil, err
+	}
+	req := &appendReq{stream: stream, expect: expect}
 	size := 0
 	for i := range events {
 		size += encodedSize(stream, &events[i])
@@ -209,17 +235,18 @@ func (s *Store) Append(ctx context.Context, stream string, expect eventstore.Exp
 	for i := range events {
 		req.hashes[i] = s.recent.hashOf(req.id(i))
 	}
-
-	return s.enqueue(ctx, req)
+	return req, nil
 }
 
-// enqueue hands req to the sequencer and waits for its outcome.
-func (s *Store) enqueue(ctx context.Context, req *appendReq) (eventstore.AppendResult, error) {
+// submit hands req to the sequencer. The queue is full only when the
+// sequencer is stuck behind the disk: then the append gives up when ctx
+// ends, or at Close, unqueued — it did not happen.
+func (s *Store) submit(ctx context.Context, req *appendReq) error {
 	if err := checkCtx(ctx); err != nil {
-		return eventstore.AppendResult{}, err
+		return err
 	}
 	if err := s.failure(); err != nil {
-		return eventstore.AppendResult{}, err
+		return err
 	}
 	var done <-chan struct{}
 	if ctx != nil {
@@ -228,25 +255,33 @@ func (s *Store) enqueue(ctx context.Context, req *appendReq) (eventstore.AppendR
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
-		return eventstore.AppendResult{}, eventstore.ErrClosed
+		return eventstore.ErrClosed
 	}
-	// The queue is full only when the sequencer is stuck behind the disk:
-	// then the append gives up with its context, or at Close, unqueued —
-	// it did not happen.
 	select {
 	case s.reqs <- req:
 	case <-done:
 		s.mu.RUnlock()
-		return eventstore.AppendResult{}, ctx.Err()
+		return ctx.Err()
 	case <-s.closing:
 		s.mu.RUnlock()
-		return eventstore.AppendResult{}, eventstore.ErrClosed
+		return eventstore.ErrClosed
 	}
 	s.mu.RUnlock()
 	if s.opts.queued != nil {
 		s.opts.queued(req.stream)
 	}
+	return nil
+}
 
+// enqueue hands req to the sequencer and waits for its outcome.
+func (s *Store) enqueue(ctx context.Context, req *appendReq) (eventstore.AppendResult, error) {
+	if err := s.submit(ctx, req); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
 	select {
 	case <-req.done:
 		return req.result, req.err
@@ -619,7 +654,11 @@ func (s *Store) syncLoop() {
 			}
 		}
 		for _, r := range g.reqs {
-			close(r.done)
+			if r.cb != nil {
+				r.cb(r.result, r.err)
+			} else {
+				close(r.done)
+			}
 		}
 	}
 }

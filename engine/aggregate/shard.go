@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -69,12 +70,21 @@ type completion[S, C, E any] struct {
 	state  S // the state after all spans, if the append succeeds
 	res    eventstore.AppendResult
 	err    error
+	// results are the spans' answers, given by answer when the append
+	// succeeds.
+	results []Result[E]
 }
 
 type shard[S, C, E any] struct {
-	rt       *Runtime[S, C, E]
-	in       chan *request[S, C, E]
-	done     chan *completion[S, C, E]
+	rt *Runtime[S, C, E]
+	in chan *request[S, C, E]
+	// Appends report here, from the store's goroutine (post): a list
+	// under a lock and a wake-up, so that the store never waits for the
+	// shard, however many appends it has in flight.
+	mu       sync.Mutex
+	posted   []*completion[S, C, E]
+	wake     chan struct{} // one pending wake-up at most
+	taken    []*completion[S, C, E]
 	entries  map[string]*entry[S, C, E]
 	lru      *list.List // front: most recently used
 	capacity int
@@ -87,7 +97,7 @@ func newShard[S, C, E any](rt *Runtime[S, C, E], capacity int) *shard[S, C, E] {
 	return &shard[S, C, E]{
 		rt:       rt,
 		in:       make(chan *request[S, C, E], 256),
-		done:     make(chan *completion[S, C, E], 256),
+		wake:     make(chan struct{}, 1),
 		entries:  make(map[string]*entry[S, C, E]),
 		lru:      list.New(),
 		capacity: capacity,
@@ -133,8 +143,14 @@ func (sh *shard[S, C, E]) run() {
 				continue
 			}
 			sh.handle(req)
-		case c := <-sh.done:
-			sh.complete(c)
+		case <-sh.wake:
+			sh.mu.Lock()
+			sh.taken, sh.posted = sh.posted, sh.taken[:0]
+			sh.mu.Unlock()
+			for i, c := range sh.taken {
+				sh.complete(c)
+				sh.taken[i] = nil
+			}
 		case now := <-tick:
 			sh.evictIdle(now)
 		}
@@ -151,20 +167,28 @@ func (sh *shard[S, C, E]) handle(req *request[S, C, E]) {
 		sh.finish(req, err)
 		return
 	}
-	if req.kind == reqState {
-		if e.version == 0 {
-			sh.finish(req, fmt.Errorf("%w: %s", ErrNotFound, e.stream))
-			return
-		}
-		req.state, req.version = e.state, e.version
-		sh.finish(req, nil)
-		return
-	}
 	if e.busy {
+		// A state read waits too: the commands of the append in flight
+		// may have been answered already (answer), and a read after an
+		// answer must see its events.
 		e.queue = append(e.queue, req)
 		return
 	}
+	if req.kind == reqState {
+		sh.readState(e, req)
+		return
+	}
 	sh.decide(e, []*request[S, C, E]{req})
+}
+
+// readState answers a state read with the aggregate's current state.
+func (sh *shard[S, C, E]) readState(e *entry[S, C, E], req *request[S, C, E]) {
+	if e.version == 0 {
+		sh.finish(req, fmt.Errorf("%w: %s", ErrNotFound, e.stream))
+		return
+	}
+	req.state, req.version = e.state, e.version
+	sh.finish(req, nil)
 }
 
 // decide runs the commands one after another on the aggregate's state and
@@ -263,11 +287,46 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 	sh.inflight++
 	c := &completion[S, C, E]{e: e, spans: spans, events: events, state: state}
 	expect := eventstore.Exactly(e.version)
-	store := sh.rt.store
-	go func() {
-		c.res, c.err = store.Append(context.Background(), e.stream, expect, batch)
-		sh.done <- c
-	}()
+	eventstore.AppendAsync(sh.rt.store, e.stream, expect, batch, func(res eventstore.AppendResult, err error) {
+		c.res, c.err = res, err
+		if err == nil {
+			sh.answer(c)
+		}
+		sh.post(c)
+	})
+}
+
+// answer gives the commands of a stored append their results. It runs
+// where the store reports the append durable, before the shard's own
+// bookkeeping (complete): a command's answer waits for no other
+// goroutine. Until complete has run the aggregate stays busy, so no
+// command is decided and no state read answered on the state before it.
+// It reads only what decide wrote before the append began.
+func (sh *shard[S, C, E]) answer(c *completion[S, C, E]) {
+	c.results = make([]Result[E], len(c.spans))
+	for i, sp := range c.spans {
+		r := Result[E]{ID: c.e.id, Version: sp.before + uint64(sp.end-sp.start)}
+		if sp.end > sp.start {
+			r.Events = c.events[sp.start:sp.end:sp.end]
+			r.FirstSeq = c.res.FirstSeq + uint64(sp.start)
+			r.Position = c.res.FirstPosition + uint64(sp.end) - 1
+		}
+		c.results[i] = r
+		sp.req.result = r
+		sh.rt.metrics.command(sp.req.start, outcomeOK)
+		sh.finish(sp.req, nil)
+	}
+}
+
+// post hands a finished append to the shard's goroutine. It never blocks.
+func (sh *shard[S, C, E]) post(c *completion[S, C, E]) {
+	sh.mu.Lock()
+	sh.posted = append(sh.posted, c)
+	sh.mu.Unlock()
+	select {
+	case sh.wake <- struct{}{}:
+	default: // a wake-up is pending already; it takes c along
+	}
 }
 
 // decideOne runs one command on state: its events, encoded for the store,
@@ -320,20 +379,13 @@ func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
 	e.busy = false
 	switch {
 	case c.err == nil:
+		// The commands have their answers (answer); what is left is the
+		// shard's: the state, and the keys for recognizing retries.
 		e.state, e.version = c.state, c.res.LastSeq
-		for _, sp := range c.spans {
-			r := Result[E]{ID: e.id, Version: sp.before + uint64(sp.end-sp.start)}
-			if sp.end > sp.start {
-				r.Events = c.events[sp.start:sp.end:sp.end]
-				r.FirstSeq = c.res.FirstSeq + uint64(sp.start)
-				r.Position = c.res.FirstPosition + uint64(sp.end) - 1
-				if sp.req.key != "" {
-					e.keys.put(sp.req.key, keyResult{first: r.FirstSeq, last: r.Version, pos: r.Position, fingerprint: sp.req.fingerprint}, sh.rt.opts.IdempotencyKeys)
-				}
+		for i, sp := range c.spans {
+			if r := c.results[i]; sp.end > sp.start && sp.req.key != "" {
+				e.keys.put(sp.req.key, keyResult{first: r.FirstSeq, last: r.Version, pos: r.Position, fingerprint: sp.req.fingerprint}, sh.rt.opts.IdempotencyKeys)
 			}
-			sp.req.result = r
-			sh.rt.metrics.command(sp.req.start, outcomeOK)
-			sh.finish(sp.req, nil)
 		}
 		sh.rt.metrics.appended(len(c.events))
 		sh.maybeSnapshot(e)
@@ -398,6 +450,21 @@ func (sh *shard[S, C, E]) failAll(c *completion[S, C, E], err error) {
 // drain decides the commands that queued while the aggregate was busy.
 func (sh *shard[S, C, E]) drain(e *entry[S, C, E]) {
 	if e.busy || len(e.queue) == 0 {
+		return
+	}
+	// State reads that waited for the append see its outcome now.
+	q := e.queue[:0]
+	for _, r := range e.queue {
+		if r.kind == reqState {
+			sh.readState(e, r)
+		} else {
+			q = append(q, r)
+		}
+	}
+	clear(e.queue[len(q):])
+	e.queue = q
+	if len(e.queue) == 0 {
+		e.queue = nil
 		return
 	}
 	n := min(len(e.queue), maxBatchCommands)

@@ -7,13 +7,16 @@ import "context"
 // with many appends in flight (an aggregate runtime's shard) then needs
 // no goroutine per append, and its answer reaches it one hand-off sooner.
 type AsyncAppender interface {
-	// AppendAsync is Append without the wait: it returns at once, or once
-	// the store has room to queue the append, and calls done exactly once
-	// with what Append would have returned, after the events are durable
-	// or the append has failed. done may run on a goroutine of the store
-	// that serves other appends, so it must return quickly and must not
-	// block. The caller must leave events as they are until done is
-	// called (AppendAsync, like Append, fills in the ids events lack).
+	// AppendAsync is Append without the wait: it returns without waiting
+	// for the disk, and calls done (not nil) exactly once with what Append
+	// would have returned, after the events are durable or the append has
+	// failed. done may run on a goroutine of the store that serves other
+	// appends, so it must return quickly, must not block and must not call
+	// the store; and it may run on the caller's goroutine before
+	// AppendAsync returns (an append refused at once), so the caller must
+	// not hold a lock done needs. The caller must leave events as they are
+	// until done is called (AppendAsync, like Append, fills in the ids
+	// events lack).
 	AppendAsync(stream string, expect ExpectedVersion, events []NewEvent, done func(AppendResult, error))
 }
 

@@ -100,3 +100,54 @@ func TestAppendAsyncReportsOnceDurable(t *testing.T) {
 		t.Errorf("append after Close: %v, want ErrClosed", o.err)
 	}
 }
+
+// TestAppendAsyncNeverBlocks: with the log's sync held, the groups
+// waiting for it fill (the syncer's channel, then the sequencer's own),
+// the sequencer stops taking appends and the queue fills; AppendAsync
+// still returns for every append beyond it, and once the sync goes on
+// each done is called once and every event is stored.
+func TestAppendAsyncNeverBlocks(t *testing.T) {
+	fs, stalled, release := stallingFS()
+	s, err := Open(t.TempDir(), Options{FS: fs, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Append(t.Context(), "warm", eventstore.Any, []eventstore.NewEvent{{Type: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	stalled.Store(true)
+	n := (cap(s.groups)+2)*maxGroupReqs + 3*cap(s.reqs) // more than the groups and the queue hold
+	outcomes := make(chan error, n)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		for range n {
+			s.AppendAsync("s", eventstore.Any, []eventstore.NewEvent{{Type: "t"}}, func(_ eventstore.AppendResult, err error) { outcomes <- err })
+		}
+	}()
+	select {
+	case <-returned:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatalf("AppendAsync blocked: %d appends queued of %d", len(s.reqs), cap(s.reqs))
+	}
+	if len(outcomes) != 0 {
+		t.Fatalf("%d appends answered while the sync is held", len(outcomes))
+	}
+	stalled.Store(false)
+	close(release)
+	for range n {
+		select {
+		case err := <-outcomes:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%d appends never answered", n-len(outcomes))
+		}
+	}
+	if v, err := s.StreamVersion(t.Context(), "s"); err != nil || v != uint64(n) {
+		t.Fatalf("stream at %d (%v), want %d", v, err, n)
+	}
+}

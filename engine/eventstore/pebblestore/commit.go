@@ -170,42 +170,55 @@ type sequencerState struct {
 
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (eventstore.AppendResult, error) {
-	req, err := s.prepare(stream, expect, events)
+	req, err := s.prepare(ctx, stream, expect, events)
 	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	// Throughput work (a context from priority.Throughput) lets running
-	// foreground work go first.
-	priority.YieldFor(ctx)
 	req.done = make(chan struct{})
 	return s.enqueue(ctx, req)
 }
 
 // AppendAsync implements eventstore.AsyncAppender: done is called by the
 // syncer once the append's group is durable or has failed, as Append's
-// waiting goroutine would have been woken.
+// waiting goroutine would have been woken, or at once, on the caller's
+// goroutine, when the append is refused before it is queued. It never
+// blocks: when the queue is full (the sequencer is behind the disk) a
+// goroutine of its own waits to queue it, as Append's caller would.
 func (s *Store) AppendAsync(stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent, done func(eventstore.AppendResult, error)) {
-	req, err := s.prepare(stream, expect, events)
+	req, err := s.prepare(context.Background(), stream, expect, events)
 	if err != nil {
 		done(eventstore.AppendResult{}, err)
 		return
 	}
 	req.cb = done
-	if err := s.submit(context.Background(), req); err != nil {
+	switch err := s.send(context.Background(), req, false); {
+	case errors.Is(err, errQueueFull):
+		go func() {
+			if err := s.send(context.Background(), req, true); err != nil {
+				done(eventstore.AppendResult{}, err)
+			}
+		}()
+	case err != nil:
 		done(eventstore.AppendResult{}, err)
 	}
 }
 
 // prepare checks an append and encodes its records for the sequencer.
-func (s *Store) prepare(stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (*appendReq, error) {
+func (s *Store) prepare(ctx context.Context, stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent) (*appendReq, error) {
 	if err := s.limits.ValidateAppend(stream, expect, events); err != nil {
 		return nil, fmt.Errorf("append to %q: %w", stream, err)
+	}
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
 	}
 	// A failed store refuses at once: its write path may be parked (a WAL
 	// file that could not be created) and would never answer.
 	if err := s.failure(); err != nil {
 		return nil, err
 	}
+	// Throughput work (a context from priority.Throughput) lets running
+	// foreground work go first.
+	priority.YieldFor(ctx)
 	req := &appendReq{stream: stream, expect: expect}
 	size := 0
 	for i := range events {
@@ -238,19 +251,20 @@ func (s *Store) prepare(stream string, expect eventstore.ExpectedVersion, events
 	return req, nil
 }
 
-// submit hands req to the sequencer. The queue is full only when the
-// sequencer is stuck behind the disk: then the append gives up when ctx
-// ends, or at Close, unqueued — it did not happen.
-func (s *Store) submit(ctx context.Context, req *appendReq) error {
+// errQueueFull is send's answer when it may not wait and the queue is
+// full.
+var errQueueFull = errors.New("pebblestore: the append queue is full")
+
+// send hands req to the sequencer. The queue is full only when the
+// sequencer is stuck behind the disk: then send waits, if wait, until
+// there is room, and gives up when ctx ends or at Close, unqueued — the
+// append did not happen.
+func (s *Store) send(ctx context.Context, req *appendReq, wait bool) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
 	if err := s.failure(); err != nil {
 		return err
-	}
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
 	}
 	s.mu.RLock()
 	if s.closed {
@@ -259,12 +273,24 @@ func (s *Store) submit(ctx context.Context, req *appendReq) error {
 	}
 	select {
 	case s.reqs <- req:
-	case <-done:
-		s.mu.RUnlock()
-		return ctx.Err()
-	case <-s.closing:
-		s.mu.RUnlock()
-		return eventstore.ErrClosed
+	default:
+		if !wait {
+			s.mu.RUnlock()
+			return errQueueFull
+		}
+		var done <-chan struct{}
+		if ctx != nil {
+			done = ctx.Done()
+		}
+		select {
+		case s.reqs <- req:
+		case <-done:
+			s.mu.RUnlock()
+			return ctx.Err()
+		case <-s.closing:
+			s.mu.RUnlock()
+			return eventstore.ErrClosed
+		}
 	}
 	s.mu.RUnlock()
 	if s.opts.queued != nil {
@@ -275,7 +301,7 @@ func (s *Store) submit(ctx context.Context, req *appendReq) error {
 
 // enqueue hands req to the sequencer and waits for its outcome.
 func (s *Store) enqueue(ctx context.Context, req *appendReq) (eventstore.AppendResult, error) {
-	if err := s.submit(ctx, req); err != nil {
+	if err := s.send(ctx, req, true); err != nil {
 		return eventstore.AppendResult{}, err
 	}
 	var done <-chan struct{}

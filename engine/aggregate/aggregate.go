@@ -11,13 +11,17 @@
 // The path of one command:
 //
 //	Execute → shard (hash of the id) → cached entry, or snapshot + events
-//	  → Decide → store.Append(expected version) ─ fsync ─→ Evolve → reply
+//	  → Decide → eventstore.AppendAsync(expected version) ─ fsync ─→ reply
+//	  → back on the shard: the new state, idempotency keys, snapshots
 //
 // A shard never waits for an append: while one aggregate's events are being
 // written, the shard goes on with other aggregates, and commands for the
 // busy aggregate queue behind it and are decided together, as one append,
 // when it completes. That is how a few dozen shards keep thousands of
-// appends in flight, and how a hot aggregate's commands share fsyncs.
+// appends in flight, and how a hot aggregate's commands share fsyncs. The
+// commands are answered as soon as their append is durable, where the
+// store reports it (eventstore.AsyncAppender); a state read that comes
+// after such an answer waits for the shard to take the new state.
 package aggregate
 
 import (

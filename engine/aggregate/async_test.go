@@ -88,7 +88,7 @@ func TestStateReadSeesAnsweredCommand(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			for i := 1; i <= 300; i++ {
+			for i := 1; i <= 2000; i++ {
 				res, err := rt.Execute(ctx, r.ID, deposit{Amount: 1})
 				if err != nil {
 					t.Error(err)

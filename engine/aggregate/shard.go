@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/logbook/logbook/engine/eventstore"
@@ -49,8 +50,9 @@ type entry[S, C, E any] struct {
 	keys       keyRing
 	snapshotAt uint64 // version of the last snapshot saved or loaded
 
-	busy     bool                // an append is in flight
-	queue    []*request[S, C, E] // commands waiting for it
+	busy     bool                 // an append is in flight
+	flight   *completion[S, C, E] // that append
+	queue    []*request[S, C, E]  // commands waiting for it
 	lru      *list.Element
 	lastUsed time.Time
 	weight   int // Definition.Weight of state, when the shard has a budget
@@ -71,8 +73,9 @@ type completion[S, C, E any] struct {
 	res    eventstore.AppendResult
 	err    error
 	// results are the spans' answers, given by answer when the append
-	// succeeds.
-	results []Result[E]
+	// succeeds; answered is set before the first of them is given.
+	results  []Result[E]
+	answered atomic.Bool
 }
 
 type shard[S, C, E any] struct {
@@ -167,15 +170,21 @@ func (sh *shard[S, C, E]) handle(req *request[S, C, E]) {
 		sh.finish(req, err)
 		return
 	}
-	if e.busy {
-		// A state read waits too: the commands of the append in flight
-		// may have been answered already (answer), and a read after an
-		// answer must see its events.
-		e.queue = append(e.queue, req)
+	if req.kind == reqState {
+		// Once the commands of the append in flight have been answered
+		// (answer), the cached state is behind what their callers know:
+		// the read waits for the shard to take the new state. Before
+		// that the append's outcome is known to no one, and the cached
+		// state is a correct answer.
+		if e.busy && e.flight.answered.Load() {
+			e.queue = append(e.queue, req)
+			return
+		}
+		sh.readState(e, req)
 		return
 	}
-	if req.kind == reqState {
-		sh.readState(e, req)
+	if e.busy {
+		e.queue = append(e.queue, req)
 		return
 	}
 	sh.decide(e, []*request[S, C, E]{req})
@@ -286,6 +295,7 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 	e.busy = true
 	sh.inflight++
 	c := &completion[S, C, E]{e: e, spans: spans, events: events, state: state}
+	e.flight = c
 	expect := eventstore.Exactly(e.version)
 	eventstore.AppendAsync(sh.rt.store, e.stream, expect, batch, func(res eventstore.AppendResult, err error) {
 		c.res, c.err = res, err
@@ -304,6 +314,7 @@ func (sh *shard[S, C, E]) decide(e *entry[S, C, E], reqs []*request[S, C, E]) {
 // It reads only what decide wrote before the append began.
 func (sh *shard[S, C, E]) answer(c *completion[S, C, E]) {
 	c.results = make([]Result[E], len(c.spans))
+	c.answered.Store(true)
 	for i, sp := range c.spans {
 		r := Result[E]{ID: c.e.id, Version: sp.before + uint64(sp.end-sp.start)}
 		if sp.end > sp.start {
@@ -376,7 +387,7 @@ func (sh *shard[S, C, E]) encode(e *entry[S, C, E], ev E, key, fingerprint strin
 func (sh *shard[S, C, E]) complete(c *completion[S, C, E]) {
 	sh.inflight--
 	e := c.e
-	e.busy = false
+	e.busy, e.flight = false, nil
 	switch {
 	case c.err == nil:
 		// The commands have their answers (answer); what is left is the

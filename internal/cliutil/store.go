@@ -75,6 +75,11 @@ type OpenedStore struct {
 	PG     *pgstore.Store // the PostgreSQL store, if that is the backend
 }
 
+// AppendAsync passes eventstore.AsyncAppender through to the backend.
+func (s *OpenedStore) AppendAsync(stream string, expect eventstore.ExpectedVersion, events []eventstore.NewEvent, done func(eventstore.AppendResult, error)) {
+	eventstore.AppendAsync(s.Store, stream, expect, events, done)
+}
+
 // Open opens the store the flags name.
 func (f *StoreFlags) Open(log *slog.Logger) (*OpenedStore, error) {
 	if f.URL != "" {

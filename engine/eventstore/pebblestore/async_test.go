@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,21 +41,28 @@ func wait(t *testing.T, out <-chan outcome) outcome {
 	}
 }
 
-// TestAppendAsyncReportsOnceDurable: AppendAsync's done is not called
-// while the write-ahead log's sync is held, and once it is, exactly once,
-// with the durable head already past the events; conflicts, refusals and
-// a closed store are reported through done too.
-func TestAppendAsyncReportsOnceDurable(t *testing.T) {
+// openStalled opens a store whose write-ahead log syncs wait for release
+// while stalled is set, which it is when the store is returned.
+func openStalled(t *testing.T) (s *Store, stalled *atomic.Bool, release chan struct{}) {
 	fs, stalled, release := stallingFS()
 	s, err := Open(t.TempDir(), Options{FS: fs, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	if _, err := s.Append(t.Context(), "warm", eventstore.Any, []eventstore.NewEvent{{Type: "t"}}); err != nil {
 		t.Fatal(err)
 	}
 	stalled.Store(true)
+	return s, stalled, release
+}
+
+// TestAppendAsyncReportsOnceDurable: AppendAsync's done is not called
+// while the write-ahead log's sync is held, and once it is, exactly once,
+// with the durable head already past the events; conflicts, refusals and
+// a closed store are reported through done too.
+func TestAppendAsyncReportsOnceDurable(t *testing.T) {
+	s, stalled, release := openStalled(t)
 	events := []eventstore.NewEvent{{Type: "a", Data: []byte("1")}, {Type: "a", Data: []byte("2")}}
 	out := asyncAppend(t, s, "s", eventstore.NoStream, events)
 	select {
@@ -107,16 +115,7 @@ func TestAppendAsyncReportsOnceDurable(t *testing.T) {
 // still returns for every append beyond it, and once the sync goes on
 // each done is called once and every event is stored.
 func TestAppendAsyncNeverBlocks(t *testing.T) {
-	fs, stalled, release := stallingFS()
-	s, err := Open(t.TempDir(), Options{FS: fs, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Append(t.Context(), "warm", eventstore.Any, []eventstore.NewEvent{{Type: "t"}}); err != nil {
-		t.Fatal(err)
-	}
-	stalled.Store(true)
+	s, stalled, release := openStalled(t)
 	n := (cap(s.groups)+2)*maxGroupReqs + 3*cap(s.reqs) // more than the groups and the queue hold
 	outcomes := make(chan error, n)
 	returned := make(chan struct{})

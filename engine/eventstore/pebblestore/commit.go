@@ -278,13 +278,9 @@ func (s *Store) send(ctx context.Context, req *appendReq, wait bool) error {
 			s.mu.RUnlock()
 			return errQueueFull
 		}
-		var done <-chan struct{}
-		if ctx != nil {
-			done = ctx.Done()
-		}
 		select {
 		case s.reqs <- req:
-		case <-done:
+		case <-ctxDone(ctx):
 			s.mu.RUnlock()
 			return ctx.Err()
 		case <-s.closing:
@@ -304,14 +300,10 @@ func (s *Store) enqueue(ctx context.Context, req *appendReq) (eventstore.AppendR
 	if err := s.send(ctx, req, true); err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
 	select {
 	case <-req.done:
 		return req.result, req.err
-	case <-done:
+	case <-ctxDone(ctx):
 		// The append may still commit; like any database, a cancelled
 		// write has an unknown outcome. Retrying with the same event ids
 		// is safe.

@@ -707,10 +707,7 @@ func (s *Store) reclaim(ctx context.Context, stream string) (n int, done bool, s
 // loadForDelete reads the events at ascending positions, with the size of
 // each record; positions that hold nothing are left out.
 func (s *Store) loadForDelete(positions []uint64) ([]eventstore.Event, []uint32, error) {
-	iter, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: eventKey(nil, positions[0]),
-		UpperBound: eventKey(nil, positions[len(positions)-1]+1),
-	})
+	iter, err := s.db.NewIter(eventRange(positions[0], positions[len(positions)-1]))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -49,7 +49,8 @@ func (positionMapper) MapRangeKeys(sstable.Span) (sstable.BlockInterval, error) 
 // through to: bounds and the block filter on the same interval. They
 // must be the same: a block is skipped only when no key within the
 // bounds can be in it, deletions included (an event's deletion maps to
-// its position too), so no deleted event can show through.
+// its position too), so no deleted event can show through. Every scan of
+// a range of event keys takes its options here.
 func eventRange(from, to uint64) *pebble.IterOptions {
 	filters := make([]pebble.BlockPropertyFilter, 1, 2) // Pebble appends one of its own
 	filters[0] = sstable.NewBlockIntervalFilter(positionsProperty, from, to+1, nil)

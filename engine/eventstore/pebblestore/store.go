@@ -288,7 +288,7 @@ func (s *Store) recover() error {
 	if last > uint64(s.opts.RecentIDs) {
 		from = last - uint64(s.opts.RecentIDs) + 1
 	}
-	iter, err = s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(nil, from), UpperBound: eventKey(nil, last+1)})
+	iter, err = s.db.NewIter(eventRange(from, last))
 	if err != nil {
 		return err
 	}
@@ -457,4 +457,12 @@ func checkCtx(ctx context.Context) error {
 		return nil
 	}
 	return ctx.Err()
+}
+
+// ctxDone is ctx's Done channel; nil, which never delivers, for a nil ctx.
+func ctxDone(ctx context.Context) <-chan struct{} {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Done()
 }

@@ -159,9 +159,17 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 		Short: "Simulate planners building rotations one command at a time",
 		Long: `Simulated planners build rotations on the flights service, each sending
 its next command once the last is answered (a closed model), in --waves
-waves; prints commands per second and latency percentiles.`,
-		Example: `  logbook loadtest write --url http://127.0.0.1:8080 --token PLANNER --users 100 --legs 750`,
-		Args:    cliutil.NoArgs,
+waves; prints commands per second and latency percentiles.
+
+With --baseline the same workload then runs against a server in this
+process that does no work — Go's net/http answering each command with the
+flights API's status, headers and body shape, nothing decoded, nothing
+stored — and the result adds its commands per second and the ratio of the
+measured run's to it: how close the service comes to what net/http, this
+generator and loopback TCP reach on this machine in the same minute.`,
+		Example: `  logbook loadtest write --url http://127.0.0.1:8080 --token PLANNER --users 100 --legs 750
+  logbook loadtest write --url http://127.0.0.1:8080 --token PLANNER --users 100 --legs 750 --baseline`,
+		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
 	var t targetFlags
@@ -172,9 +180,13 @@ waves; prints commands per second and latency percentiles.`,
 	fs.IntVar(&cfg.Legs, "legs", 10, "legs each planner adds")
 	fs.IntVar(&cfg.Waves, "waves", 10, "planners start in this many waves")
 	fs.DurationVar(&cfg.WaveInterval, "wave-interval", 100*time.Millisecond, "time between waves")
+	baseline := fs.Bool("baseline", false, "then run the same workload against a bare net/http server in this process and print the ratio")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Users <= 0 || cfg.Legs < 0 || cfg.Waves <= 0 {
 			return cliutil.Usage("--users and --waves must be positive, --legs not negative")
+		}
+		if *baseline && !strings.HasPrefix(t.url, "http://") {
+			return cliutil.Usage("--baseline is plain HTTP: compare it with an http:// --url")
 		}
 		if t.conns == 0 {
 			// A planner waits for each answer before its next command,
@@ -199,6 +211,11 @@ waves; prints commands per second and latency percentiles.`,
 		var stop func()
 		cfg.Progress, stop = e.ShowProgress(cmd, t.out.Quiet())
 		res, err := loadtest.RunWrite(cmd.Context(), c, cfg)
+		if err == nil && *baseline {
+			var b loadtest.BaselineResult
+			b, err = loadtest.RunBaseline(cmd.Context(), cfg, t.conns, t.batchDelay, res.CommandsPerSec)
+			res.Baseline = &b
+		}
 		stop()
 		if err != nil {
 			return err

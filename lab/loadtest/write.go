@@ -42,13 +42,16 @@ type WriteResult struct {
 	Requests     int    `json:"requests"`
 	Failures     int    `json:"failures"`
 	FirstFailure string `json:"first_failure,omitempty"`
+	// Baseline is the same workload against a server that does no work
+	// (RunBaseline), if asked for.
+	Baseline *BaselineResult `json:"baseline,omitempty"`
 	// Timeline is every second of the run, for charts.
 	Timeline []Second `json:"-"`
 }
 
 // Rows renders the result as a table.
 func (r WriteResult) Rows() [][2]string {
-	return [][2]string{
+	rows := [][2]string{
 		{"users / legs each", fmt.Sprintf("%d / %d", r.Users, r.LegsPerUser)},
 		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
 		{"commands/s", fmt.Sprintf("%.0f", r.CommandsPerSec)},
@@ -56,6 +59,13 @@ func (r WriteResult) Rows() [][2]string {
 		{"requests", fmt.Sprint(r.Requests)},
 		{"failures", fmt.Sprint(r.Failures)},
 	}
+	if b := r.Baseline; b != nil {
+		rows = append(rows,
+			[2]string{"bare net/http commands/s", fmt.Sprintf("%.0f", b.CommandsPerSec)},
+			[2]string{"bare net/http p99 ms / failures", fmt.Sprintf("%.2f / %d", b.P99, b.Failures)},
+			[2]string{"commands/s / bare net/http", fmt.Sprintf("%.3f", b.Ratio)})
+	}
+	return rows
 }
 
 var airports = []string{"FRA", "MUC", "VIE", "ZRH", "BRU", "HAM", "DUS", "BER"}

@@ -202,7 +202,9 @@ func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fs
 					errs <- err
 					return
 				}
-				versions[si] = res.LastSeq // only this writer touches si when !expectAny
+				if !expectAny {
+					versions[si] = res.LastSeq // only this writer touches si
+				}
 				cfg.Progress.Add(size)
 			}
 		}()

@@ -43,6 +43,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"bench", "append", "--events", "-1"}, 2, "must be positive"},
 		{[]string{"bench", "append", "--events", "many"}, 2, `invalid argument "many" for "--events"`},
 		{[]string{"bench", "append", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"bench", "append", "--ceiling", "--store", "postgres://x/y"}, 2, "--ceiling is for the embedded store"},
 		{[]string{"bench", "read", "--cpuprofile", "/no/such/dir/cpu.prof"}, 1, "no such file"},
 		{[]string{"flights", "import"}, 2, `required flag(s) "ssim" not set`},
 		{[]string{"flights", "import", "--ssim", "/no/such/file.ssim", "--data", t.TempDir()}, 1, "no such file"},
@@ -260,6 +261,18 @@ func TestNoProgressWhenNotATerminal(t *testing.T) {
 	}
 	if !strings.Contains(out, "events/s") {
 		t.Fatalf("bench append printed no table: %q", out)
+	}
+	dir := t.TempDir()
+	code, out, stderr = runCLI(t, "bench", "append", "--data", dir, "--events", "2000", "--batch", "1", "--writers", "8", "--ceiling", "-o", "json")
+	var r struct {
+		Ceiling *float64 `json:"ceiling_events_per_sec"`
+		Ratio   *float64 `json:"ratio_to_ceiling"`
+	}
+	if code != 0 || stderr != "" || json.Unmarshal([]byte(out), &r) != nil || r.Ceiling == nil || *r.Ceiling <= 0 || r.Ratio == nil || *r.Ratio <= 0 {
+		t.Fatalf("bench append --ceiling: %d %q %q", code, out, stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "log-ceiling-*")); len(left) != 0 {
+		t.Errorf("--ceiling left its log: %v", left)
 	}
 	prof := filepath.Join(t.TempDir(), "cpu.prof")
 	code, out, stderr = runCLI(t, "bench", "read", "--data", t.TempDir(), "--json", "--cpuprofile", prof)

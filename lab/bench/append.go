@@ -68,6 +68,12 @@ type AppendResult struct {
 	FsyncBatchMS                *float64 `json:"fsync_batch_ms,omitempty"`
 	BatchFsyncBoundEventsPerSec *float64 `json:"batch_fsync_bound_events_per_sec,omitempty"`
 	RatioToBatchFsyncBound      *float64 `json:"ratio_to_batch_fsync_bound,omitempty"`
+	// With --ceiling: the same workload on a LogCeiling in the data
+	// directory, run just before the store's, and the store's events/s
+	// over it.
+	CeilingEventsPerSec *float64 `json:"ceiling_events_per_sec,omitempty"`
+	CeilingP99MS        *float64 `json:"ceiling_p99_ms,omitempty"`
+	RatioToCeiling      *float64 `json:"ratio_to_ceiling,omitempty"`
 }
 
 // WithBaseline adds the baseline's figure and the ratio to r.
@@ -127,12 +133,18 @@ func (r AppendResult) Rows() [][2]string {
 			[2]string{"its bound events/s", fmt.Sprintf("%.0f", *r.BatchFsyncBoundEventsPerSec)},
 			[2]string{"events/s / its bound", fmt.Sprintf("%.3f", *r.RatioToBatchFsyncBound)})
 	}
+	if r.RatioToCeiling != nil {
+		rows = append(rows,
+			[2]string{"ceiling events/s (a bare log: write + fdatasync per group, nothing else)", fmt.Sprintf("%.0f", *r.CeilingEventsPerSec)},
+			[2]string{"ceiling append p99 ms", fmt.Sprintf("%.3f", *r.CeilingP99MS)},
+			[2]string{"events/s / ceiling", fmt.Sprintf("%.3f", *r.RatioToCeiling)})
+	}
 	return rows
 }
 
 // RunAppend runs the workload. fsyncs, if not nil, reads the store's fsync
 // counter before and after.
-func RunAppend(ctx context.Context, store eventstore.Store, cfg AppendConfig, fsyncs func() uint64) (AppendResult, error) {
+func RunAppend(ctx context.Context, store Appender, cfg AppendConfig, fsyncs func() uint64) (AppendResult, error) {
 	if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
 		return AppendResult{}, errors.New("bench append: events, batch, writers and streams must be positive, payload not negative")
 	}

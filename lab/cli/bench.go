@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"context"
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/engine/eventstore/pebblestore"
@@ -53,11 +56,17 @@ func newBenchAppendCmd(e *env) *cobra.Command {
 		Long: `Appends events from concurrent writers and prints events per second and the
 append latency. --baseline also writes the same rows by binary COPY, the
 fastest the database takes them: into a plain table with only a primary
-key, and into a copy of the store's events table with its indexes.`,
+key, and into a copy of the store's events table with its indexes.
+--ceiling (embedded store) first runs the same writers against a bare log in
+the data directory — each group of appends written to a prepared file and
+fdatasync'ed, nothing else — the most any store that syncs what it
+acknowledges could reach here, and prints the store's ratio to it.`,
 		Example: `  # one writer, a million events, on the embedded store in ./data-bench
   logbook bench append
   # 8 writers on PostgreSQL, beside a plain COPY of the same rows
-  logbook bench append --writers 8 --store postgres://localhost/logbook --baseline`,
+  logbook bench append --writers 8 --store postgres://localhost/logbook --baseline
+  # 256 single-event writers, beside a bare log's figure for the same writers
+  logbook bench append --batch 1 --writers 256 --ceiling`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -74,6 +83,7 @@ key, and into a copy of the store's events table with its indexes.`,
 	fs.BoolVar(&cfg.ExpectAny, "expect-any", false, "append with expected version any instead of the exact version")
 	fsyncSamples := fs.Int("fsync-samples", 300, "synced writes timed in the data directory before the run (embedded store), for the fsync bounds: this many of 4 KiB and as many of one append's bytes in the store's log, each overwriting a file written first; and this many of 4 KiB growing a file, for comparison")
 	baseline := fs.Bool("baseline", false, "then write the same rows by binary COPY into a plain table and into a copy of the store's events table (PostgreSQL only) and print each figure and the store's ratio to it")
+	ceiling := fs.Bool("ceiling", false, "first run the same writers against a bare log in the data directory (a write and an fdatasync per group of appends, nothing else; embedded store only) and print the store's ratio to it")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Events <= 0 || cfg.Batch <= 0 || cfg.Writers <= 0 || cfg.Streams <= 0 || cfg.Payload < 0 {
 			return cliutil.Usage("--events, --batch, --writers and --streams must be positive and --payload not negative")
@@ -83,6 +93,9 @@ key, and into a copy of the store's events table with its indexes.`,
 		}
 		if *baseline && bf.store.URL == "" {
 			return cliutil.Usage("--baseline needs --store postgres://…: it measures the database the store runs on")
+		}
+		if *ceiling && bf.store.URL != "" {
+			return cliutil.Usage("--ceiling is for the embedded store; on PostgreSQL, --baseline gives COPY's figures")
 		}
 		return benchOn(cmd, e, &bf, func(s *cliutil.OpenedStore, p *progress.Counter) (table, error) {
 			cfg.Progress = p
@@ -108,7 +121,18 @@ key, and into a copy of the store's events table with its indexes.`,
 				}
 				growProbe = &gpr
 			}
+			var ceil *bench.AppendResult
+			if *ceiling {
+				c, err := runCeiling(cmd.Context(), bf.store.Data, cfg)
+				if err != nil {
+					return nil, err
+				}
+				ceil = &c
+			}
 			r, err := bench.RunAppend(cmd.Context(), s, cfg, s.Fsyncs)
+			if err == nil && ceil != nil {
+				r = r.WithCeiling(*ceil)
+			}
 			if err == nil && probe != nil {
 				r = r.WithFsyncBound(*probe, batchProbe)
 				r.FsyncGrowingMS = &growProbe.MedianMS
@@ -133,6 +157,17 @@ key, and into a copy of the store's events table with its indexes.`,
 		})
 	}
 	return cmd
+}
+
+// runCeiling runs cfg's writers against a LogCeiling in dir.
+func runCeiling(ctx context.Context, dir string, cfg bench.AppendConfig) (bench.AppendResult, error) {
+	l, err := bench.OpenLogCeiling(dir, cfg)
+	if err != nil {
+		return bench.AppendResult{}, err
+	}
+	cfg.Progress = nil
+	r, err := bench.RunAppend(ctx, l, cfg, l.Fsyncs)
+	return r, errors.Join(err, l.Close())
 }
 
 func newBenchCommandsCmd(e *env) *cobra.Command {

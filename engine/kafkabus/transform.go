@@ -54,9 +54,9 @@ type Transformer struct {
 	tc  TransformerConfig
 	fn  TransformFunc
 
-	running            atomic.Bool
-	in, out, committed atomic.Uint64
-	aborted            atomic.Int64
+	running                   atomic.Bool
+	in, out, committed, acked atomic.Uint64
+	aborted                   atomic.Int64
 }
 
 // NewTransformer returns a stage process; Run starts it.
@@ -85,11 +85,15 @@ type TransformerStats struct {
 	Out       uint64 `json:"out"`       // records written by committed polls
 	Committed uint64 `json:"committed"` // polls committed
 	Aborted   int64  `json:"aborted"`   // transactions aborted by a rebalance
+	// Acked counts output records the brokers acknowledged, of
+	// committed polls or not: while it is above Out, a poll's output is
+	// on the brokers and its commit still to come.
+	Acked uint64 `json:"acked"`
 }
 
 // Stats returns what the Transformer has done so far.
 func (t *Transformer) Stats() TransformerStats {
-	return TransformerStats{In: t.in.Load(), Out: t.out.Load(), Committed: t.committed.Load(), Aborted: t.aborted.Load()}
+	return TransformerStats{In: t.in.Load(), Out: t.out.Load(), Committed: t.committed.Load(), Aborted: t.aborted.Load(), Acked: t.acked.Load()}
 }
 
 // Run handles polls until ctx ends (it then returns nil) or something
@@ -151,7 +155,7 @@ func (t *Transformer) Run(ctx context.Context) error {
 		var n uint64
 		err := t.fn(ctx, in, func(r *kgo.Record) {
 			n++
-			sess.Produce(ctx, r, func(_ *kgo.Record, err error) { perr.set(err) })
+			sess.Produce(ctx, r, t.produced(&perr))
 		})
 		// End with its own deadline: a poll handled when ctx ended is
 		// still committed (or aborted) cleanly.
@@ -216,7 +220,7 @@ func (t *Transformer) runAtLeastOnce(ctx context.Context) error {
 		var n uint64
 		err := t.fn(ctx, in, func(r *kgo.Record) {
 			n++
-			cl.Produce(ctx, r, func(_ *kgo.Record, err error) { perr.set(err) })
+			cl.Produce(ctx, r, t.produced(&perr))
 		})
 		if err == nil {
 			err = cl.Flush(ctx)
@@ -239,6 +243,18 @@ func (t *Transformer) runAtLeastOnce(ctx context.Context) error {
 			t.committed.Add(1)
 		}
 		cl.AllowRebalance()
+	}
+}
+
+// produced is a produce callback: it counts an acknowledged record and
+// keeps the first error.
+func (t *Transformer) produced(perr *firstError) func(*kgo.Record, error) {
+	return func(_ *kgo.Record, err error) {
+		if err != nil {
+			perr.set(err)
+			return
+		}
+		t.acked.Add(1)
 	}
 }
 

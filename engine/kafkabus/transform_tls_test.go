@@ -85,8 +85,8 @@ func TestTLSTransformer(t *testing.T) {
 	}
 
 	st, err := runTransformer(t, cfg, in, out, n, 60*time.Second)
-	if err != nil || st.In != n || st.Out != n {
-		t.Fatalf("over SASL_SSL: stats %+v, Run %v; want %d records in and out", st, err, n)
+	if err != nil || st.In != n || st.Out != n || st.Acked != n {
+		t.Fatalf("over SASL_SSL: stats %+v, Run %v; want %d records in, out and acknowledged", st, err, n)
 	}
 	// The output, read committed: every input once, transformed.
 	rd, err := cfg.client(kgo.ConsumeTopics(out), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -102,7 +101,7 @@ func TestStageChild(t *testing.T) {
 		}
 	}()
 	out.Printf("READY")
-	var last uint64
+	var last, pending uint64
 	var aborted int64
 	for {
 		st := tr.Stats()
@@ -114,7 +113,13 @@ func TestStageChild(t *testing.T) {
 			aborted = st.Aborted
 			out.Printf("ABORTED %d", aborted)
 		}
-		time.Sleep(5 * time.Millisecond)
+		// Output of a poll not yet committed is on the brokers: a kill
+		// now leaves it there (without transactions) or aborts it.
+		if st.Acked > st.Out && st.Acked != pending {
+			pending = st.Acked
+			out.Printf("PENDING %d", pending)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -134,6 +139,7 @@ type rig struct {
 
 	mu        sync.Mutex
 	committed map[string]int // by instance, the child's last COMMITTED
+	pending   map[string]int // by instance, its PENDING lines
 	procs     map[string]*crashtest.Process
 }
 
@@ -146,7 +152,7 @@ func randomName(kind string) string {
 func newRig(t *testing.T, unsafe bool) *rig {
 	ctx := context.Background()
 	r := &rig{t: t, bus: kafkabus.Config{Brokers: testenv.Kafka(t)}, topics: stages.TopicsOf(randomName("stages")), unsafe: unsafe,
-		committed: map[string]int{}, procs: map[string]*crashtest.Process{}}
+		committed: map[string]int{}, pending: map[string]int{}, procs: map[string]*crashtest.Process{}}
 	if err := stages.EnsureTopics(ctx, r.bus, r.topics, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +238,11 @@ func (r *rig) start(stage, instance string) {
 				r.committed[instance] = k
 				r.mu.Unlock()
 			}
+			if strings.HasPrefix(line, "PENDING ") {
+				r.mu.Lock()
+				r.pending[instance]++
+				r.mu.Unlock()
+			}
 		},
 	})
 	if !p.WaitFor("READY", 60*time.Second) {
@@ -241,6 +252,13 @@ func (r *rig) start(stage, instance string) {
 	r.procs[instance] = p
 	r.committed[instance] = 0
 	r.mu.Unlock()
+}
+
+// pendingOf counts the times instance reported output not yet committed.
+func (r *rig) pendingOf(instance string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pending[instance]
 }
 
 func (r *rig) commits(instance string) int {
@@ -300,9 +318,18 @@ func (r *rig) run(kill string, kills int) stages.Audit {
 	for i := range kills {
 		before := r.commits(victim)
 		waitFor(t, 60*time.Second, victim+" to commit a poll", func() bool { return r.commits(victim) > before })
-		// Into the next poll: past its first lookup, with some of its
-		// output written.
-		time.Sleep(2*lookupDelay + time.Duration(mrand.IntN(int(2*lookupDelay))))
+		// Into a later poll, with some of its output on the brokers and
+		// its commit still to come (the lookups that follow take
+		// lookupDelay each): not a moment picked by a timer, which a
+		// loaded machine could place between two polls.
+		pending := r.pendingOf(victim)
+		deadline := time.Now().Add(60 * time.Second)
+		for r.pendingOf(victim) == pending {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s wrote no output it had not committed in 60 s", victim)
+			}
+			time.Sleep(time.Millisecond) // the window is a lookup or more, 15 ms
+		}
 		r.mu.Lock()
 		p := r.procs[victim]
 		r.mu.Unlock()

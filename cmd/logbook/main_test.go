@@ -51,7 +51,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"flights", "generate", "--out", t.TempDir(), "--violations", "0.9"}, 2, "within 0–0.2"},
 		{[]string{"loadtest", "read", "--url", "ftp://x", "--token", "t"}, 2, "want http://host:port"},
 		{[]string{"loadtest", "write", "--url", "http://x", "--token", "t", "--plot", "chart.pdf"}, 2, ".svg or .png"},
-		{[]string{"loadtest", "write", "--url", "https://x", "--token", "t", "--baseline"}, 2, "--baseline is plain HTTP"},
+		{[]string{"loadtest", "write", "--url", "https://x", "--token", "t", "--ceiling"}, 2, "--ceiling is plain HTTP"},
 		{[]string{"--log-format", "xml", "version"}, 2, "want text or json"},
 		{[]string{"--log-level", "loud", "version"}, 2, "want debug, info, warn or error"},
 		{[]string{"flights", "serve", "--read-only", "--commands-only", "--store", "postgres://x/y"}, 2, "none of the others can be; [commands-only read-only] were all set"},

@@ -47,7 +47,7 @@ func pipelined(t *testing.T, coalesce bool, n int, h http.HandlerFunc) (int64, [
 	if coalesce {
 		l = coalescingListener{l}
 	}
-	srv := newHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultTimeouts)
+	srv := NewHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultTimeouts)
 	go srv.Serve(l)
 	defer srv.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -102,7 +102,7 @@ func TestCoalescingConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			time.Sleep(time.Second)
 		}

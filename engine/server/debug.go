@@ -28,7 +28,7 @@ func startDebug(addr string, tokens *auth.Tokens, log *slog.Logger) (stop func()
 	dbg.HandleFunc("/debug/pprof/", pprof.Index)
 	dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := newHTTPServer(tokens.RequireRole(auth.Viewer, dbg), log, DefaultTimeouts)
+	srv := NewHTTPServer(tokens.RequireRole(auth.Viewer, dbg), log, DefaultTimeouts)
 	srv.WriteTimeout = debugWriteTimeout
 	log.Info("pprof serving", "url", listenAddr(ln)+"/debug/pprof/")
 	go func() {

@@ -50,8 +50,10 @@ func (t Timeouts) orDefault() Timeouts {
 	return d
 }
 
-// newHTTPServer is the HTTP server of every logbook server.
-func newHTTPServer(h http.Handler, log *slog.Logger, t Timeouts) *http.Server {
+// NewHTTPServer is the HTTP server of every logbook server: its handler,
+// its timeouts (zero fields from DefaultTimeouts), its header cap, and
+// its errors to log at Warn.
+func NewHTTPServer(h http.Handler, log *slog.Logger, t Timeouts) *http.Server {
 	t = t.orDefault()
 	return &http.Server{
 		Handler:           h,

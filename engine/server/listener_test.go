@@ -16,7 +16,7 @@ import (
 // cut off within the head timeout: neither can hold a connection for good.
 func TestServerClosesIdleAndSlowConnections(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no token", http.StatusUnauthorized) })
-	srv := newHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), Timeouts{Header: 300 * time.Millisecond, Body: time.Second, Idle: 300 * time.Millisecond})
+	srv := NewHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), Timeouts{Header: 300 * time.Millisecond, Body: time.Second, Idle: 300 * time.Millisecond})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestServerClosesIdleAndSlowConnections(t *testing.T) {
 // closed connection frees its place.
 func TestServerCapsConnections(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	srv := newHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultTimeouts)
+	srv := NewHTTPServer(h, slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultTimeouts)
 	ln, err := listen("127.0.0.1:0", 2)
 	if err != nil {
 		t.Fatal(err)

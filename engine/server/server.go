@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 		ln = tls.NewListener(ln, tc)
 		scheme = "https://"
 	}
-	srv := newHTTPServer(handler, log, cfg.Timeouts)
+	srv := NewHTTPServer(handler, log, cfg.Timeouts)
 	// http.Server runs its shutdown functions in goroutines of their own;
 	// Run returns only once they have finished.
 	var shutdowns sync.WaitGroup

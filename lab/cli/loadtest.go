@@ -161,14 +161,15 @@ func newLoadtestWriteCmd(e *env) *cobra.Command {
 its next command once the last is answered (a closed model), in --waves
 waves; prints commands per second and latency percentiles.
 
-With --baseline the same workload then runs against a server in this
-process that does no work — Go's net/http answering each command with the
-flights API's status, headers and body shape, nothing decoded, nothing
-stored — and the result adds its commands per second and the ratio of the
-measured run's to it: how close the service comes to what net/http, this
-generator and loopback TCP reach on this machine in the same minute.`,
+With --ceiling the same workload first runs against a server in this
+process that does no work — the HTTP server of every logbook server
+answering each command with the flights API's status, header names and
+body fields, nothing decoded, nothing stored — and the result adds its
+commands per second and the ratio of the measured run's to it: how close
+the service comes to what net/http, this generator and loopback TCP reach
+on this machine in the same minute.`,
 		Example: `  logbook loadtest write --url http://127.0.0.1:8080 --token PLANNER --users 100 --legs 750
-  logbook loadtest write --url http://127.0.0.1:8080 --token PLANNER --users 100 --legs 750 --baseline`,
+  logbook loadtest write --url http://127.0.0.1:8080 --token PLANNER --users 100 --legs 750 --ceiling`,
 		Args: cliutil.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -180,13 +181,13 @@ generator and loopback TCP reach on this machine in the same minute.`,
 	fs.IntVar(&cfg.Legs, "legs", 10, "legs each planner adds")
 	fs.IntVar(&cfg.Waves, "waves", 10, "planners start in this many waves")
 	fs.DurationVar(&cfg.WaveInterval, "wave-interval", 100*time.Millisecond, "time between waves")
-	baseline := fs.Bool("baseline", false, "then run the same workload against a bare net/http server in this process and print the ratio")
+	ceiling := fs.Bool("ceiling", false, "first run the same workload against a bare net/http server in this process, and print its figures and the ratio")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if cfg.Users <= 0 || cfg.Legs < 0 || cfg.Waves <= 0 {
 			return cliutil.Usage("--users and --waves must be positive, --legs not negative")
 		}
-		if *baseline && !strings.HasPrefix(t.url, "http://") {
-			return cliutil.Usage("--baseline is plain HTTP: compare it with an http:// --url")
+		if u, err := url.Parse(t.url); *ceiling && err == nil && u.Scheme == "https" {
+			return cliutil.Usage("--ceiling is plain HTTP: compare it with an http:// --url")
 		}
 		if t.conns == 0 {
 			// A planner waits for each answer before its next command,
@@ -208,17 +209,26 @@ generator and loopback TCP reach on this machine in the same minute.`,
 		if err := loadtest.WaitCaughtUp(cmd.Context(), c, 5*time.Minute); err != nil {
 			return fmt.Errorf("waiting for the server's view to catch up with its log: %w", err)
 		}
+		var ceil *loadtest.CeilingResult
+		if *ceiling {
+			// Before the measured run, on an idle server: after it the
+			// server may still be flushing and compacting on the same
+			// cores.
+			bare, err := loadtest.RunCeiling(cmd.Context(), cfg, t.conns, t.batchDelay)
+			if err != nil {
+				return fmt.Errorf("--ceiling: %w", err)
+			}
+			ceil = &bare
+		}
 		var stop func()
 		cfg.Progress, stop = e.ShowProgress(cmd, t.out.Quiet())
 		res, err := loadtest.RunWrite(cmd.Context(), c, cfg)
-		if err == nil && *baseline {
-			var b loadtest.BaselineResult
-			b, err = loadtest.RunBaseline(cmd.Context(), cfg, t.conns, t.batchDelay, res.CommandsPerSec)
-			res.Baseline = &b
-		}
 		stop()
 		if err != nil {
 			return err
+		}
+		if ceil != nil {
+			res = res.WithCeiling(*ceil)
 		}
 		return t.finish(e, res)
 	}

@@ -42,9 +42,9 @@ type WriteResult struct {
 	Requests     int    `json:"requests"`
 	Failures     int    `json:"failures"`
 	FirstFailure string `json:"first_failure,omitempty"`
-	// Baseline is the same workload against a server that does no work
-	// (RunBaseline), if asked for.
-	Baseline *BaselineResult `json:"baseline,omitempty"`
+	// Ceiling is the same workload against a server that does no work
+	// (RunCeiling), if asked for.
+	Ceiling *CeilingResult `json:"ceiling,omitempty"`
 	// Timeline is every second of the run, for charts.
 	Timeline []Second `json:"-"`
 }
@@ -59,7 +59,7 @@ func (r WriteResult) Rows() [][2]string {
 		{"requests", fmt.Sprint(r.Requests)},
 		{"failures", fmt.Sprint(r.Failures)},
 	}
-	if b := r.Baseline; b != nil {
+	if b := r.Ceiling; b != nil {
 		rows = append(rows,
 			[2]string{"bare net/http commands/s", fmt.Sprintf("%.0f", b.CommandsPerSec)},
 			[2]string{"bare net/http p99 ms / failures", fmt.Sprintf("%.2f / %d", b.P99, b.Failures)},

@@ -70,7 +70,7 @@ type AppendResult struct {
 	RatioToBatchFsyncBound      *float64 `json:"ratio_to_batch_fsync_bound,omitempty"`
 	// With --ceiling: the same workload on a LogCeiling in the data
 	// directory, run just before the store's, and the store's events/s
-	// over it.
+	// over it. PeakRSSMB is then the peak of both runs.
 	CeilingEventsPerSec *float64 `json:"ceiling_events_per_sec,omitempty"`
 	CeilingP99MS        *float64 `json:"ceiling_p99_ms,omitempty"`
 	RatioToCeiling      *float64 `json:"ratio_to_ceiling,omitempty"`

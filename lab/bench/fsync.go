@@ -55,13 +55,7 @@ func MeasureSyncedWrites(dir string, n, size int, growing bool) (FsyncProbe, err
 	defer os.Remove(f.Name())
 	defer f.Close()
 	if !growing {
-		zeros := make([]byte, 1<<20)
-		for left := int64(n) * int64(size); left > 0; left -= int64(len(zeros)) {
-			if _, err := f.Write(zeros[:min(left, int64(len(zeros)))]); err != nil {
-				return FsyncProbe{}, fmt.Errorf("fsync probe: %w", err)
-			}
-		}
-		if err := f.Sync(); err != nil {
+		if err := prepareFile(f, int64(n)*int64(size)); err != nil {
 			return FsyncProbe{}, fmt.Errorf("fsync probe: %w", err)
 		}
 	}
@@ -116,4 +110,17 @@ func (r AppendResult) syncBound(ms float64) (bound, ratio *float64) {
 	b := stats.Round(float64(r.Batch)/(ms/1000), 0)
 	q := stats.Round(r.EventsPerSec/b, 3)
 	return &b, &q
+}
+
+// prepareFile writes size bytes of zeros to f and syncs them, so that
+// later synced writes into them change data and no file metadata, as a
+// log that reuses its files does.
+func prepareFile(f *os.File, size int64) error {
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(size-off, int64(len(zeros)))], off); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
 }

@@ -23,7 +23,8 @@ type Appender interface {
 }
 
 // LogCeiling is the least a store can do for an append and still keep
-// it: each append's events, with their ids, stream and type, written to
+// it: each append's events — id, stream, type and data, all the
+// benchmark's events carry (tags and metadata are not kept) — written to
 // the end of one file prepared beforehand (so that a sync writes data and
 // no file metadata, as the embedded store's spare logs do), and synced
 // before the append returns. Appends that arrive while a sync is under
@@ -65,13 +66,14 @@ type ceilingReq struct {
 }
 
 // ceilingRecord is the bytes of one event in the ceiling's log besides
-// its stream and data: length, checksum, id, type length, time.
-const ceilingRecord = 4 + 4 + 16 + 1 + 8
+// its stream, type and data and their lengths: length, checksum, id,
+// time.
+const ceilingRecord = 4 + 4 + 16 + 8
 
 // ceilingBytes is the log space cfg's workload needs, with room to spare.
 func ceilingBytes(cfg AppendConfig) int64 {
 	stream, _ := SampleAppend(cfg)
-	per := int64(ceilingRecord + 2 + len(stream) + len(eventType) + cfg.Payload)
+	per := int64(ceilingRecord + 2 + len(stream) + 1 + len(eventType) + cfg.Payload)
 	return (int64(cfg.Events)*per*11/10 + 1<<20) &^ (1<<20 - 1)
 }
 
@@ -87,16 +89,9 @@ func OpenLogCeiling(dir string, cfg AppendConfig) (*LogCeiling, error) {
 	}
 	l := &LogCeiling{f: f, size: ceilingBytes(cfg), versions: map[string]uint64{}}
 	l.sync = func() error { return unix.Fdatasync(int(f.Fd())) }
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < l.size; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros, off); err != nil {
-			l.remove()
-			return nil, fmt.Errorf("log ceiling: preparing %d MiB: %w", l.size>>20, err)
-		}
-	}
-	if err := f.Sync(); err != nil {
+	if err := prepareFile(f, l.size); err != nil {
 		l.remove()
-		return nil, fmt.Errorf("log ceiling: %w", err)
+		return nil, fmt.Errorf("log ceiling: preparing %d MiB: %w", l.size>>20, err)
 	}
 	return l, nil
 }
@@ -116,7 +111,7 @@ func (l *LogCeiling) Append(ctx context.Context, stream string, _ eventstore.Exp
 	r := &ceilingReq{stream: stream, n: len(events), wake: make(chan struct{})}
 	size := 0
 	for _, ev := range events {
-		size += ceilingRecord + binary.MaxVarintLen64 + len(stream) + len(ev.Type) + len(ev.Data)
+		size += ceilingRecord + 2*binary.MaxVarintLen64 + len(stream) + len(ev.Type) + len(ev.Data)
 	}
 	r.recs = make([]byte, 0, size)
 	now := uint64(time.Now().UnixNano())
@@ -130,7 +125,7 @@ func (l *LogCeiling) Append(ctx context.Context, stream string, _ eventstore.Exp
 		r.recs = append(r.recs, ev.ID[:]...)
 		r.recs = binary.AppendUvarint(r.recs, uint64(len(stream)))
 		r.recs = append(r.recs, stream...)
-		r.recs = append(r.recs, byte(len(ev.Type)))
+		r.recs = binary.AppendUvarint(r.recs, uint64(len(ev.Type)))
 		r.recs = append(r.recs, ev.Type...)
 		r.recs = binary.BigEndian.AppendUint64(r.recs, now)
 		r.recs = append(r.recs, ev.Data...)
@@ -159,12 +154,17 @@ func (l *LogCeiling) Append(ctx context.Context, stream string, _ eventstore.Exp
 	return r.res, r.err
 }
 
-// lead writes and syncs the queue, up to maxCeilingGroup appends, as one
-// group; called with l.mu held, it answers them and hands the lead to
+// lead writes and syncs the queue, up to maxCeilingGroup appends and
+// maxCeilingGroupBytes, as one group; called with l.mu held, it answers them and hands the lead to
 // the first append queued meanwhile, and returns with l.mu released.
 func (l *LogCeiling) lead() {
-	g := l.queue[:min(len(l.queue), maxCeilingGroup)]
-	l.queue = append([]*ceilingReq(nil), l.queue[len(g):]...)
+	n, bytes := 0, 0
+	for n < len(l.queue) && n < maxCeilingGroup && (n == 0 || bytes+len(l.queue[n].recs) <= maxCeilingGroupBytes) {
+		bytes += len(l.queue[n].recs)
+		n++
+	}
+	g := l.queue[:n]
+	l.queue = append([]*ceilingReq(nil), l.queue[n:]...)
 	var buf []byte
 	for _, r := range g {
 		v := l.versions[r.stream]
@@ -188,9 +188,11 @@ func (l *LogCeiling) lead() {
 	}
 	if err == nil {
 		err = l.sync()
-		l.syncs.Add(1)
 	}
-	l.off += int64(len(buf))
+	if err == nil {
+		l.syncs.Add(1)
+		l.off += int64(len(buf))
+	}
 
 	l.mu.Lock()
 	if err != nil && l.failed == nil {
@@ -215,8 +217,12 @@ func (l *LogCeiling) lead() {
 	l.mu.Unlock()
 }
 
-// maxCeilingGroup bounds the appends of one group, as the store's does.
-const maxCeilingGroup = 4096
+// A group holds at most this many appends and bytes (but always one
+// append), as the store's do.
+const (
+	maxCeilingGroup      = 4096
+	maxCeilingGroupBytes = 32 << 20
+)
 
 // Fsyncs is the number of groups synced.
 func (l *LogCeiling) Fsyncs() uint64 { return l.syncs.Load() }
@@ -241,7 +247,10 @@ func (l *LogCeiling) Close() error {
 // ratio of the store's events/s to its.
 func (r AppendResult) WithCeiling(c AppendResult) AppendResult {
 	eps, p99 := c.EventsPerSec, c.P99MS
-	ratio := stats.Round(r.EventsPerSec/eps, 3)
-	r.CeilingEventsPerSec, r.CeilingP99MS, r.RatioToCeiling = &eps, &p99, &ratio
+	r.CeilingEventsPerSec, r.CeilingP99MS = &eps, &p99
+	if eps > 0 {
+		ratio := stats.Round(r.EventsPerSec/eps, 3)
+		r.RatioToCeiling = &ratio
+	}
 	return r
 }

@@ -59,7 +59,7 @@ fastest the database takes them: into a plain table with only a primary
 key, and into a copy of the store's events table with its indexes.
 --ceiling (embedded store) first runs the same writers against a bare log in
 the data directory — each group of appends written to a prepared file and
-fdatasync'ed, nothing else — the most any store that syncs what it
+fdatasync'ed, nothing else — about the most any store that syncs what it
 acknowledges could reach here, and prints the store's ratio to it.`,
 		Example: `  # one writer, a million events, on the embedded store in ./data-bench
   logbook bench append

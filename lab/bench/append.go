@@ -133,11 +133,13 @@ func (r AppendResult) Rows() [][2]string {
 			[2]string{"its bound events/s", fmt.Sprintf("%.0f", *r.BatchFsyncBoundEventsPerSec)},
 			[2]string{"events/s / its bound", fmt.Sprintf("%.3f", *r.RatioToBatchFsyncBound)})
 	}
-	if r.RatioToCeiling != nil {
+	if r.CeilingEventsPerSec != nil {
 		rows = append(rows,
 			[2]string{"ceiling events/s (a bare log: write + fdatasync per group, nothing else)", fmt.Sprintf("%.0f", *r.CeilingEventsPerSec)},
-			[2]string{"ceiling append p99 ms", fmt.Sprintf("%.3f", *r.CeilingP99MS)},
-			[2]string{"events/s / ceiling", fmt.Sprintf("%.3f", *r.RatioToCeiling)})
+			[2]string{"ceiling append p99 ms", fmt.Sprintf("%.3f", *r.CeilingP99MS)})
+	}
+	if r.RatioToCeiling != nil {
+		rows = append(rows, [2]string{"events/s / ceiling", fmt.Sprintf("%.3f", *r.RatioToCeiling)})
 	}
 	return rows
 }

@@ -70,10 +70,17 @@ type ceilingReq struct {
 // time.
 const ceilingRecord = 4 + 4 + 16 + 8
 
+// ceilingRecordLen is the length of an event's record in the log.
+func ceilingRecordLen(stream, typ string, data int) int {
+	var v [binary.MaxVarintLen64]byte
+	return ceilingRecord + binary.PutUvarint(v[:], uint64(len(stream))) + len(stream) +
+		binary.PutUvarint(v[:], uint64(len(typ))) + len(typ) + data
+}
+
 // ceilingBytes is the log space cfg's workload needs, with room to spare.
 func ceilingBytes(cfg AppendConfig) int64 {
 	stream, _ := SampleAppend(cfg)
-	per := int64(ceilingRecord + 2 + len(stream) + 1 + len(eventType) + cfg.Payload)
+	per := int64(ceilingRecordLen(stream, eventType, cfg.Payload))
 	return (int64(cfg.Events)*per*11/10 + 1<<20) &^ (1<<20 - 1)
 }
 
@@ -111,7 +118,7 @@ func (l *LogCeiling) Append(ctx context.Context, stream string, _ eventstore.Exp
 	r := &ceilingReq{stream: stream, n: len(events), wake: make(chan struct{})}
 	size := 0
 	for _, ev := range events {
-		size += ceilingRecord + 2*binary.MaxVarintLen64 + len(stream) + len(ev.Type) + len(ev.Data)
+		size += ceilingRecordLen(stream, ev.Type, len(ev.Data))
 	}
 	r.recs = make([]byte, 0, size)
 	now := uint64(time.Now().UnixNano())
@@ -155,8 +162,9 @@ func (l *LogCeiling) Append(ctx context.Context, stream string, _ eventstore.Exp
 }
 
 // lead writes and syncs the queue, up to maxCeilingGroup appends and
-// maxCeilingGroupBytes, as one group; called with l.mu held, it answers them and hands the lead to
-// the first append queued meanwhile, and returns with l.mu released.
+// maxCeilingGroupBytes, as one group. Called with l.mu held, it answers
+// them, hands the lead to the first append queued meanwhile and returns
+// with l.mu released.
 func (l *LogCeiling) lead() {
 	n, bytes := 0, 0
 	for n < len(l.queue) && n < maxCeilingGroup && (n == 0 || bytes+len(l.queue[n].recs) <= maxCeilingGroupBytes) {

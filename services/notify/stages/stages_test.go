@@ -269,12 +269,18 @@ func (r *rig) commits(instance string) int {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitEvery(t, timeout, 20*time.Millisecond, what, cond)
+}
+
+// waitEvery is waitFor looking every interval.
+func waitEvery(t *testing.T, timeout, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
@@ -322,14 +328,9 @@ func (r *rig) run(kill string, kills int) stages.Audit {
 		// its commit still to come (the lookups that follow take
 		// lookupDelay each): not a moment picked by a timer, which a
 		// loaded machine could place between two polls.
+		// The window is a lookup or more (lookupDelay): look often.
 		pending := r.pendingOf(victim)
-		deadline := time.Now().Add(60 * time.Second)
-		for r.pendingOf(victim) == pending {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s wrote no output it had not committed in 60 s", victim)
-			}
-			time.Sleep(time.Millisecond) // the window is a lookup or more, 15 ms
-		}
+		waitEvery(t, 60*time.Second, time.Millisecond, victim+" to write output it has not committed", func() bool { return r.pendingOf(victim) > pending })
 		r.mu.Lock()
 		p := r.procs[victim]
 		r.mu.Unlock()
